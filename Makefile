@@ -1,0 +1,51 @@
+# The two commands a newcomer needs are `make run` and `make test`; both install first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+SETTLE := $(BIN)/settle
+PYTEST_ARGS ?=
+
+.PHONY: install run test unit integration lint format infra-up infra-down bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+run: install
+	$(SETTLE) infra up
+	$(SETTLE) migrate
+
+test: install
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+unit: install
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+integration: install
+	$(BIN)/pytest tests/integration tests/e2e $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff format --check services tests
+	$(BIN)/ruff check services tests
+	$(BIN)/mypy
+
+format: install
+	$(BIN)/ruff format services tests
+	$(BIN)/ruff check --fix services tests
+
+infra-up: install
+	$(SETTLE) infra up
+
+infra-down: install
+	$(SETTLE) infra down
+
+bench: install
+	$(SETTLE) bench --scenario baseline
+
+clean:
+	rm -rf $(VENV) build *.egg-info

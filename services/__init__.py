@@ -1,0 +1,1 @@
+"""settle: settlement services that move money out exactly once in effect."""

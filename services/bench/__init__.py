@@ -1,0 +1,1 @@
+"""Benchmarks: `settle bench --scenario NAME`, one runner every scenario plugs into."""

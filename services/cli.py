@@ -1,0 +1,24 @@
+"""The `settle` console script: one group, one subcommand module per concern."""
+
+from __future__ import annotations
+
+import click
+
+from services.bench.cli import bench
+from services.infra.cli import infra
+from services.shared.cli import migrate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """settle: ledger, relay and inbox for settlements paid exactly once in effect."""
+
+
+cli.add_command(infra)
+cli.add_command(migrate)
+cli.add_command(bench)
+
+
+def main() -> None:
+    """Entry point of the `settle` console script."""
+    cli()

@@ -1,0 +1,1 @@
+"""Local infrastructure without Docker: a PostgreSQL cluster and a KRaft Kafka broker of our own."""

@@ -1,0 +1,1 @@
+"""Code the ledger, relay and inbox services share: configuration, money, ids, storage, codecs."""

@@ -1,0 +1,128 @@
+"""One settings object, read from the environment; a bad value names its variable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from services.shared.errors import ConfigError
+
+LOCAL_DATABASE_URL = "postgresql+asyncpg://settle@127.0.0.1:55432/settle"
+LOCAL_KAFKA_BOOTSTRAP = "127.0.0.1:59092"
+
+
+class RailKind(StrEnum):
+    """Which payment rail the relay drives."""
+
+    SIM = "sim"
+    STRIPE = "stripe"
+
+
+class StripeMethod(StrEnum):
+    """How money leaves through Stripe: Connect transfers or payouts."""
+
+    TRANSFER = "transfer"
+    PAYOUT = "payout"
+
+
+class Settings(BaseSettings):
+    """Every knob settle reads, each under the environment variable of the same name."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="ignore", populate_by_name=False)
+
+    database_url: str = Field(LOCAL_DATABASE_URL, alias="SETTLE_DATABASE_URL")
+    kafka_bootstrap: str = Field(LOCAL_KAFKA_BOOTSTRAP, alias="SETTLE_KAFKA_BOOTSTRAP")
+    topic_prefix: str = Field("", alias="SETTLE_TOPIC_PREFIX", pattern=r"^[A-Za-z0-9._-]*$")
+    rail: RailKind = Field(RailKind.SIM, alias="SETTLE_RAIL")
+    stripe_api_key: str = Field("sk_test_settle_local", alias="STRIPE_API_KEY", min_length=1)
+    stripe_api_base: str | None = Field(None, alias="STRIPE_API_BASE")
+    stripe_webhook_secret: Annotated[tuple[str, ...], NoDecode] = Field(
+        ("whsec_settle_local",), alias="STRIPE_WEBHOOK_SECRET"
+    )
+    stripe_method: StripeMethod = Field(StripeMethod.TRANSFER, alias="SETTLE_STRIPE_METHOD")
+    rail_idempotent: bool = Field(True, alias="SETTLE_RAIL_IDEMPOTENT")
+    api_tokens: Annotated[dict[str, str], NoDecode] = Field(
+        {"acme": "acme-local-token"}, alias="SETTLE_API_TOKENS"
+    )
+    idempotency_replay_seconds: int = Field(
+        86400, alias="SETTLE_IDEMPOTENCY_REPLAY_SECONDS", gt=0
+    )
+    idempotency_tombstone_seconds: int = Field(
+        86400, alias="SETTLE_IDEMPOTENCY_TOMBSTONE_SECONDS", ge=0
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if not value.startswith(("postgresql://", "postgresql+asyncpg://")):
+            raise ValueError("must be a postgresql:// or postgresql+asyncpg:// URL")
+        return value.replace("postgresql://", "postgresql+asyncpg://", 1)
+
+    @field_validator("kafka_bootstrap")
+    @classmethod
+    def _host_ports(cls, value: str) -> str:
+        for server in value.split(","):
+            host, _, port = server.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError("must be host:port[,host:port...]")
+        return value
+
+    @field_validator("stripe_api_base")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @field_validator("stripe_webhook_secret", mode="before")
+    @classmethod
+    def _secrets(cls, value: object) -> object:
+        # Several secrets, comma-separated, are all accepted during a rotation.
+        if isinstance(value, str):
+            secrets = tuple(s.strip() for s in value.split(",") if s.strip())
+            if not secrets:
+                raise ValueError("must name at least one signing secret")
+            return secrets
+        return value
+
+    @field_validator("api_tokens", mode="before")
+    @classmethod
+    def _tokens(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        tokens: dict[str, str] = {}
+        for pair in value.split(","):
+            tenant, sep, token = pair.strip().partition(":")
+            if not sep or not tenant or not token:
+                raise ValueError("must be tenant:token pairs separated by commas")
+            if token in tokens:
+                raise ValueError(f"token for tenant {tenant!r} is given twice")
+            tokens[token] = tenant
+        return {tenant: token for token, tenant in tokens.items()}
+
+    @property
+    def tenant_by_token(self) -> dict[str, str]:
+        """Bearer token to tenant, the lookup the HTTP layer does on every request."""
+        return {token: tenant for tenant, token in self.api_tokens.items()}
+
+    def topic(self, name: str) -> str:
+        """The Kafka topic `name` under this deployment's prefix."""
+        return f"{self.topic_prefix}{name}"
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read settings from `environ` (default: the process environment) or raise ConfigError."""
+    try:
+        if environ is None:
+            return Settings()
+        aliases = {f.alias for f in Settings.model_fields.values() if f.alias}
+        given = {k: v for k, v in environ.items() if k in aliases}
+        return Settings.model_validate(given)
+    except ValidationError as e:
+        first = e.errors()[0]
+        variable = str(first["loc"][0]) if first["loc"] else "environment"
+        raise ConfigError(variable, first["msg"]) from e
