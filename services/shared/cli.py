@@ -1,6 +1,30 @@
+"""`settle migrate`: the database schema to head and the Kafka topics created."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
 import click
+
+from services.shared.config import load_settings
+from services.shared.errors import ConfigError
+from services.shared.migrate import upgrade
 
 
 @click.command()
-def migrate() -> None:
-    """Migrate."""
+@click.option("--skip-topics", is_flag=True, help="Only migrate PostgreSQL.")
+def migrate(skip_topics: bool) -> None:
+    """Migrate PostgreSQL to the latest schema and create the Kafka topics settle uses."""
+    from services.shared.topics import ensure_topics
+
+    try:
+        settings = load_settings()
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
+    started = time.monotonic()
+    upgrade(settings.database_url)
+    click.echo(f"database migrated to head ({time.monotonic() - started:.1f}s)")
+    if not skip_topics:
+        created = asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_prefix))
+        click.echo(f"topics created: {', '.join(created) if created else 'none (all exist)'}")

@@ -1,0 +1,158 @@
+"""Where the local infrastructure keeps its files, and the endpoints it serves on."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import services
+from services.shared.config import LOCAL_DATABASE_URL, LOCAL_KAFKA_BOOTSTRAP
+
+RUN_DIR_ENV = "SETTLE_RUN_DIR"
+
+
+@dataclass(frozen=True)
+class PgEndpoint:
+    """Host, port, role and database of the local PostgreSQL cluster."""
+
+    host: str
+    port: int
+    user: str
+    database: str
+
+
+@dataclass(frozen=True)
+class KafkaEndpoint:
+    """Host and ports of the local broker; the controller listens on the port after the broker."""
+
+    host: str
+    port: int
+
+    @property
+    def controller_port(self) -> int:
+        """Port of the KRaft controller listener."""
+        return self.port + 1
+
+    @property
+    def bootstrap(self) -> str:
+        """host:port as clients want it."""
+        return f"{self.host}:{self.port}"
+
+
+def pg_endpoint(url: str = LOCAL_DATABASE_URL) -> PgEndpoint:
+    """Parse a postgresql[+driver]:// URL into its parts, with libpq's defaults filled in."""
+    parts = urlsplit(url)
+    user = parts.username or "postgres"
+    return PgEndpoint(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 5432,
+        user=user,
+        database=parts.path.lstrip("/") or user,
+    )
+
+
+def kafka_endpoint(bootstrap: str = LOCAL_KAFKA_BOOTSTRAP) -> KafkaEndpoint:
+    """Parse the first host:port of a bootstrap list."""
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    return KafkaEndpoint(host=host, port=int(port))
+
+
+def repo_root() -> Path:
+    """The checkout holding pyproject.toml (the package is installed editable)."""
+    return Path(services.__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Every file and directory the local stack reads or writes."""
+
+    root: Path
+    run: Path
+
+    @property
+    def lock(self) -> Path:
+        """Serialises concurrent `up`/`down` calls."""
+        return self.run / ".infra.lock"
+
+    @property
+    def pg(self) -> Path:
+        """Directory of the PostgreSQL cluster, owned by the server's user."""
+        return self.run / "pg"
+
+    @property
+    def pg_data(self) -> Path:
+        """PGDATA."""
+        return self.pg / "data"
+
+    @property
+    def pg_log(self) -> Path:
+        """Server log written by pg_ctl -l."""
+        return self.pg / "postgres.log"
+
+    @property
+    def pg_sock(self) -> Path:
+        """Unix socket directory."""
+        return self.pg / "sock"
+
+    @property
+    def kafka(self) -> Path:
+        """Directory of the broker's config, data, log and pid file."""
+        return self.run / "kafka"
+
+    @property
+    def kafka_data(self) -> Path:
+        """log.dirs of the broker (also its KRaft metadata log)."""
+        return self.kafka / "data"
+
+    @property
+    def kafka_log(self) -> Path:
+        """Broker stdout and stderr."""
+        return self.kafka / "broker.log"
+
+    @property
+    def kafka_pid(self) -> Path:
+        """Pid of the broker JVM."""
+        return self.kafka / "broker.pid"
+
+    @property
+    def kafka_props(self) -> Path:
+        """server.properties written on every start."""
+        return self.kafka / "server.properties"
+
+    @property
+    def kafka_lib(self) -> Path:
+        """Jar cache resolved by Maven; survives --purge."""
+        return self.run / "kafka-lib"
+
+    @property
+    def pom(self) -> Path:
+        """Maven project that names the broker's jars."""
+        return self.root / "deploy" / "kafka" / "pom.xml"
+
+    @property
+    def log4j(self) -> Path:
+        """Broker logging configuration."""
+        return self.root / "deploy" / "kafka" / "log4j2.properties"
+
+
+def run_paths() -> RunPaths:
+    """Paths under $SETTLE_RUN_DIR, or <repo>/.run when it is unset."""
+    root = repo_root()
+    override = os.environ.get(RUN_DIR_ENV)
+    run = Path(override).expanduser().resolve() if override else root / ".run"
+    return RunPaths(root=root, run=run)
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last `lines` lines of a log file, or a note that there is none."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            tail = deque(f, maxlen=lines)
+    except FileNotFoundError:
+        return f"(no log at {path})"
+    except PermissionError:
+        return f"(log at {path} is not readable)"
+    return f"--- last {len(tail)} lines of {path} ---\n" + "".join(tail).rstrip("\n")

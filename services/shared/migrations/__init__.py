@@ -1,0 +1,1 @@
+"""Alembic migrations of settle's PostgreSQL schema; `settle migrate` runs them to head."""

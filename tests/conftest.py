@@ -1,0 +1,89 @@
+"""Session fixtures: a PostgreSQL database migrated to head and a Kafka bootstrap.
+
+Tests never clean tables: each one works under ids and topic names of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from services.shared.migrate import upgrade
+from tests.harness import Servers, servers
+
+
+def unique(prefix: str = "") -> str:
+    """A short id no other test or run uses."""
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+def asyncpg_dsn(database_url: str) -> str:
+    """The plain libpq form of a SQLAlchemy URL, for asyncpg and psql."""
+    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def with_database(database_url: str, name: str) -> str:
+    """`database_url` pointing at database `name` on the same server."""
+    return make_url(database_url).set(database=name).render_as_string(hide_password=False)
+
+
+async def create_database(server_url: str, name: str) -> str:
+    """Create database `name` on the server of `server_url`; return its URL."""
+    conn = await asyncpg.connect(asyncpg_dsn(server_url))
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return with_database(server_url, name)
+
+
+async def drop_database(server_url: str, name: str) -> None:
+    """Drop database `name`, disconnecting whoever still uses it."""
+    conn = await asyncpg.connect(asyncpg_dsn(server_url))
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def infra() -> Iterator[Servers]:
+    """The session's PostgreSQL server and Kafka broker (see tests/harness.py)."""
+    with servers() as found:
+        yield found
+
+
+@pytest.fixture(scope="session")
+async def database_url(infra: Servers) -> AsyncIterator[str]:
+    """A database of this session's own, migrated to head, dropped afterwards."""
+    name = unique("settle_test_")
+    url = await create_database(infra.database_url, name)
+    await asyncio.to_thread(upgrade, url)
+    yield url
+    await drop_database(infra.database_url, name)
+
+
+@pytest.fixture(scope="session")
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """An async SQLAlchemy engine on the session's database."""
+    engine = create_async_engine(database_url, pool_size=5)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(infra: Servers) -> str:
+    """Bootstrap servers of the session's Kafka."""
+    return infra.kafka_bootstrap
+
+
+@pytest.fixture
+def topic_prefix() -> str:
+    """A topic-name prefix no other test uses, for `SETTLE_TOPIC_PREFIX`."""
+    return unique("t") + "."

@@ -1,0 +1,314 @@
+"""The schema on the real PostgreSQL: migrations run to head and back, and the database
+itself rejects rows that would corrupt money or break dedupe."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from services.shared.migrate import downgrade, upgrade
+from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.harness import Servers
+
+pytestmark = pytest.mark.integration
+
+ENTRY = "INSERT INTO journal_entries (id, tenant, kind, occurred_at) VALUES ($1, $2, 'e', now())"
+POSTING = "INSERT INTO postings (entry_id, account_id, amount, currency) VALUES ($1, $2, $3, 'USD')"
+
+
+@pytest.fixture
+async def fresh_db(infra: Servers) -> AsyncIterator[str]:
+    name = unique("settle_mig_")
+    url = await create_database(infra.database_url, name)
+    yield url
+    await drop_database(infra.database_url, name)
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(asyncpg_dsn(database_url))
+    yield conn
+    await conn.close()
+
+
+async def tables(url: str) -> set[str]:
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        return {r["tablename"] for r in rows}
+    finally:
+        await conn.close()
+
+
+async def test_upgrade_to_head_downgrade_to_base_and_up_again(fresh_db: str) -> None:
+    model = {
+        "settlements",
+        "settlement_transitions",
+        "idempotency_keys",
+        "accounts",
+        "account_balances",
+        "journal_entries",
+        "postings",
+        "outbox",
+        "rail_instructions",
+        "inbox_events",
+        "operator_actions",
+    }
+    await asyncio.to_thread(upgrade, fresh_db)
+    assert model <= await tables(fresh_db)
+    await asyncio.to_thread(downgrade, fresh_db, "base")
+    assert await tables(fresh_db) == {"alembic_version"}
+    await asyncio.to_thread(upgrade, fresh_db)
+    assert model <= await tables(fresh_db)
+
+
+async def test_concurrent_migrators_take_turns(fresh_db: str) -> None:
+    # Replicas starting together each run `settle migrate`; the advisory lock serialises them.
+    script = "import sys; from services.shared.migrate import upgrade; upgrade(sys.argv[1])"
+    procs = [
+        await asyncio.create_subprocess_exec(sys.executable, "-c", script, fresh_db)
+        for _ in range(3)
+    ]
+    assert [await p.wait() for p in procs] == [0, 0, 0]
+    conn = await asyncpg.connect(asyncpg_dsn(fresh_db))
+    try:
+        assert await conn.fetchval("SELECT version_num FROM alembic_version") == "0001"
+    finally:
+        await conn.close()
+
+
+async def insert_settlement(
+    db: asyncpg.Connection,
+    tenant: str,
+    reference: str,
+    amount: object = 1000,
+    currency: str = "USD",
+    status: str = "accepted",
+    reason: str | None = None,
+) -> uuid.UUID:
+    sid = uuid.uuid4()
+    await db.execute(
+        """INSERT INTO settlements (id, tenant, reference, idempotency_key, payee, destination,
+               amount, currency, rail, status, reason, created_at, updated_at)
+           VALUES ($1, $2, $3, $4, 'payee-1', 'acct_1', $5, $6, 'sim', $7, $8, now(), now())""",
+        sid,
+        tenant,
+        reference,
+        unique("key-"),
+        amount,
+        currency,
+        status,
+        reason,
+    )
+    return sid
+
+
+@pytest.mark.parametrize(
+    ("amount", "currency", "status"),
+    [
+        (0, "USD", "accepted"),
+        (-5, "USD", "accepted"),
+        (10, "usd", "accepted"),
+        (10, "US", "accepted"),
+        (10, "USD", "lost"),
+    ],
+)
+async def test_settlement_rejects_bad_money_and_unknown_status(
+    db: asyncpg.Connection, amount: int, currency: str, status: str
+) -> None:
+    with pytest.raises(asyncpg.CheckViolationError):
+        await insert_settlement(db, unique(), unique(), amount, currency, status)
+
+
+async def test_amount_is_bigint_minor_units(db: asyncpg.Connection) -> None:
+    sid = await insert_settlement(db, unique(), unique(), 2**63 - 1)
+    assert await db.fetchval("SELECT amount FROM settlements WHERE id = $1", sid) == 2**63 - 1
+    with pytest.raises((asyncpg.DataError, OverflowError)):
+        await insert_settlement(db, unique(), unique(), 2**63)
+    # Neither asyncpg nor PostgreSQL refuses 10.5 for a bigint (they truncate or round), so a
+    # fractional amount must be stopped at the edge; here we only pin the column types.
+    types = await db.fetch(
+        """SELECT table_name, data_type FROM information_schema.columns
+           WHERE table_schema = 'public' AND column_name IN ('amount', 'balance')"""
+    )
+    assert {r["data_type"] for r in types} == {"bigint"}
+    money_tables = {"settlements", "postings", "account_balances", "rail_instructions"}
+    assert {r["table_name"] for r in types} == money_tables
+
+
+async def test_needs_review_requires_a_reason(db: asyncpg.Connection) -> None:
+    with pytest.raises(asyncpg.CheckViolationError):
+        await insert_settlement(db, unique(), unique(), status="needs_review")
+    await insert_settlement(db, unique(), unique(), status="needs_review", reason="rail unclear")
+
+
+async def test_reference_unique_per_tenant(db: asyncpg.Connection) -> None:
+    tenant, reference = unique(), unique()
+    await insert_settlement(db, tenant, reference)
+    await insert_settlement(db, unique(), reference)  # another tenant may reuse it
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await insert_settlement(db, tenant, reference)
+
+
+async def insert_idempotency_key(db: asyncpg.Connection, tenant: str, key: str) -> None:
+    await db.execute(
+        """INSERT INTO idempotency_keys (tenant, key, fingerprint, method, path, state,
+               locked_until, created_at)
+           VALUES ($1, $2, $3, 'POST', '/v1/settlements', 'in_flight', now(), now())""",
+        tenant,
+        key,
+        bytes(32),
+    )
+
+
+async def test_idempotency_key_unique_per_tenant(db: asyncpg.Connection) -> None:
+    tenant, key = unique(), unique()
+    await insert_idempotency_key(db, tenant, key)
+    await insert_idempotency_key(db, unique(), key)
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await insert_idempotency_key(db, tenant, key)
+
+
+async def test_completed_idempotency_record_carries_its_response(db: asyncpg.Connection) -> None:
+    with pytest.raises(asyncpg.CheckViolationError):
+        await db.execute(
+            """INSERT INTO idempotency_keys (tenant, key, fingerprint, method, path, state,
+                   created_at)
+               VALUES ($1, $2, $3, 'POST', '/v1/settlements', 'completed', now())""",
+            unique(),
+            unique(),
+            bytes(32),
+        )
+
+
+async def insert_inbox_event(
+    db: asyncpg.Connection, event_id: str | None, change_key: str, status: str = "received"
+) -> None:
+    await db.execute(
+        """INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key,
+               payload, status, reason)
+           VALUES ('stripe', $1, 'payout.paid', 'po_1', $2, '{}', $3, $4)""",
+        event_id,
+        change_key,
+        status,
+        None if status == "received" else "why",
+    )
+
+
+async def test_rail_event_stored_once(db: asyncpg.Connection) -> None:
+    event_id = unique("evt_")
+    await insert_inbox_event(db, event_id, unique())
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await insert_inbox_event(db, event_id, unique())
+    inserted = await db.execute(
+        """INSERT INTO inbox_events (rail, rail_event_id, change_key, payload, status)
+           VALUES ('stripe', $1, $2, '{}', 'received') ON CONFLICT DO NOTHING""",
+        event_id,
+        unique(),
+    )
+    assert inserted == "INSERT 0 0"
+
+
+async def test_two_event_ids_for_one_change_collide(db: asyncpg.Connection) -> None:
+    change = unique("po_1:payout.paid:")
+    await insert_inbox_event(db, unique("evt_"), change)
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await insert_inbox_event(db, unique("evt_"), change)
+
+
+async def test_rejected_webhook_needs_a_reason_but_no_event_id(db: asyncpg.Connection) -> None:
+    await insert_inbox_event(db, None, unique(), status="rejected")
+    with pytest.raises(asyncpg.CheckViolationError):
+        await insert_inbox_event(db, None, unique(), status="received")
+
+
+async def open_accounts(db: asyncpg.Connection, tenant: str) -> tuple[str, str]:
+    funding, payable = f"{tenant}:funding:USD", f"{tenant}:payable:USD"
+    await db.executemany(
+        "INSERT INTO accounts (id, tenant, kind, currency) VALUES ($1, $2, $3, 'USD')",
+        [(funding, tenant, "funding"), (payable, tenant, "payable")],
+    )
+    return funding, payable
+
+
+async def post_entry(db: asyncpg.Connection, tenant: str, legs: list[tuple[str, int]]) -> uuid.UUID:
+    entry = uuid.uuid4()
+    async with db.transaction():
+        await db.execute(
+            ENTRY,
+            entry,
+            tenant,
+        )
+        await db.executemany(
+            POSTING,
+            [(entry, account, amount) for account, amount in legs],
+        )
+    return entry
+
+
+async def test_balanced_entry_commits(db: asyncpg.Connection) -> None:
+    tenant = unique()
+    funding, payable = await open_accounts(db, tenant)
+    entry = await post_entry(db, tenant, [(funding, 700), (payable, -700)])
+    total = await db.fetchval("SELECT sum(amount) FROM postings WHERE entry_id = $1", entry)
+    assert total == 0
+
+
+async def test_unbalanced_entry_is_rejected_at_commit(db: asyncpg.Connection) -> None:
+    tenant = unique()
+    funding, payable = await open_accounts(db, tenant)
+    with pytest.raises(asyncpg.CheckViolationError, match="does not balance"):
+        await post_entry(db, tenant, [(funding, 700), (payable, -699)])
+    assert await db.fetchval("SELECT count(*) FROM journal_entries WHERE tenant = $1", tenant) == 0
+
+
+async def test_posting_currency_must_match_its_account(db: asyncpg.Connection) -> None:
+    tenant = unique()
+    funding, _ = await open_accounts(db, tenant)
+    entry = uuid.uuid4()
+    with pytest.raises(asyncpg.ForeignKeyViolationError):
+        async with db.transaction():
+            await db.execute(
+                ENTRY,
+                entry,
+                tenant,
+            )
+            await db.execute(
+                POSTING.replace("$3, 'USD'", "5, 'EUR'"),
+                entry,
+                funding,
+            )
+
+
+async def test_postings_are_append_only(db: asyncpg.Connection) -> None:
+    tenant = unique()
+    funding, payable = await open_accounts(db, tenant)
+    entry = await post_entry(db, tenant, [(funding, 10), (payable, -10)])
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
+        await db.execute("UPDATE postings SET amount = 11 WHERE entry_id = $1", entry)
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
+        await db.execute("DELETE FROM postings WHERE entry_id = $1", entry)
+
+
+async def test_rail_instruction_key_is_a_sha256_and_unique(db: asyncpg.Connection) -> None:
+    async def instruct(settlement: uuid.UUID, key: str) -> None:
+        await db.execute(
+            """INSERT INTO rail_instructions (settlement_id, tenant, rail, method, idempotency_key,
+                   destination, amount, currency, status, created_at, updated_at)
+               VALUES ($1, 't', 'sim', 'transfer', $2, 'acct_1', 10, 'USD', 'pending',
+                       now(), now())""",
+            settlement,
+            key,
+        )
+
+    key = uuid.uuid4().hex * 2
+    await instruct(await insert_settlement(db, unique(), unique()), key)
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await instruct(await insert_settlement(db, unique(), unique()), key)
+    with pytest.raises(asyncpg.CheckViolationError):
+        await instruct(await insert_settlement(db, unique(), unique()), "not-a-key")

@@ -1,0 +1,87 @@
+"""Configuration: defaults that run locally, and every bad value named by its variable."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.shared.config import LOCAL_DATABASE_URL, RailKind, StripeMethod, load_settings
+from services.shared.errors import ConfigError
+
+
+def test_defaults_point_at_the_local_stack() -> None:
+    settings = load_settings({})
+    assert settings.database_url == LOCAL_DATABASE_URL
+    assert settings.kafka_bootstrap == "127.0.0.1:59092"
+    assert settings.rail is RailKind.SIM
+    assert settings.stripe_method is StripeMethod.TRANSFER
+    assert settings.rail_idempotent is True
+    assert settings.idempotency_replay_seconds == 86400
+    assert settings.idempotency_tombstone_seconds == 86400
+
+
+def test_values_are_read_from_their_variables() -> None:
+    settings = load_settings(
+        {
+            "SETTLE_DATABASE_URL": "postgresql://u:p@db:5432/x",
+            "SETTLE_KAFKA_BOOTSTRAP": "k1:9092,k2:9092",
+            "SETTLE_RAIL": "stripe",
+            "SETTLE_STRIPE_METHOD": "payout",
+            "SETTLE_RAIL_IDEMPOTENT": "false",
+            "SETTLE_API_TOKENS": "acme:tok-a, globex:tok-g",
+            "STRIPE_WEBHOOK_SECRET": "whsec_new,whsec_old",
+            "SETTLE_IDEMPOTENCY_REPLAY_SECONDS": "5",
+            "SETTLE_IDEMPOTENCY_TOMBSTONE_SECONDS": "0",
+            "SETTLE_TOPIC_PREFIX": "t1.",
+        }
+    )
+    assert settings.database_url == "postgresql+asyncpg://u:p@db:5432/x"
+    assert settings.rail is RailKind.STRIPE and settings.stripe_method is StripeMethod.PAYOUT
+    assert settings.rail_idempotent is False
+    assert settings.tenant_by_token == {"tok-a": "acme", "tok-g": "globex"}
+    assert settings.stripe_webhook_secret == ("whsec_new", "whsec_old")
+    assert settings.idempotency_replay_seconds == 5
+    assert settings.topic("settlement.events") == "t1.settlement.events"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SETTLE_DATABASE_URL", "mysql://db/x"),
+        ("SETTLE_KAFKA_BOOTSTRAP", "no-port"),
+        ("SETTLE_RAIL", "paypal"),
+        ("SETTLE_STRIPE_METHOD", "cheque"),
+        ("SETTLE_RAIL_IDEMPOTENT", "perhaps"),
+        ("SETTLE_API_TOKENS", "acme-without-token"),
+        ("SETTLE_API_TOKENS", "acme:same,globex:same"),
+        ("SETTLE_IDEMPOTENCY_REPLAY_SECONDS", "0"),
+        ("SETTLE_IDEMPOTENCY_REPLAY_SECONDS", "a day"),
+        ("SETTLE_IDEMPOTENCY_TOMBSTONE_SECONDS", "-1"),
+        ("STRIPE_API_BASE", "localhost:12111"),
+        ("STRIPE_WEBHOOK_SECRET", " , "),
+        ("SETTLE_TOPIC_PREFIX", "has space"),
+    ],
+)
+def test_a_bad_value_names_its_variable(variable: str, value: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({variable: value})
+    assert caught.value.variable == variable
+    assert str(caught.value).startswith(f"{variable}: ")
+
+
+def test_process_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SETTLE_RAIL", "stripe")
+    assert load_settings().rail is RailKind.STRIPE
+    monkeypatch.setenv("SETTLE_RAIL", "wire")
+    with pytest.raises(ConfigError, match=r"^SETTLE_RAIL: "):
+        load_settings()
+
+
+def test_start_up_fails_with_the_variable_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from services.cli import cli
+
+    monkeypatch.setenv("SETTLE_IDEMPOTENCY_REPLAY_SECONDS", "soon")
+    result = CliRunner().invoke(cli, ["migrate", "--skip-topics"])
+    assert result.exit_code != 0
+    assert "SETTLE_IDEMPOTENCY_REPLAY_SECONDS" in result.output
