@@ -1,0 +1,45 @@
+"""The benchmarks' own database beside the service's, so their rows never mix."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import asyncpg
+from sqlalchemy.engine import make_url
+
+from services.shared.migrate import upgrade
+
+
+def libpq_env(database_url: str) -> dict[str, str]:
+    """The environment psql and pgbench need beside their arguments (the password, if any)."""
+    password = make_url(database_url).password
+    return {**os.environ, "PGPASSWORD": str(password)} if password else dict(os.environ)
+
+
+def libpq_args(database_url: str) -> list[str]:
+    """Connection options for psql and pgbench taken from a SQLAlchemy URL."""
+    url = make_url(database_url)
+    args = [f"--host={url.host or '127.0.0.1'}", f"--port={url.port or 5432}"]
+    args += [f"--username={url.username}"] if url.username else []
+    return [*args, str(url.database)]  # the database last: pgbench takes it only positionally
+
+
+async def _create_if_missing(server_url: str, name: str) -> None:
+    dsn = make_url(server_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    conn = await asyncpg.connect(dsn)
+    try:
+        if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+
+
+def bench_database(database_url: str) -> str:
+    """URL of `<database>_bench` on the same server, created and migrated if need be."""
+    url = make_url(database_url)
+    name = f"{url.database}_bench"
+    asyncio.run(_create_if_missing(database_url, name))
+    bench_url = url.set(database=name).render_as_string(hide_password=False)
+    upgrade(bench_url)
+    return bench_url

@@ -1,0 +1,82 @@
+"""What a benchmark run produced, as JSON and as its row in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import services
+
+BENCHMARKS_MD = Path(services.__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+TABLE_HEADER = "| scenario | figures | parameters | machine | measured |\n|---|---|---|---|---|\n"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured number with its unit, e.g. 5210.4 settlements/s."""
+
+    name: str
+    value: float
+    unit: str
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.value:,.1f} {self.unit}"
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """A scenario's figures with the parameters and machine that produced them."""
+
+    scenario: str
+    parameters: dict[str, object]
+    figures: list[Figure]
+    machine: dict[str, object] = field(default_factory=lambda: machine())
+    measured_at: str = field(
+        default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds")
+    )
+
+    def to_json(self) -> str:
+        """The run as an indented JSON document."""
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    def markdown_row(self) -> str:
+        """The run as one row of the benchmarks table."""
+        figures = "<br>".join(str(f) for f in self.figures)
+        params = ", ".join(f"{k}={v}" for k, v in sorted(self.parameters.items()))
+        cores = f"{self.machine['cores']} cores, {self.machine['python']}"
+        return f"| {self.scenario} | {figures} | {params} | {cores} | {self.measured_at} |"
+
+
+def machine() -> dict[str, object]:
+    """The facts about this machine a figure means nothing without."""
+    return {
+        "cores": os.cpu_count() or 0,
+        "python": f"Python {platform.python_version()}",
+        "platform": platform.platform(terse=True),
+    }
+
+
+def update_markdown(result: BenchResult, path: Path = BENCHMARKS_MD) -> None:
+    """Replace (or add) the scenario's row in the benchmarks table, keeping the rest."""
+    text = path.read_text() if path.exists() else ""
+    if TABLE_HEADER not in text:
+        text = (text.rstrip() + "\n\n" if text.strip() else "# Benchmarks\n\n") + TABLE_HEADER
+    head, _, table = text.partition(TABLE_HEADER)
+    rows, rest = _split_table(table)
+    row_of = re.compile(rf"^\| {re.escape(result.scenario)} \|")
+    rows = [r for r in rows if not row_of.match(r)] + [result.markdown_row()]
+    rows.sort(key=lambda r: r.split("|")[1].strip())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(head + TABLE_HEADER + "\n".join(rows) + "\n" + rest)
+
+
+def _split_table(table: str) -> tuple[list[str], str]:
+    lines = table.split("\n")
+    rows = [line for line in lines if line.startswith("| ")]
+    rest = "\n".join(lines[len(rows) :]).lstrip("\n")
+    return rows, ("\n" + rest if rest else "")

@@ -1,0 +1,33 @@
+"""The one place every benchmark scenario plugs into: a name, a function, shared options."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.bench.report import BenchResult
+from services.shared.config import Settings
+from services.shared.errors import SettleError
+
+
+class BenchError(SettleError):
+    """A scenario could not produce trustworthy figures (a tool failed, work went missing)."""
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """Knobs every scenario understands; a scenario ignores those that do not apply."""
+
+    seconds: int = 10
+    clients: int = 8
+    count: int = 10_000
+
+
+Scenario = Callable[[Settings, BenchOptions], BenchResult]
+
+
+def scenarios() -> dict[str, Scenario]:
+    """Every scenario by name; imported lazily so `settle --help` stays fast."""
+    from services.bench.baseline import run_baseline
+
+    return {"baseline": run_baseline}
