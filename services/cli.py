@@ -6,6 +6,7 @@ import click
 
 from services.bench.cli import bench
 from services.infra.cli import infra
+from services.ledger.cli import ledger
 from services.shared.cli import migrate
 
 
@@ -17,6 +18,7 @@ def cli() -> None:
 cli.add_command(infra)
 cli.add_command(migrate)
 cli.add_command(bench)
+cli.add_command(ledger)
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
 """Errors of the ledger service, each mapped to an HTTP status and a machine-readable code.
 
-    LedgerError                 base; `status` and `code` are what the HTTP layer sends
-    ├── InvalidRequest          400 (413 for a body too large): bad body, header or field
-    └── StoreUnavailable        503 with Retry-After: PostgreSQL cannot be reached; retriable
+LedgerError                 base; `status` and `code` are what the HTTP layer sends
+├── InvalidRequest          400 (413 for a body too large): bad body, header or field
+└── StoreUnavailable        503 with Retry-After: PostgreSQL cannot be reached; retriable
 """
 
 from __future__ import annotations

@@ -1,0 +1,112 @@
+"""Composition root of the ledger: builds the pool, books, Kafka clients and HTTP app, runs them.
+
+Nothing connects at import time. The HTTP server starts even when PostgreSQL or Kafka is
+down: requests then fail closed with 503 and /readyz says which dependency is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+
+import asyncpg
+import uvicorn
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from services.ledger.acceptor import Ledger
+from services.ledger.booking import Books, Windows
+from services.ledger.commands import CommandIntake
+from services.ledger.http import create_app
+from services.ledger.metrics import create_metrics
+from services.ledger.reads import Readiness, SettlementReads
+from services.shared.config import Settings
+from services.shared.kafka import idempotent_producer, manual_commit_consumer
+from services.shared.topics import COMMANDS, COMMANDS_DLQ
+
+log = logging.getLogger(__name__)
+IntakeFactory = Callable[[AIOKafkaConsumer, AIOKafkaProducer], CommandIntake]
+CONSUMER_GROUP = "settle-ledger"
+KAFKA_RETRY_S = 2.0
+
+
+def libpq_dsn(database_url: str) -> str:
+    """The asyncpg DSN of a SQLAlchemy-style URL."""
+    return database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
+async def create_pool(settings: Settings, max_size: int = 10) -> asyncpg.Pool:
+    """A connection pool that opens connections on demand, so start-up never needs PostgreSQL."""
+    pool = await asyncpg.create_pool(
+        libpq_dsn(settings.database_url), min_size=0, max_size=max_size, command_timeout=30
+    )
+    assert pool is not None
+    return pool
+
+
+def windows(settings: Settings) -> Windows:
+    """The idempotency windows the settings ask for."""
+    return Windows(
+        replay=timedelta(seconds=settings.idempotency_replay_seconds),
+        tombstone=timedelta(seconds=settings.idempotency_tombstone_seconds),
+    )
+
+
+async def run_command_intake(settings: Settings, intake_of: IntakeFactory) -> None:
+    """Consume commands until cancelled, reconnecting while Kafka is unreachable."""
+    while True:
+        consumer = manual_commit_consumer(
+            settings.kafka_bootstrap, CONSUMER_GROUP, [settings.topic(COMMANDS)]
+        )
+        producer = idempotent_producer(settings.kafka_bootstrap, "settle-ledger-dlq")
+        try:
+            await consumer.start()
+            await producer.start()
+            await intake_of(consumer, producer).run()
+        except KafkaError as e:
+            log.warning("Kafka unavailable for command intake (%s); retrying", e)
+        finally:
+            with contextlib.suppress(KafkaError):
+                await consumer.stop()
+            with contextlib.suppress(KafkaError):
+                await producer.stop()
+        await asyncio.sleep(KAFKA_RETRY_S)
+
+
+async def serve(settings: Settings, host: str, port: int, consume: bool = True) -> None:
+    """Run the ledger's HTTP API (and, with `consume`, its Kafka intake) until cancelled."""
+    metrics = create_metrics()
+    pool = await create_pool(settings)
+    ledger = Ledger(pool, Books(windows(settings), settings.stripe_method), metrics=metrics)
+    await ledger.start()
+    app = create_app(
+        ledger, SettlementReads(pool), settings, Readiness(pool, settings.kafka_bootstrap),
+        metrics=metrics,
+    )  # fmt: skip
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    )
+    tasks = [asyncio.create_task(server.serve())]
+    if consume:
+        dlq = settings.topic(COMMANDS_DLQ)
+        tasks.append(
+            asyncio.create_task(
+                run_command_intake(
+                    settings, lambda c, p: CommandIntake(c, p, ledger, dlq, metrics=metrics)
+                )
+            )
+        )
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        server.should_exit = True
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await ledger.stop()
+        await pool.close()

@@ -1,0 +1,148 @@
+"""Kafka intake of `settlement.commands`: the same accept core as HTTP, batch by batch.
+
+Offsets move only after the batch's transaction committed and its dead letters were
+acknowledged by Kafka. A crash anywhere before that redelivers the batch, and the
+idempotency keys turn the redelivery into replays: no second settlement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.errors import CommitFailedError, KafkaError
+
+from services.ledger.errors import InvalidRequest, StoreUnavailable
+from services.ledger.intake import parse_settlement_command
+from services.ledger.metrics import LedgerMetrics, create_metrics
+from services.ledger.model import AcceptResult, Outcome, SettlementRequest
+from services.ledger.ports import Acceptor
+from services.shared import avro
+from services.shared.errors import SchemaError
+
+log = logging.getLogger(__name__)
+
+# A command whose key is still in flight elsewhere is retried; these outcomes are final and,
+# being the sender's mistake, dead-lettered so the sender can see them.
+DEAD_LETTER_OUTCOMES = {
+    Outcome.MISMATCH: "idempotency_key_reused",
+    Outcome.EXPIRED: "idempotency_key_expired",
+    Outcome.DUPLICATE_REFERENCE: "duplicate_reference",
+}
+UNAVAILABLE_BACKOFF_S = 1.0
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An unusable command: its original bytes and why it cannot be booked."""
+
+    record: ConsumerRecord
+    code: str
+    message: str
+
+
+class CommandIntake:
+    """Consumes settlement commands into the ledger; `run` until cancelled."""
+
+    def __init__(
+        self,
+        consumer: AIOKafkaConsumer,
+        producer: AIOKafkaProducer,
+        acceptor: Acceptor,
+        dlq_topic: str,
+        max_records: int = 500,
+        metrics: LedgerMetrics | None = None,
+    ) -> None:
+        self.consumer = consumer
+        self.producer = producer
+        self.acceptor = acceptor
+        self.dlq_topic = dlq_topic
+        self.max_records = max_records
+        self.metrics = metrics or create_metrics()
+
+    async def run(self) -> None:
+        """Poll, book, dead-letter and commit, batch after batch."""
+        while True:
+            batches = await self.consumer.getmany(timeout_ms=500, max_records=self.max_records)
+            records = [r for part in batches.values() for r in part]
+            if records:
+                await self.handle(records)
+
+    async def handle(self, records: Sequence[ConsumerRecord]) -> None:
+        """Book one polled batch, dead-letter what cannot be booked, then commit its offsets."""
+        valid: list[tuple[ConsumerRecord, SettlementRequest]] = []
+        dead: list[DeadLetter] = []
+        for record in records:
+            try:
+                command = avro.decode(record.value or b"", "SettlementCommand")
+                valid.append((record, parse_settlement_command(command)))
+            except SchemaError as e:
+                dead.append(DeadLetter(record, "undecodable", str(e)))
+            except InvalidRequest as e:
+                where = f" ({e.field})" if e.field else ""
+                dead.append(DeadLetter(record, e.code, f"{e.message}{where}"))
+        results = await self._book_until_done([request for _, request in valid])
+        for (record, _), result in zip(valid, results, strict=True):
+            self.metrics.count_request(str(result.outcome))
+            if result.outcome is Outcome.REPLAYED:
+                self.metrics.kafka_dedupe_hits.inc()
+            code = DEAD_LETTER_OUTCOMES.get(result.outcome)
+            if code is not None:
+                dead.append(DeadLetter(record, code, result.body.decode()))
+        await self._dead_letter(dead)
+        await self._commit(records)
+
+    async def _book_until_done(self, requests: list[SettlementRequest]) -> list[AcceptResult]:
+        # PostgreSQL down: hold the batch and its offsets, retry until it answers (fail closed).
+        results: list[AcceptResult | None] = [None] * len(requests)
+        todo = list(range(len(requests)))
+        while todo:
+            try:
+                booked = await self.acceptor.accept_many([requests[i] for i in todo])
+            except StoreUnavailable:
+                log.warning("PostgreSQL unavailable; holding %d commands", len(todo))
+                await asyncio.sleep(UNAVAILABLE_BACKOFF_S)
+                continue
+            retry = []
+            for i, result in zip(todo, booked, strict=True):
+                results[i] = result
+                if result.outcome is Outcome.IN_USE:
+                    retry.append(i)
+            todo = retry
+            if todo:
+                await asyncio.sleep(result.retry_after or 1)
+        return [r for r in results if r is not None]
+
+    async def _dead_letter(self, dead: list[DeadLetter]) -> None:
+        sends = [
+            await self.producer.send(
+                self.dlq_topic,
+                d.record.value,
+                key=d.record.key,
+                headers=[
+                    ("reason", d.code.encode()),
+                    ("reason_detail", d.message.encode()[:4096]),
+                    ("source_topic", d.record.topic.encode()),
+                    ("source_partition", str(d.record.partition).encode()),
+                    ("source_offset", str(d.record.offset).encode()),
+                ],
+            )
+            for d in dead
+        ]
+        for sent, d in zip(sends, dead, strict=True):
+            await sent  # acknowledged by all replicas before the offset may move
+            self.metrics.dlq.labels(reason=d.code).inc()
+
+    async def _commit(self, records: Sequence[ConsumerRecord]) -> None:
+        offsets: dict[TopicPartition, int] = {}
+        for r in records:
+            tp = TopicPartition(r.topic, r.partition)
+            offsets[tp] = max(offsets.get(tp, 0), r.offset + 1)
+        try:
+            await self.consumer.commit(offsets)
+        except (CommitFailedError, KafkaError) as e:
+            # A rebalance took the partitions: the new owner redelivers, the keys dedupe.
+            log.warning("offset commit failed, batch will be redelivered: %s", e)

@@ -1,0 +1,58 @@
+"""Account reads: balance (the sum of its shards) and postings, for the caller's own accounts."""
+
+# No `from __future__ import annotations`: FastAPI must see the route-local `Tenant` alias
+# as an object, not as a string it would try to resolve in module globals.
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import TypeAdapter
+
+from services.ledger.auth import BearerAuth
+from services.ledger.http import docs
+from services.ledger.http.errors import JSON, error_response
+from services.ledger.http.security import tenant_dependency
+from services.ledger.reads import MAX_PAGE, AccountBalance, EntryPage, SettlementReader
+
+_BALANCE = TypeAdapter(AccountBalance)
+_ENTRIES = TypeAdapter(EntryPage)
+_ACCOUNT = "`<tenant>:<kind>:<currency>`, e.g. `acme:funding:USD`; only the caller's own."
+
+
+def account_routes(reads: SettlementReader, auth: BearerAuth) -> APIRouter:
+    """The /v1/accounts routes over `reads`."""
+    router = APIRouter(prefix="/v1/accounts", tags=["accounts"])
+    Tenant = Annotated[str, Depends(tenant_dependency(auth))]
+
+    @router.get(
+        "/{account}/balance",
+        summary="An account's balance",
+        response_model=AccountBalance,
+        responses=docs.errors(401, 404, 503),
+        description=_ACCOUNT,
+    )
+    async def get_balance(tenant: Tenant, account: str) -> Response:
+        balance = await reads.balance(tenant, account)
+        if balance is None:
+            return error_response(404, "not_found", "no such account")
+        return Response(_BALANCE.dump_json(balance), media_type=JSON)
+
+    @router.get(
+        "/{account}/entries",
+        summary="An account's postings, newest first",
+        response_model=EntryPage,
+        responses=docs.errors(400, 401, 404, 503),
+        description=_ACCOUNT,
+    )
+    async def list_entries(
+        tenant: Tenant,
+        account: str,
+        cursor: Annotated[str | None, Query(description="`next_cursor` of the last page.")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
+    ) -> Response:
+        page = await reads.entries(tenant, account, cursor=cursor, limit=limit)
+        if page is None:
+            return error_response(404, "not_found", "no such account")
+        return Response(_ENTRIES.dump_json(page), media_type=JSON)
+
+    return router

@@ -1,0 +1,39 @@
+"""Builds the ledger's FastAPI app from the ports app.py hands in; nothing connects here."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from services.ledger.auth import BearerAuth
+from services.ledger.http.accounts import account_routes
+from services.ledger.http.errors import install_error_handlers
+from services.ledger.http.ops import ops_routes
+from services.ledger.http.settlements import settlement_routes
+from services.ledger.metrics import LedgerMetrics, create_metrics
+from services.ledger.ports import Acceptor
+from services.ledger.reads import ReadinessProbe, SettlementReader
+from services.shared.config import Settings
+
+DESCRIPTION = """Books settlements in the settle ledger, exactly once per idempotency key.
+
+Every error has the shape `{"error": {"code", "message", "field"}}`. Amounts are integers in
+minor units. Another tenant's resources answer 404, never their data."""
+
+
+def create_app(
+    acceptor: Acceptor,
+    reads: SettlementReader,
+    settings: Settings,
+    readiness: ReadinessProbe,
+    *,
+    metrics: LedgerMetrics | None = None,
+) -> FastAPI:
+    """The ledger's HTTP API over the given ports; `metrics` defaults to a fresh registry."""
+    metrics = metrics if metrics is not None else create_metrics()
+    auth = BearerAuth(settings.tenant_by_token)
+    app = FastAPI(title="settle ledger", version="1", description=DESCRIPTION)
+    install_error_handlers(app)
+    app.include_router(settlement_routes(acceptor, reads, auth, metrics))
+    app.include_router(account_routes(reads, auth))
+    app.include_router(ops_routes(readiness, metrics))
+    return app

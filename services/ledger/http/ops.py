@@ -1,0 +1,37 @@
+"""Operational endpoints: liveness, readiness of PostgreSQL and Kafka, Prometheus metrics."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from services.ledger.http.errors import JSON
+from services.ledger.metrics import LedgerMetrics
+from services.ledger.reads import ReadinessProbe
+
+
+def ops_routes(readiness: ReadinessProbe, metrics: LedgerMetrics) -> APIRouter:
+    """/healthz, /readyz and /metrics."""
+    router = APIRouter(tags=["operations"])
+
+    @router.get("/healthz", summary="The process is alive")
+    async def healthz() -> Response:
+        return Response(b'{"status":"ok"}', media_type=JSON)
+
+    @router.get(
+        "/readyz",
+        summary="PostgreSQL and Kafka answer",
+        responses={503: {"description": "Some component did not answer in time."}},
+    )
+    async def readyz() -> Response:
+        components = await readiness.check()
+        status = 200 if all(components.values()) else 503
+        return Response(json.dumps(components, sort_keys=True), status, media_type=JSON)
+
+    @router.get("/metrics", summary="Prometheus metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    return router

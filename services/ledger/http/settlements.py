@@ -1,0 +1,131 @@
+"""POST /v1/settlements (idempotent booking) and the settlement reads."""
+
+# No `from __future__ import annotations`: FastAPI must see the route-local `Tenant` alias
+# as an object, not as a string it would try to resolve in module globals.
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from pydantic import TypeAdapter
+
+from services.ledger.auth import BearerAuth, Unauthorized
+from services.ledger.errors import InvalidRequest, LedgerError
+from services.ledger.http import docs
+from services.ledger.http.body import read_capped_body
+from services.ledger.http.errors import JSON, error_response
+from services.ledger.http.security import Credentials, tenant_dependency, token_of
+from services.ledger.intake import MAX_BODY_BYTES, parse_settlement_body, validate_idempotency_key
+from services.ledger.metrics import LedgerMetrics
+from services.ledger.model import AcceptResult, Outcome
+from services.ledger.ports import Acceptor
+from services.ledger.reads import MAX_PAGE, Settlement, SettlementPage, SettlementReader
+from services.shared.domain.settlement import SettlementStatus
+
+_SETTLEMENT = TypeAdapter(Settlement)
+_PAGE = TypeAdapter(SettlementPage)
+
+
+def accepted_response(result: AcceptResult) -> Response:
+    """The stored response, sent as its exact bytes so a replay is byte-identical."""
+    headers: dict[str, str] = {}
+    if result.outcome is Outcome.REPLAYED:
+        headers["Idempotent-Replayed"] = "true"
+    if result.retry_after is not None:
+        headers["Retry-After"] = str(result.retry_after)
+    return Response(result.body, result.status, headers, media_type=JSON)
+
+
+def settlement_routes(
+    acceptor: Acceptor, reads: SettlementReader, auth: BearerAuth, metrics: LedgerMetrics
+) -> APIRouter:
+    """The /v1/settlements routes over `acceptor` (writes) and `reads`."""
+    router = APIRouter(prefix="/v1/settlements", tags=["settlements"])
+    Tenant = Annotated[str, Depends(tenant_dependency(auth))]
+
+    @router.post(
+        "",
+        summary="Book a settlement, idempotently",
+        status_code=201,
+        response_class=Response,
+        openapi_extra=docs.REQUEST_BODY,
+        responses={
+            201: docs.replayable("The settlement booked (or the first response, replayed)."),
+            **docs.errors(
+                400,
+                401,
+                409,
+                410,
+                413,
+                422,
+                503,
+                s409="`idempotency_key_in_use` (with Retry-After) or `duplicate_reference`.",
+                s410="`idempotency_key_expired`: older than the replay window.",
+                s413="`body_too_large`.",
+                s422="`idempotency_key_reused` with a different body; nothing ran.",
+            ),
+        },
+    )
+    async def create_settlement(
+        request: Request,
+        credentials: Credentials,
+        idempotency_key: Annotated[
+            str | None, Header(alias="Idempotency-Key", description=docs.IDEMPOTENCY_KEY)
+        ] = None,
+    ) -> Response:
+        try:
+            tenant = auth.tenant_for(token_of(credentials))
+            key = validate_idempotency_key(idempotency_key)
+            raw = await read_capped_body(request, MAX_BODY_BYTES)
+            settlement = parse_settlement_body(tenant, key, raw)
+            with metrics.accept_seconds.time():
+                result = await acceptor.accept(settlement)
+        except LedgerError as e:
+            metrics.count_request(_outcome_of(e))
+            raise
+        metrics.count_request(result.outcome.value)
+        return accepted_response(result)
+
+    @router.get(
+        "/{settlement_id}",
+        summary="A settlement with its history and postings",
+        response_model=Settlement,
+        responses=docs.errors(401, 404, 503),
+    )
+    async def get_settlement(tenant: Tenant, settlement_id: str) -> Response:
+        found = await reads.settlement(tenant, settlement_id)
+        if found is None:
+            return error_response(404, "not_found", "no such settlement")
+        return Response(_SETTLEMENT.dump_json(found), media_type=JSON)
+
+    @router.get(
+        "",
+        summary="The tenant's settlements, newest first",
+        response_model=SettlementPage,
+        responses=docs.errors(400, 401, 503),
+    )
+    async def list_settlements(
+        tenant: Tenant,
+        reference: str | None = None,
+        status: SettlementStatus | None = None,
+        cursor: Annotated[str | None, Query(description="`next_cursor` of the last page.")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
+    ) -> Response:
+        page = await reads.settlements(
+            tenant,
+            reference=reference,
+            status=None if status is None else status.value,
+            cursor=cursor,
+            limit=limit,
+        )
+        return Response(_PAGE.dump_json(page), media_type=JSON)
+
+    return router
+
+
+def _outcome_of(error: LedgerError) -> str:
+    if isinstance(error, Unauthorized):
+        return "unauthorized"
+    if isinstance(error, InvalidRequest):
+        return "invalid"
+    # StoreUnavailable, and any other ledger failure: nothing was booked on our side.
+    return "unavailable"

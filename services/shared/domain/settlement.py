@@ -1,0 +1,108 @@
+"""The settlement state machine (SPEC 4.1): which status may follow which, and the event it emits.
+
+    from            may go to
+    accepted        dispatching, submitted, paid, failed, needs_review
+    dispatching     submitted, paid, failed, needs_review
+    submitted       paid, failed, needs_review
+    needs_review    submitted, paid, failed
+    paid            reversed
+    failed          (terminal)
+    reversed        (terminal)
+
+Webhooks can arrive before the relay recorded the rail's response, so `paid` and `failed` are
+reachable from every pre-terminal state. `paid`, `failed` and `reversed` are terminal; only a
+recorded reversal moves a `paid` settlement on. The error classes of the domain package live
+here too:
+
+    DomainError (SettleError)       base of the pure domain's errors; never retriable
+    ├── IllegalTransition           the target status may not follow the current one
+    └── ReasonRequired              needs_review without the reason an operator must read
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import NamedTuple
+
+from services.shared.errors import SettleError
+
+
+class SettlementStatus(StrEnum):
+    """Where a settlement stands; the values are the strings stored in `settlements.status`."""
+
+    ACCEPTED = "accepted"
+    DISPATCHING = "dispatching"
+    SUBMITTED = "submitted"
+    PAID = "paid"
+    FAILED = "failed"
+    REVERSED = "reversed"
+    NEEDS_REVIEW = "needs_review"
+
+
+_S = SettlementStatus
+
+TERMINAL: frozenset[SettlementStatus] = frozenset({_S.PAID, _S.FAILED, _S.REVERSED})
+
+TRANSITIONS: Mapping[SettlementStatus, frozenset[SettlementStatus]] = {
+    _S.ACCEPTED: frozenset({_S.DISPATCHING, _S.SUBMITTED, _S.PAID, _S.FAILED, _S.NEEDS_REVIEW}),
+    _S.DISPATCHING: frozenset({_S.SUBMITTED, _S.PAID, _S.FAILED, _S.NEEDS_REVIEW}),
+    _S.SUBMITTED: frozenset({_S.PAID, _S.FAILED, _S.NEEDS_REVIEW}),
+    _S.PAID: frozenset({_S.REVERSED}),
+    _S.NEEDS_REVIEW: frozenset({_S.SUBMITTED, _S.PAID, _S.FAILED}),
+    _S.FAILED: frozenset(),
+    _S.REVERSED: frozenset(),
+}
+
+# The type of the first event of a settlement; no transition leads into `accepted`.
+CREATED = "created"
+
+
+class DomainError(SettleError):
+    """Base of the pure domain's errors: a rule refused the input, so retrying cannot help."""
+
+    retriable = False
+
+
+class IllegalTransition(DomainError):
+    """The settlement cannot move from `source` to `target`; nothing was changed."""
+
+    def __init__(self, source: SettlementStatus, target: SettlementStatus) -> None:
+        allowed = ", ".join(sorted(TRANSITIONS[source])) or "nothing (terminal)"
+        super().__init__(f"settlement cannot go from {source} to {target}; allowed: {allowed}")
+        self.source = source
+        self.target = target
+
+
+class ReasonRequired(DomainError):
+    """A move to needs_review came without a reason; an operator must know why."""
+
+
+class Transition(NamedTuple):
+    """One allowed status change, ready to be written as a guarded update plus audit row."""
+
+    source: SettlementStatus  # the status the guarded UPDATE expects to find
+    target: SettlementStatus  # the status it writes
+    event_type: str  # the `type` of the SettlementEvent this change publishes
+    reason: str | None  # why, for the audit row and event; always set for needs_review
+
+
+def is_transition_valid(source: SettlementStatus, target: SettlementStatus) -> bool:
+    """True if a settlement in `source` may move to `target`."""
+    return target in TRANSITIONS[source]
+
+
+def event_type(target: SettlementStatus) -> str:
+    """The SettlementEvent `type` for reaching `target`: its value, or "created" for accepted."""
+    return CREATED if target == _S.ACCEPTED else target.value
+
+
+def transition(
+    current: SettlementStatus, target: SettlementStatus, reason: str | None = None
+) -> Transition:
+    """The change from `current` to `target`; raises IllegalTransition or ReasonRequired."""
+    if not is_transition_valid(current, target):
+        raise IllegalTransition(current, target)
+    if target == _S.NEEDS_REVIEW and not reason:
+        raise ReasonRequired(f"moving from {current} to needs_review needs a reason")
+    return Transition(current, target, event_type(target), reason)

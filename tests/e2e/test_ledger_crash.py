@@ -1,0 +1,128 @@
+"""SIGKILL the ledger while it consumes a stream of commands, restart it, and find exactly one
+settlement per distinct command and books that balance."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from services.shared import avro
+from services.shared.kafka import idempotent_producer
+from services.shared.topics import COMMANDS, ensure_topics
+from tests.conftest import asyncpg_dsn, unique
+
+pytestmark = pytest.mark.e2e
+SETTLE = str(Path(sys.executable).with_name("settle"))
+DISTINCT = 3_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(asyncpg_dsn(database_url))
+    yield conn
+    await conn.close()
+
+
+def start_ledger(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [SETTLE, "ledger", "--port", str(free_port())], env=env, stdout=out, stderr=out
+        )
+
+
+async def booked(db: asyncpg.Connection, tenant: str) -> int:
+    return int(await db.fetchval("SELECT count(*) FROM settlements WHERE tenant = $1", tenant))
+
+
+async def wait_for(db: asyncpg.Connection, tenant: str, at_least: int, seconds: float) -> int:
+    async with asyncio.timeout(seconds):
+        while (count := await booked(db, tenant)) < at_least:  # noqa: ASYNC110 - polls PostgreSQL
+            await asyncio.sleep(0.05)
+    return count
+
+
+async def test_sigkill_mid_stream_books_each_command_once(
+    db: asyncpg.Connection, database_url: str, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    prefix, tenant = unique("t") + ".", unique("crash")
+    await ensure_topics(kafka_bootstrap, prefix)
+    commands = [
+        avro.encode("SettlementCommand", {
+            "tenant": tenant, "idempotency_key": f"key-{n}", "reference": f"ref-{n}",
+            "payee": "payee", "destination": "acct_1", "amount": 1 + n, "currency": "USD",
+            "rail": None, "metadata": {},
+        })
+        for n in range(DISTINCT)
+    ]  # fmt: skip
+    producer = idempotent_producer(kafka_bootstrap, "crash-upstream", linger_ms=20)
+    await producer.start()
+    try:
+        # Every command, then the first third again, as an upstream retrying after a timeout.
+        sends = [
+            await producer.send(f"{prefix}{COMMANDS}", value, key=str(n).encode())
+            for n, value in enumerate(commands + commands[: DISTINCT // 3])
+        ]
+        await asyncio.gather(*sends)
+    finally:
+        await producer.stop()
+
+    env = {**os.environ, "SETTLE_DATABASE_URL": database_url,
+           "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap, "SETTLE_TOPIC_PREFIX": prefix}  # fmt: skip
+    log = tmp_path / "ledger.log"
+    kills = 0
+    for threshold in (DISTINCT // 5, DISTINCT // 2):
+        ledger = start_ledger(env, log)
+        try:
+            await wait_for(db, tenant, threshold, 90)
+        finally:
+            ledger.send_signal(signal.SIGKILL)
+            ledger.wait()
+            kills += 1
+    ledger = start_ledger(env, log)
+    try:
+        assert await wait_for(db, tenant, DISTINCT, 120) == DISTINCT
+        await asyncio.sleep(2)  # let the redelivered duplicates arrive too
+    finally:
+        ledger.terminate()
+        ledger.wait(timeout=30)
+
+    assert kills == 2
+    assert await booked(db, tenant) == DISTINCT
+    distinct_refs = await db.fetchval(
+        "SELECT count(DISTINCT reference) FROM settlements WHERE tenant = $1", tenant
+    )
+    assert distinct_refs == DISTINCT
+    outbox = await db.fetchval(
+        "SELECT count(*) FROM outbox o JOIN settlements s ON s.id = o.settlement_id "
+        "WHERE s.tenant = $1", tenant,
+    )  # fmt: skip
+    assert outbox == DISTINCT
+    accounts = await db.fetch(
+        """SELECT a.id,
+                  (SELECT sum(balance) FROM account_balances b WHERE b.account_id = a.id) AS held,
+                  (SELECT coalesce(sum(amount), 0) FROM postings p WHERE p.account_id = a.id)
+                  AS posted
+             FROM accounts a WHERE a.tenant = $1""",
+        tenant,
+    )
+    assert accounts and all(a["held"] == a["posted"] for a in accounts)
+    total = sum(1 + n for n in range(DISTINCT))
+    assert {a["id"]: a["held"] for a in accounts if a["held"]} == {
+        f"{tenant}:funding:USD": -total,
+        f"{tenant}:payable:USD": total,
+    }

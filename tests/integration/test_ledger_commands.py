@@ -1,0 +1,117 @@
+"""Kafka intake on the real broker and PostgreSQL: commands booked once, bad ones
+dead-lettered with their reason and original bytes, offsets committed after the commit."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from aiokafka import TopicPartition
+
+from services.ledger.acceptor import Ledger
+from services.ledger.booking import Books
+from services.ledger.commands import CommandIntake
+from services.shared import avro
+from services.shared.kafka import idempotent_producer, manual_commit_consumer
+from services.shared.topics import COMMANDS, COMMANDS_DLQ, ensure_topics
+from tests.conftest import asyncpg_dsn, unique
+from tests.integration.test_ledger_books import WINDOWS
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=8)
+    yield pool
+    await pool.close()
+
+
+def command(tenant: str, key: str, reference: str, amount: int = 700) -> dict[str, object]:
+    return {
+        "tenant": tenant, "idempotency_key": key, "reference": reference, "payee": "p-1",
+        "destination": "acct_9", "amount": amount, "currency": "GBP", "rail": None,
+        "metadata": {"batch": "b-1"},
+    }  # fmt: skip
+
+
+async def publish(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = idempotent_producer(bootstrap, "test-upstream")
+    await producer.start()
+    try:
+        for n, value in enumerate(values):
+            await producer.send_and_wait(topic, value, key=str(n % 3).encode())
+    finally:
+        await producer.stop()
+
+
+async def drain(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes, dict[str, bytes]]]:
+    consumer = manual_commit_consumer(bootstrap, unique("reader-"), [topic])
+    await consumer.start()
+    got: list[tuple[bytes, dict[str, bytes]]] = []
+    try:
+        async with asyncio.timeout(30):
+            while len(got) < expected:
+                for records in (await consumer.getmany(timeout_ms=1_000)).values():
+                    got += [(r.value, dict(r.headers)) for r in records]
+    finally:
+        await consumer.stop()
+    return got
+
+
+async def test_commands_are_booked_once_and_bad_ones_dead_lettered(
+    pool: asyncpg.Pool, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    await ensure_topics(kafka_bootstrap, topic_prefix)
+    commands_topic, dlq_topic = f"{topic_prefix}{COMMANDS}", f"{topic_prefix}{COMMANDS_DLQ}"
+    tenant = unique("t")
+    good = [command(tenant, f"k{n}", f"r{n}", amount=100 + n) for n in range(20)]
+    garbage = b"\x00not avro at all"
+    negative = avro.encode("SettlementCommand", command(tenant, "k-neg", "r-neg", amount=-5))
+    reused = avro.encode("SettlementCommand", command(tenant, "k0", "r-other", amount=999))
+    values = [avro.encode("SettlementCommand", c) for c in good]
+    # Every good command twice (a redelivering upstream), plus three that cannot be booked.
+    await publish(kafka_bootstrap, commands_topic, [*values, garbage, *values, negative, reused])
+
+    group = unique("ledger-")
+    ledger = Ledger(pool, Books(WINDOWS))
+    await ledger.start()
+    consumer = manual_commit_consumer(kafka_bootstrap, group, [commands_topic])
+    producer = idempotent_producer(kafka_bootstrap, "test-dlq")
+    await consumer.start()
+    await producer.start()
+    intake = CommandIntake(consumer, producer, ledger, dlq_topic, max_records=7)
+    task = asyncio.create_task(intake.run())
+    try:
+        dead = await drain(kafka_bootstrap, dlq_topic, 3)
+        async with asyncio.timeout(30):
+            while True:
+                end = await consumer.end_offsets(list(consumer.assignment()))
+                committed = {tp: await consumer.committed(tp) or 0 for tp in end}
+                if committed == end:
+                    break
+                await asyncio.sleep(0.2)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await consumer.stop()
+        await producer.stop()
+        await ledger.stop()
+
+    reasons = {h["reason"]: value for value, h in dead}
+    assert reasons == {
+        b"undecodable": garbage,
+        b"invalid_amount": negative,
+        b"idempotency_key_reused": reused,
+    }
+    assert all(h["source_topic"] == commands_topic.encode() for _, h in dead)
+    async with pool.acquire() as db:
+        rows = await db.fetch("SELECT reference, amount FROM settlements WHERE tenant = $1", tenant)
+    assert sorted((r["reference"], r["amount"]) for r in rows) == sorted(
+        (f"r{n}", 100 + n) for n in range(20)
+    )
+    assert sum(end.values()) == 43 and TopicPartition(commands_topic, 0) in end
