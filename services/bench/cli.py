@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from services.bench.report import BENCHMARKS_MD, update_markdown
+from services.bench.report import BENCHMARKS_MD, save_result, update_markdown
 from services.bench.runner import BenchError, BenchOptions, scenarios
 from services.shared.config import load_settings
 from services.shared.errors import ConfigError
@@ -49,4 +49,5 @@ def bench(
         click.echo(f"wrote {json_path}")
     if not no_markdown:
         update_markdown(result)
+        save_result(result)
         click.echo(f"updated {BENCHMARKS_MD}")

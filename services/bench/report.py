@@ -12,7 +12,9 @@ from pathlib import Path
 
 import services
 
-BENCHMARKS_MD = Path(services.__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+DOCS = Path(services.__file__).resolve().parents[1] / "docs"
+BENCHMARKS_MD = DOCS / "benchmarks.md"
+RESULTS_DIR = DOCS / "bench"  # the latest run of each scenario as JSON
 TABLE_HEADER = "| scenario | figures | parameters | machine | measured |\n|---|---|---|---|---|\n"
 
 
@@ -50,6 +52,29 @@ class BenchResult:
         params = ", ".join(f"{k}={v}" for k, v in sorted(self.parameters.items()))
         cores = f"{self.machine['cores']} cores, {self.machine['python']}"
         return f"| {self.scenario} | {figures} | {params} | {cores} | {self.measured_at} |"
+
+
+def save_result(result: BenchResult, directory: Path = RESULTS_DIR) -> Path:
+    """Keep `result` as the scenario's latest run, for ratios between scenarios."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{result.scenario}.json"
+    path.write_text(result.to_json() + "\n")
+    return path
+
+
+def read_result(scenario: str, directory: Path = RESULTS_DIR) -> BenchResult | None:
+    """The scenario's latest saved run, or None if it never ran here."""
+    path = directory / f"{scenario}.json"
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    return BenchResult(
+        scenario=doc["scenario"],
+        parameters=doc["parameters"],
+        figures=[Figure(**f) for f in doc["figures"]],
+        machine=doc["machine"],
+        measured_at=doc["measured_at"],
+    )
 
 
 def machine() -> dict[str, object]:

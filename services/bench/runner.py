@@ -29,5 +29,6 @@ Scenario = Callable[[Settings, BenchOptions], BenchResult]
 def scenarios() -> dict[str, Scenario]:
     """Every scenario by name; imported lazily so `settle --help` stays fast."""
     from services.bench.baseline import run_baseline
+    from services.bench.ingest import run_ingest
 
-    return {"baseline": run_baseline}
+    return {"baseline": run_baseline, "ingest": run_ingest}

@@ -59,7 +59,7 @@ async def run_command_intake(settings: Settings, intake_of: IntakeFactory) -> No
     """Consume commands until cancelled, reconnecting while Kafka is unreachable."""
     while True:
         consumer = manual_commit_consumer(
-            settings.kafka_bootstrap, CONSUMER_GROUP, [settings.topic(COMMANDS)]
+            settings.kafka_bootstrap, settings.topic(CONSUMER_GROUP), [settings.topic(COMMANDS)]
         )
         producer = idempotent_producer(settings.kafka_bootstrap, "settle-ledger-dlq")
         try:
