@@ -43,7 +43,7 @@ class Ledger:
         self,
         pool: asyncpg.Pool,
         books: Books,
-        workers: int = 2,
+        workers: int = 4,
         max_batch: int = 200,
         metrics: LedgerMetrics | None = None,
     ) -> None:

@@ -1,21 +1,21 @@
-"""Booking a batch of settlement requests: one PostgreSQL transaction, set-based statements.
+"""Booking a batch of settlement requests: one PostgreSQL transaction, one round trip.
 
-Per batch, whatever its size, the transaction runs the same dozen statements: claim the
-idempotency keys, read the records of keys already used, insert the settlements (a reference
-already booked is left out), their first transition, journal entries and postings, one
-balance update per account shard, rail instructions and outbox rows, then complete the
-idempotency records with the response bytes minted here. Replays therefore regenerate
-nothing, and the per-settlement cost falls as batches grow.
+Everything a response contains is minted here once (settlement id, timestamps, rail key,
+the 201 body, the Avro event) and stored with the idempotency record, so a replay
+regenerates nothing. `sql.BOOK_BATCH` then books the whole batch in one statement, and
+the per-settlement cost falls as batches grow. Requests whose key was already used are
+answered from the stored record; requests whose reference was booked under another key
+get 409, stored under their key too.
 """
 
 from __future__ import annotations
 
+import json
 import random
-import uuid
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
@@ -24,7 +24,7 @@ from services.ledger.idempotency import Decision, KeyState, StoredKey, decide
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import error_body, settlement_body
 from services.shared import avro
-from services.shared.domain.postings import AccountKind, accept_postings, account_id
+from services.shared.domain.postings import AccountKind, account_id, accept_postings
 from services.shared.domain.rail_key import rail_idempotency_key
 from services.shared.ids import uuid7
 from services.shared.topics import EVENTS
@@ -44,12 +44,17 @@ class Windows:
     tombstone: timedelta
 
 
-@dataclass
-class _Booked:
-    request: SettlementRequest
-    settlement_id: uuid.UUID
-    rail_key: str
-    body: bytes
+@asynccontextmanager
+async def _transaction(conn: asyncpg.Connection) -> AsyncIterator[None]:
+    # BEGIN and the lock bound travel in one round trip.
+    await conn.execute(f"BEGIN; SET LOCAL lock_timeout = '{LOCK_WAIT}'")
+    try:
+        yield
+    except BaseException:
+        if not conn.is_closed():
+            await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")
 
 
 class Books:
@@ -65,233 +70,140 @@ class Books:
         self, conn: asyncpg.Connection, batch: Sequence[SettlementRequest]
     ) -> list[AcceptResult]:
         """Book `batch` (no two requests share a tenant and key) in one transaction."""
-        async with conn.transaction():
-            await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
-            now: datetime = await conn.fetchval("SELECT now()")
-            claimed = await self._claim(conn, batch, now)
-            results: dict[int, AcceptResult] = {}
-            used = [i for i, r in enumerate(batch) if (r.tenant, r.idempotency_key) not in claimed]
-            if used:
-                results.update(await self._answer_used_keys(conn, batch, used, now))
-            fresh = [r for r in batch if (r.tenant, r.idempotency_key) in claimed]
-            booked = await self._insert_settlements(conn, fresh, now)
-            opened = await self._record_books(conn, booked, now)
-            completions: list[tuple[SettlementRequest, AcceptResult]] = []
-            for r in fresh:
-                done = booked.get((r.tenant, r.reference))
-                if done is not None and done.request is r:
-                    result = AcceptResult(Outcome.CREATED, 201, done.body, str(done.settlement_id))
+        now = datetime.now(UTC)
+        minted = [_mint(r, now) for r in batch]
+        pairs = {(r.tenant, r.currency) for r in batch} - self._accounts_known
+        async with _transaction(conn):
+            if pairs:
+                await self._open_accounts(conn, pairs)
+            rows = await conn.fetch(sql.BOOK_BATCH, *self._columns(batch, minted, now))
+            fate = {(row["tenant"], row["key"]): (row["claimed"], row["booked"]) for row in rows}
+            results: list[AcceptResult | None] = []
+            refused: list[int] = []
+            for n, (r, m) in enumerate(zip(batch, minted, strict=True)):
+                claimed, booked = fate[(r.tenant, r.idempotency_key)]
+                if booked:
+                    results.append(AcceptResult(Outcome.CREATED, 201, m.body, m.settlement_id))
+                elif claimed:
+                    results.append(_duplicate_reference(r))
+                    refused.append(n)
                 else:
-                    result = _duplicate_reference(r)
-                completions.append((r, result))
-            await self._complete_keys(conn, completions, claimed, now)
-        # Only committed accounts may be skipped: another batch's posting needs them to exist.
-        self._accounts_known.update(opened)
-        by_request = {id(r): res for r, res in completions}
-        return [results.get(i) or by_request[id(r)] for i, r in enumerate(batch)]
+                    results.append(None)
+            if refused:
+                await conn.execute(
+                    sql.REFUSE_REFERENCES,
+                    [batch[n].tenant for n in refused],
+                    [batch[n].idempotency_key for n in refused],
+                    [_body(results[n]) for n in refused],
+                )
+            used = [n for n, result in enumerate(results) if result is None]
+            if used:
+                answers = await self._answer_used_keys(conn, [batch[n] for n in used], now)
+                for n, answer in zip(used, answers, strict=True):
+                    results[n] = answer
+        # Only committed accounts may be skipped: another batch's postings need them to exist.
+        self._accounts_known |= pairs
+        return [r for r in results if r is not None]
 
-    async def _claim(
-        self, conn: asyncpg.Connection, batch: Sequence[SettlementRequest], now: datetime
-    ) -> dict[tuple[str, str], int]:
-        forget_before = now - self.windows.replay - self.windows.tombstone
-        rows = await conn.fetch(
-            sql.CLAIM_KEYS,
+    def _columns(
+        self, batch: Sequence[SettlementRequest], minted: list[_Minted], now: datetime
+    ) -> list[object]:
+        legs = [(m.entry_id, p) for m in minted for p in m.postings]
+        return [
             [r.tenant for r in batch],
             [r.idempotency_key for r in batch],
             [r.fingerprint for r in batch],
+            [m.settlement_id for m in minted],
+            [r.reference for r in batch],
+            [r.payee for r in batch],
+            [r.destination for r in batch],
+            [r.amount for r in batch],
+            [r.currency for r in batch],
+            [r.rail or DEFAULT_RAIL for r in batch],
+            [json.dumps(r.metadata, sort_keys=True, ensure_ascii=False) for r in batch],
+            [m.rail_key for m in minted],
+            [m.body for m in minted],
+            [m.entry_id for m in minted],
+            [m.event_id for m in minted],
+            [m.event for m in minted],
             now,
-            now + timedelta(seconds=30),
-            forget_before,
-        )
-        return {(row["tenant"], row["key"]): row["fence"] for row in rows}
+            now - self.windows.replay - self.windows.tombstone,
+            [entry for entry, _ in legs],
+            [p.account_id for _, p in legs],
+            [p.amount for _, p in legs],
+            [p.currency for _, p in legs],
+            # One shard per batch: concurrent batches of a tenant mostly miss each other's rows.
+            random.randrange(self.shards),
+            self.method,
+            EVENTS,
+        ]
 
     async def _answer_used_keys(
-        self,
-        conn: asyncpg.Connection,
-        batch: Sequence[SettlementRequest],
-        used: list[int],
-        now: datetime,
-    ) -> dict[int, AcceptResult]:
+        self, conn: asyncpg.Connection, used: list[SettlementRequest], now: datetime
+    ) -> list[AcceptResult]:
         rows = await conn.fetch(
-            sql.READ_KEYS,
-            [batch[i].tenant for i in used],
-            [batch[i].idempotency_key for i in used],
+            sql.READ_KEYS, [r.tenant for r in used], [r.idempotency_key for r in used]
         )
         stored = {(row["tenant"], row["key"]): row for row in rows}
-        answers: dict[int, AcceptResult] = {}
-        for i in used:
-            request = batch[i]
-            row = stored[(request.tenant, request.idempotency_key)]
-            key = StoredKey(row["fingerprint"], KeyState(row["state"]), row["created_at"],
-                            row["locked_until"])  # fmt: skip
-            decision = decide(key, request.fingerprint, now, self.windows.replay,
-                              self.windows.tombstone)  # fmt: skip
-            answers[i] = _answer(decision, row, now)
+        answers = []
+        for r in used:
+            row = stored[(r.tenant, r.idempotency_key)]
+            key = StoredKey(
+                row["fingerprint"], KeyState(row["state"]), row["created_at"], row["locked_until"]
+            )
+            decision = decide(key, r.fingerprint, now, self.windows.replay, self.windows.tombstone)
+            answers.append(_answer(decision, row))
         return answers
 
-    async def _insert_settlements(
-        self, conn: asyncpg.Connection, fresh: list[SettlementRequest], now: datetime
-    ) -> dict[tuple[str, str], _Booked]:
-        if not fresh:
-            return {}
-        candidates: dict[tuple[str, str], _Booked] = {}
-        for r in fresh:
-            sid = uuid7()
-            rail = r.rail or DEFAULT_RAIL
-            key = rail_idempotency_key(r.tenant, str(sid), r.destination, r.amount, r.currency)
-            body = settlement_body(
-                settlement_id=str(sid), reference=r.reference, payee=r.payee,
-                destination=r.destination, amount=r.amount, currency=r.currency, rail=rail,
-                metadata=r.metadata, status="accepted", rail_idempotency_key=key, created_at=now,
-            )  # fmt: skip
-            # Two requests for one reference in one batch: the first books it.
-            candidates.setdefault((r.tenant, r.reference), _Booked(r, sid, key, body))
-        rows = list(candidates.values())
-        inserted = await conn.fetch(
-            sql.INSERT_SETTLEMENTS,
-            [b.settlement_id for b in rows],
-            [b.request.tenant for b in rows],
-            [b.request.reference for b in rows],
-            [b.request.idempotency_key for b in rows],
-            [b.request.payee for b in rows],
-            [b.request.destination for b in rows],
-            [b.request.amount for b in rows],
-            [b.request.currency for b in rows],
-            [b.request.rail or DEFAULT_RAIL for b in rows],
-            [_json(b.request.metadata) for b in rows],
-            now,
-        )
-        ids = {row["id"] for row in inserted}
-        return {k: b for k, b in candidates.items() if b.settlement_id in ids}
-
-    async def _record_books(
-        self, conn: asyncpg.Connection, booked: dict[tuple[str, str], _Booked], now: datetime
-    ) -> set[tuple[str, str]]:
-        if not booked:
-            return set()
-        rows = list(booked.values())
-        ids = [b.settlement_id for b in rows]
-        await conn.execute(sql.INSERT_FIRST_TRANSITIONS, ids, now)
-        opened = await self._post_acceptance(conn, rows, now)
-        await conn.execute(
-            sql.INSERT_RAIL_INSTRUCTIONS,
-            ids,
-            [b.request.tenant for b in rows],
-            [b.request.rail or DEFAULT_RAIL for b in rows],
-            self.method,
-            [b.rail_key for b in rows],
-            [b.request.destination for b in rows],
-            [b.request.amount for b in rows],
-            [b.request.currency for b in rows],
-            now,
-        )
-        events = [_created_event(b, now) for b in rows]
-        await conn.execute(
-            sql.INSERT_OUTBOX,
-            [e[0] for e in events],
-            ids,
-            EVENTS,
-            [str(b.settlement_id).encode() for b in rows],
-            [e[1] for e in events],
-        )
-        return opened
-
-    async def _post_acceptance(
-        self, conn: asyncpg.Connection, rows: list[_Booked], now: datetime
-    ) -> set[tuple[str, str]]:
-        pairs = {(b.request.tenant, b.request.currency) for b in rows}
-        opened = await self._open_accounts(conn, pairs)
-        entries = [uuid7() for _ in rows]
-        await conn.execute(
-            sql.INSERT_ENTRIES,
-            entries,
-            [b.request.tenant for b in rows],
-            [b.settlement_id for b in rows],
-            "accepted",
-            now,
-        )
-        entry_ids: list[uuid.UUID] = []
-        accounts: list[str] = []
-        amounts: list[int] = []
-        currencies: list[str] = []
-        deltas: dict[str, int] = defaultdict(int)
-        for entry, b in zip(entries, rows, strict=True):
-            postings, _ = accept_postings(b.request.amount, b.request.currency, b.request.tenant)
-            for posting in postings:
-                entry_ids.append(entry)
-                accounts.append(posting.account_id)
-                amounts.append(posting.amount)
-                currencies.append(posting.currency)
-                deltas[posting.account_id] += posting.amount
-        await conn.execute(sql.INSERT_POSTINGS, entry_ids, accounts, amounts, currencies)
-        # One update per account per batch, on one shard picked for the batch: concurrent
-        # batches of one tenant mostly land on different shards and do not queue.
-        shard = random.randrange(self.shards)
-        ordered = sorted(deltas.items())
-        await conn.execute(
-            sql.ADD_TO_BALANCES, [a for a, _ in ordered], shard, [d for _, d in ordered]
-        )
-        return opened
-
-    async def _open_accounts(
-        self, conn: asyncpg.Connection, pairs: set[tuple[str, str]]
-    ) -> set[tuple[str, str]]:
-        missing = sorted(pairs - self._accounts_known)
-        if not missing:
-            return set()
+    async def _open_accounts(self, conn: asyncpg.Connection, pairs: set[tuple[str, str]]) -> None:
         ids, tenants, kinds, currencies = [], [], [], []
-        for tenant, currency in missing:
+        for tenant, currency in sorted(pairs):
             for kind in AccountKind:
                 ids.append(account_id(tenant, kind, currency))
                 tenants.append(tenant)
                 kinds.append(str(kind))
                 currencies.append(currency)
         await conn.execute(sql.OPEN_ACCOUNTS, ids, tenants, kinds, currencies, self.shards)
-        return set(missing)
-
-    async def _complete_keys(
-        self,
-        conn: asyncpg.Connection,
-        completions: list[tuple[SettlementRequest, AcceptResult]],
-        claimed: dict[tuple[str, str], int],
-        now: datetime,
-    ) -> None:
-        if not completions:
-            return
-        status = await conn.execute(
-            sql.COMPLETE_KEYS,
-            [r.tenant for r, _ in completions],
-            [r.idempotency_key for r, _ in completions],
-            [claimed[(r.tenant, r.idempotency_key)] for r, _ in completions],
-            [res.status for _, res in completions],
-            [res.body for _, res in completions],
-            [uuid.UUID(res.settlement_id) if res.settlement_id else None for _, res in completions],
-            now,
-        )
-        if status != f"UPDATE {len(completions)}":
-            # A fence moved under us: another holder owns a key now. Roll everything back.
-            raise asyncpg.exceptions.SerializationError(f"idempotency fence lost: {status}")
 
 
-def _json(value: dict[str, str]) -> str:
-    import json
+@dataclass(frozen=True, slots=True)
+class _Minted:
+    settlement_id: str
+    rail_key: str
+    body: bytes
+    entry_id: str
+    event_id: str
+    event: bytes
+    postings: list  # type: ignore[type-arg]
 
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
-
-def _created_event(b: _Booked, now: datetime) -> tuple[uuid.UUID, bytes]:
-    event_id = uuid7()
-    r = b.request
-    payload = avro.encode(
+def _mint(r: SettlementRequest, now: datetime) -> _Minted:
+    """Everything booking `r` would create, minted once, whether or not it is booked."""
+    sid = str(uuid7())
+    rail = r.rail or DEFAULT_RAIL
+    key = rail_idempotency_key(r.tenant, sid, r.destination, r.amount, r.currency)
+    body = settlement_body(
+        settlement_id=sid, reference=r.reference, payee=r.payee, destination=r.destination,
+        amount=r.amount, currency=r.currency, rail=rail, metadata=r.metadata,
+        status="accepted", rail_idempotency_key=key, created_at=now,
+    )  # fmt: skip
+    event_id = str(uuid7())
+    event = avro.encode(
         "SettlementEvent",
         {
-            "event_id": str(event_id), "settlement_id": str(b.settlement_id),
-            "tenant": r.tenant, "reference": r.reference, "type": "created", "sequence": 1,
-            "amount": r.amount, "currency": r.currency, "occurred_at": now,
-            "rail_reference": None, "reason": None, "status": "accepted",
+            "event_id": event_id, "settlement_id": sid, "tenant": r.tenant,
+            "reference": r.reference, "type": "created", "sequence": 1, "amount": r.amount,
+            "currency": r.currency, "occurred_at": now, "rail_reference": None, "reason": None,
+            "status": "accepted",
         },
     )  # fmt: skip
-    return event_id, payload
+    postings, _ = accept_postings(r.amount, r.currency, r.tenant)
+    return _Minted(sid, key, body, str(uuid7()), event_id, event, postings)
+
+
+def _body(result: AcceptResult | None) -> bytes:
+    assert result is not None
+    return result.body
 
 
 def _duplicate_reference(r: SettlementRequest) -> AcceptResult:
@@ -303,11 +215,12 @@ def _duplicate_reference(r: SettlementRequest) -> AcceptResult:
     return AcceptResult(Outcome.DUPLICATE_REFERENCE, 409, body)
 
 
-def _answer(decision: Decision, row: asyncpg.Record, now: datetime) -> AcceptResult:
+def _answer(decision: Decision, row: asyncpg.Record) -> AcceptResult:
     if decision is Decision.REPLAY:
         sid = row["settlement_id"]
-        return AcceptResult(Outcome.REPLAYED, row["response_status"], row["response_body"],
-                            str(sid) if sid else None)  # fmt: skip
+        return AcceptResult(
+            Outcome.REPLAYED, row["response_status"], row["response_body"], str(sid) if sid else None
+        )
     if decision is Decision.MISMATCH:
         body = error_body(
             "idempotency_key_reused",

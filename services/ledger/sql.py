@@ -1,24 +1,90 @@
-"""The ledger's SQL for booking a batch; each statement takes whole columns as arrays.
+"""The ledger's SQL for booking a batch; statements take whole columns as arrays.
 
-`services/bench/accept_settlement.pgbench.sql` issues these same statements for the
-`baseline` benchmark: change one, change the other.
+`BOOK_BATCH` is the accept transaction's one round trip: data-modifying CTEs claim the
+idempotency keys, insert the settlements whose key was claimed (a reference already booked
+is left out), and for those alone write the first transition, the journal entry and its
+postings, one balance update per account, the rail instruction and the outbox row. It
+returns, per request, whether its key was claimed and whether its settlement was booked.
+`services/bench/baseline.py` builds its pgbench script from these very statements.
 """
 
-# A key is claimed when it is new, when its record is past replay + tombstone, or when an
-# in-flight holder's lease ran out; the fence moves on so a late holder's write fails.
-CLAIM_KEYS = """
-INSERT INTO idempotency_keys AS k
-       (tenant, key, fingerprint, method, path, state, fence, locked_until, created_at)
-SELECT t, key, f, 'POST', '/v1/settlements', 'in_flight', 1, $5, $4
-  FROM unnest($1::text[], $2::text[], $3::bytea[]) AS u(t, key, f)
- ORDER BY t, key
-ON CONFLICT (tenant, key) DO UPDATE
-   SET fingerprint = EXCLUDED.fingerprint, state = 'in_flight', fence = k.fence + 1,
-       locked_until = EXCLUDED.locked_until, created_at = EXCLUDED.created_at,
-       settlement_id = NULL, response_status = NULL, response_body = NULL,
-       response_headers = NULL, completed_at = NULL
- WHERE k.created_at < $6 OR (k.state = 'in_flight' AND k.locked_until < $4)
-RETURNING tenant, key, fence
+# A key is claimed when new, when its record is past replay + tombstone, or when an
+# in-flight holder's lease ran out; the fence moves on so a late holder's write fails. The
+# claim stores the 201 response minted for the request; a refused reference rewrites it.
+BOOK_BATCH = """
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::uuid[], $5::text[],
+                         $6::text[], $7::text[], $8::bigint[], $9::text[], $10::text[],
+                         $11::text[], $12::text[], $13::bytea[], $14::uuid[], $15::uuid[],
+                         $16::bytea[])
+        AS i(tenant, key, fp, sid, ref, payee, dest, amount, cur, rail, meta, rkey, body,
+             entry, event, payload)
+), claimed AS (
+    INSERT INTO idempotency_keys AS k
+           (tenant, key, fingerprint, method, path, state, fence, settlement_id,
+            response_status, response_body, created_at, completed_at)
+    SELECT tenant, key, fp, 'POST', '/v1/settlements', 'completed', 1, sid, 201, body,
+           $17, $17
+      FROM input ORDER BY tenant, key
+    ON CONFLICT (tenant, key) DO UPDATE
+       SET fingerprint = EXCLUDED.fingerprint, state = 'completed', fence = k.fence + 1,
+           locked_until = NULL, settlement_id = EXCLUDED.settlement_id,
+           response_status = 201, response_body = EXCLUDED.response_body,
+           response_headers = NULL, created_at = EXCLUDED.created_at,
+           completed_at = EXCLUDED.completed_at
+     WHERE k.created_at < $18 OR (k.state = 'in_flight' AND k.locked_until < $17)
+    RETURNING tenant, key
+), settled AS (
+    INSERT INTO settlements (id, tenant, reference, idempotency_key, payee, destination,
+                             amount, currency, rail, metadata, status, version, created_at,
+                             updated_at)
+    SELECT i.sid, i.tenant, i.ref, i.key, i.payee, i.dest, i.amount, i.cur, i.rail,
+           i.meta::jsonb, 'accepted', 1, $17, $17
+      FROM input i JOIN claimed c ON c.tenant = i.tenant AND c.key = i.key
+     ORDER BY i.tenant, i.ref
+    ON CONFLICT (tenant, reference) DO NOTHING
+    RETURNING id
+), booked AS (
+    SELECT i.* FROM input i JOIN settled s ON s.id = i.sid
+), transitions AS (
+    INSERT INTO settlement_transitions (settlement_id, sequence, from_status, to_status,
+                                        actor, occurred_at)
+    SELECT sid, 1, NULL, 'accepted', 'ledger', $17 FROM booked
+), entries AS (
+    INSERT INTO journal_entries (id, tenant, settlement_id, kind, occurred_at)
+    SELECT entry, tenant, sid, 'accepted', $17 FROM booked
+), legs AS (
+    SELECT l.* FROM unnest($19::uuid[], $20::text[], $21::bigint[], $22::text[])
+                    AS l(entry, account, amount, cur)
+      JOIN booked b ON b.entry = l.entry
+), posted AS (
+    INSERT INTO postings (entry_id, account_id, amount, currency)
+    SELECT entry, account, amount, cur FROM legs
+), balances AS (
+    UPDATE account_balances AS b SET balance = b.balance + d.delta
+      FROM (SELECT account, sum(amount) AS delta FROM legs GROUP BY account) AS d
+     WHERE b.account_id = d.account AND b.shard = $23
+), instructions AS (
+    INSERT INTO rail_instructions (settlement_id, tenant, rail, method, idempotency_key,
+                                   destination, amount, currency, status, created_at,
+                                   updated_at)
+    SELECT sid, tenant, rail, $24, rkey, dest, amount, cur, 'pending', $17, $17 FROM booked
+), events AS (
+    INSERT INTO outbox (event_id, settlement_id, sequence, topic, message_key, payload)
+    SELECT event, sid, 1, $25, convert_to(sid::text, 'UTF8'), payload FROM booked
+)
+SELECT i.tenant, i.key, c.key IS NOT NULL AS claimed, s.id IS NOT NULL AS booked
+  FROM input i
+  LEFT JOIN claimed c ON c.tenant = i.tenant AND c.key = i.key
+  LEFT JOIN settled s ON s.id = i.sid
+"""
+
+# A claimed key whose reference was already booked under another key answers 409 forever.
+REFUSE_REFERENCES = """
+UPDATE idempotency_keys AS k
+   SET settlement_id = NULL, response_status = 409, response_body = u.body
+  FROM unnest($1::text[], $2::text[], $3::bytea[]) AS u(t, key, body)
+ WHERE k.tenant = u.t AND k.key = u.key
 """
 
 READ_KEYS = """
@@ -28,72 +94,13 @@ SELECT k.tenant, k.key, k.fingerprint, k.state, k.created_at, k.locked_until,
   JOIN unnest($1::text[], $2::text[]) AS u(t, key) ON k.tenant = u.t AND k.key = u.key
 """
 
-INSERT_SETTLEMENTS = """
-INSERT INTO settlements (id, tenant, reference, idempotency_key, payee, destination, amount,
-                         currency, rail, metadata, status, version, created_at, updated_at)
-SELECT id, t, ref, key, payee, dest, amount, cur, rail, meta::jsonb, 'accepted', 1, $11, $11
-  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-              $7::bigint[], $8::text[], $9::text[], $10::text[])
-       AS u(id, t, ref, key, payee, dest, amount, cur, rail, meta)
- ORDER BY t, ref
-ON CONFLICT (tenant, reference) DO NOTHING
-RETURNING id
-"""
-
-INSERT_FIRST_TRANSITIONS = """
-INSERT INTO settlement_transitions (settlement_id, sequence, from_status, to_status, actor,
-                                    occurred_at)
-SELECT id, 1, NULL, 'accepted', 'ledger', $2 FROM unnest($1::uuid[]) AS u(id)
-"""
-
 OPEN_ACCOUNTS = """
 WITH opened AS (
     INSERT INTO accounts (id, tenant, kind, currency)
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
     ON CONFLICT DO NOTHING
-    RETURNING id
 )
 INSERT INTO account_balances (account_id, shard)
 SELECT a, s FROM unnest($1::text[]) AS a, generate_series(0, $5::int - 1) AS s
 ON CONFLICT DO NOTHING
-"""
-
-INSERT_ENTRIES = """
-INSERT INTO journal_entries (id, tenant, settlement_id, kind, occurred_at)
-SELECT id, t, sid, $4, $5 FROM unnest($1::uuid[], $2::text[], $3::uuid[]) AS u(id, t, sid)
-"""
-
-INSERT_POSTINGS = """
-INSERT INTO postings (entry_id, account_id, amount, currency)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::text[])
-"""
-
-# Accounts arrive sorted, so concurrent batches take row locks in one order: no deadlock.
-ADD_TO_BALANCES = """
-UPDATE account_balances AS b SET balance = b.balance + d.delta
-  FROM unnest($1::text[], $3::bigint[]) AS d(account_id, delta)
- WHERE b.account_id = d.account_id AND b.shard = $2
-"""
-
-INSERT_RAIL_INSTRUCTIONS = """
-INSERT INTO rail_instructions (settlement_id, tenant, rail, method, idempotency_key,
-                               destination, amount, currency, status, created_at, updated_at)
-SELECT sid, t, rail, $4, key, dest, amount, cur, 'pending', $9, $9
-  FROM unnest($1::uuid[], $2::text[], $3::text[], $5::text[], $6::text[], $7::bigint[],
-              $8::text[]) AS u(sid, t, rail, key, dest, amount, cur)
-"""
-
-INSERT_OUTBOX = """
-INSERT INTO outbox (event_id, settlement_id, sequence, topic, message_key, payload)
-SELECT eid, sid, 1, $3, mkey, payload
-  FROM unnest($1::uuid[], $2::uuid[], $4::bytea[], $5::bytea[]) AS u(eid, sid, mkey, payload)
-"""
-
-COMPLETE_KEYS = """
-UPDATE idempotency_keys AS k
-   SET state = 'completed', response_status = u.status, response_body = u.body,
-       settlement_id = u.sid, completed_at = $7, locked_until = NULL
-  FROM unnest($1::text[], $2::text[], $3::bigint[], $4::smallint[], $5::bytea[], $6::uuid[])
-       AS u(t, key, fence, status, body, sid)
- WHERE k.tenant = u.t AND k.key = u.key AND k.fence = u.fence AND k.state = 'in_flight'
 """

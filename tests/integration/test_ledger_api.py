@@ -53,9 +53,7 @@ class Api:
     def headers(self, tenant: str, key: str) -> dict[str, str]:
         return {**self.auth(tenant), "Idempotency-Key": key}
 
-    async def post(
-        self, tenant: str, key: str, body: Mapping[str, Any] | bytes
-    ) -> httpx.Response:
+    async def post(self, tenant: str, key: str, body: Mapping[str, Any] | bytes) -> httpx.Response:
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         headers = {**self.headers(tenant, key), "Content-Type": "application/json"}
         return await self.client.post("/v1/settlements", content=raw, headers=headers)
@@ -413,9 +411,7 @@ async def test_an_invalid_request_is_refused_naming_the_field_and_books_nothing(
 
 
 async def test_a_missing_idempotency_key_is_400_and_books_nothing(api: Api) -> None:
-    response = await api.client.post(
-        "/v1/settlements", json=settlement(), headers=api.auth(api.a)
-    )
+    response = await api.client.post("/v1/settlements", json=settlement(), headers=api.auth(api.a))
     assert response.status_code == 400
     error = error_of(response)
     assert (error["code"], error["field"]) == ("missing_idempotency_key", "Idempotency-Key")
@@ -442,9 +438,12 @@ async def test_an_unreachable_postgres_fails_closed_with_503(
         unready = await down.client.get("/readyz")
         assert unready.status_code == 503
         assert unready.json() == {"kafka": True, "postgres": False}
-        assert down.metrics.registry.get_sample_value(
-            "settle_ledger_requests_total", {"outcome": "unavailable"}
-        ) == 1
+        assert (
+            down.metrics.registry.get_sample_value(
+                "settle_ledger_requests_total", {"outcome": "unavailable"}
+            )
+            == 1
+        )
 
 
 def scrape(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -498,9 +497,7 @@ async def test_balance_is_the_sum_of_the_tenants_postings_and_entries_list_them(
 
     for kind, sign in (("payable", 1), ("funding", -1)):
         account = f"{api.a}:{kind}:USD"
-        response = await api.client.get(
-            f"/v1/accounts/{account}/balance", headers=api.auth(api.a)
-        )
+        response = await api.client.get(f"/v1/accounts/{account}/balance", headers=api.auth(api.a))
         assert response.status_code == 200
         posted = await api.pool.fetchval(
             "SELECT sum(amount) FROM postings WHERE account_id = $1", account

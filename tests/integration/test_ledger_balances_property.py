@@ -2,10 +2,9 @@
 random batches (duplicate keys, replays and duplicate references mixed in) accepted
 concurrently through a real Ledger on the real PostgreSQL.
 
-Hypothesis drives a sync test; each example runs its async body with `asyncio.run` on a
-worker thread, in a loop and with an asyncpg pool of its own. The session's event loop
-(pytest-asyncio, session scope) is never touched: `asyncio.run` on the main thread would
-leave that thread without a current event loop for the async tests that follow.
+Hypothesis drives a sync test; each example runs its async body with `asyncio.run`, in a
+fresh event loop with an asyncpg pool of its own. The session's loop (pytest-asyncio, session
+scope) is not running between tests, so it is neither needed nor disturbed.
 """
 
 from __future__ import annotations
@@ -13,11 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
-from collections.abc import Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
 
 import asyncpg
 import pytest
@@ -37,8 +33,6 @@ CURRENCIES = ("USD", "EUR", "JPY")
 # Small id spaces, so keys and references collide within a tenant.
 KEYS = 8
 REFERENCES = 8
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -74,11 +68,6 @@ def scenarios(draw: st.DrawFn) -> tuple[int, list[Ask], int, int]:
     return tenants, order, max_batch, workers
 
 
-def run_in_fresh_loop(coroutine: Coroutine[Any, Any, T]) -> T:
-    with ThreadPoolExecutor(max_workers=1) as thread:
-        return thread.submit(asyncio.run, coroutine).result()
-
-
 def build(tenants: list[str], ask: Ask) -> SettlementRequest:
     body = {
         "reference": f"ref-{ask.reference}",
@@ -90,9 +79,7 @@ def build(tenants: list[str], ask: Ask) -> SettlementRequest:
     return parse_settlement_body(tenants[ask.tenant], f"key-{ask.key}", json.dumps(body).encode())
 
 
-async def accept_and_check(
-    dsn: str, scenario: tuple[int, list[Ask], int, int]
-) -> None:
+async def accept_and_check(dsn: str, scenario: tuple[int, list[Ask], int, int]) -> None:
     count, asks, max_batch, workers = scenario
     tenants = [unique("p") for _ in range(count)]
     requests = [build(tenants, ask) for ask in asks]
@@ -218,4 +205,4 @@ async def check_books(
 def test_books_balance_for_any_mix_of_concurrent_settlements(
     database_url: str, scenario: tuple[int, list[Ask], int, int]
 ) -> None:
-    run_in_fresh_loop(accept_and_check(asyncpg_dsn(database_url), scenario))
+    asyncio.run(accept_and_check(asyncpg_dsn(database_url), scenario))
