@@ -24,7 +24,7 @@ from services.ledger.idempotency import Decision, KeyState, StoredKey, decide
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import error_body, settlement_body
 from services.shared import avro
-from services.shared.domain.postings import AccountKind, account_id, accept_postings
+from services.shared.domain.postings import AccountKind, accept_postings, account_id
 from services.shared.domain.rail_key import rail_idempotency_key
 from services.shared.ids import uuid7
 from services.shared.topics import EVENTS
@@ -217,10 +217,8 @@ def _duplicate_reference(r: SettlementRequest) -> AcceptResult:
 
 def _answer(decision: Decision, row: asyncpg.Record) -> AcceptResult:
     if decision is Decision.REPLAY:
-        sid = row["settlement_id"]
-        return AcceptResult(
-            Outcome.REPLAYED, row["response_status"], row["response_body"], str(sid) if sid else None
-        )
+        sid = str(row["settlement_id"]) if row["settlement_id"] else None
+        return AcceptResult(Outcome.REPLAYED, row["response_status"], row["response_body"], sid)
     if decision is Decision.MISMATCH:
         body = error_body(
             "idempotency_key_reused",
