@@ -24,7 +24,7 @@ from services.ledger.idempotency import Decision, KeyState, StoredKey, decide
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import error_body, settlement_body
 from services.shared import avro
-from services.shared.domain.postings import AccountKind, accept_postings, account_id
+from services.shared.domain.postings import AccountKind, Posting, accept_postings, account_id
 from services.shared.domain.rail_key import rail_idempotency_key
 from services.shared.ids import uuid7
 from services.shared.topics import EVENTS
@@ -174,7 +174,7 @@ class _Minted:
     entry_id: str
     event_id: str
     event: bytes
-    postings: list  # type: ignore[type-arg]
+    postings: list[Posting]
 
 
 def _mint(r: SettlementRequest, now: datetime) -> _Minted:
