@@ -81,9 +81,11 @@ class CommandIntake:
                 valid.append((record, parse_settlement_command(command)))
             except SchemaError as e:
                 dead.append(DeadLetter(record, "undecodable", str(e)))
+                self.metrics.count_request("invalid")
             except InvalidRequest as e:
                 where = f" ({e.field})" if e.field else ""
                 dead.append(DeadLetter(record, e.code, f"{e.message}{where}"))
+                self.metrics.count_request("invalid")
         results = await self._book_until_done([request for _, request in valid])
         for (record, _), result in zip(valid, results, strict=True):
             self.metrics.count_request(str(result.outcome))

@@ -115,3 +115,9 @@ async def test_commands_are_booked_once_and_bad_ones_dead_lettered(
         (f"r{n}", 100 + n) for n in range(20)
     )
     assert sum(end.values()) == 43 and TopicPartition(commands_topic, 0) in end
+    sample = intake.metrics.registry.get_sample_value
+    assert sample("settle_ledger_kafka_dedupe_hits_total") == 20
+    assert sample("settle_ledger_requests_total", {"outcome": "created"}) == 20
+    assert sample("settle_ledger_requests_total", {"outcome": "invalid"}) == 2
+    for reason in ("undecodable", "invalid_amount", "idempotency_key_reused"):
+        assert sample("settle_ledger_dlq_total", {"reason": reason}) == 1
