@@ -6,6 +6,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -26,3 +27,10 @@ def upgrade(database_url: str, revision: str = "head") -> None:
 def downgrade(database_url: str, revision: str) -> None:
     """Migrate the database at `database_url` down to `revision` (`base` empties it)."""
     command.downgrade(_config(database_url), revision)
+
+
+def head_revision() -> str:
+    """The newest revision this code knows."""
+    head = ScriptDirectory.from_config(_config("postgresql://unused")).get_current_head()
+    assert head is not None
+    return head

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from services.shared.migrate import downgrade, upgrade
+from services.shared.migrate import downgrade, head_revision, upgrade
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
 
@@ -77,7 +77,7 @@ async def test_concurrent_migrators_take_turns(fresh_db: str) -> None:
     assert [await p.wait() for p in procs] == [0, 0, 0]
     conn = await asyncpg.connect(asyncpg_dsn(fresh_db))
     try:
-        assert await conn.fetchval("SELECT version_num FROM alembic_version") == "0001"
+        assert await conn.fetchval("SELECT version_num FROM alembic_version") == head_revision()
     finally:
         await conn.close()
 

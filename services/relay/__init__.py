@@ -1,0 +1,1 @@
+"""The relay: drains the outbox to Kafka and dispatches rail instructions, never paying twice."""

@@ -1,0 +1,67 @@
+"""The rail port: what the relay asks of a payment rail, and how it reads the answers.
+
+Every adapter classifies what happened instead of raising, because the relay's next move
+depends on the class, not on the error's type:
+
+    ACCEPTED    the rail created the transfer or payout (or replayed it under our key)
+    REFUSED     the rail said no and will say no again: terminal, the settlement fails
+    RETRYABLE   the rail did nothing (rate limit, refused connection): try again later
+    AMBIGUOUS   the rail may have acted (timeout, 5xx after send): never assume either way
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+
+class RailOutcome(StrEnum):
+    """The class of a rail call's result; see the module docstring."""
+
+    ACCEPTED = "accepted"
+    REFUSED = "refused"
+    RETRYABLE = "retryable"
+    AMBIGUOUS = "ambiguous"
+
+
+class PayoutMethod(StrEnum):
+    """How money leaves: a Connect transfer or a payout."""
+
+    TRANSFER = "transfer"
+    PAYOUT = "payout"
+
+
+@dataclass(frozen=True, slots=True)
+class RailInstruction:
+    """One instruction to move money at the rail, under our deterministic key."""
+
+    settlement_id: str  # ours; sent in metadata so the rail can be searched by it
+    tenant: str  # whose settlement; sent in metadata
+    idempotency_key: str  # SHA-256 hex derived from the settlement: the same on every attempt
+    destination: str  # the rail account that receives the money
+    amount: int  # minor units
+    currency: str  # ISO 4217, upper case (adapters send what the rail expects)
+    method: PayoutMethod  # transfer or payout
+
+
+@dataclass(frozen=True, slots=True)
+class RailResult:
+    """What one rail call came to."""
+
+    outcome: RailOutcome
+    rail_reference: str | None = None  # the rail's id (tr_..., po_...) when ACCEPTED
+    detail: str = ""  # the rail's code or message, for the audit trail
+    status: int | None = None  # HTTP status, when there was a response
+
+
+class Rail(Protocol):
+    """A payment rail: Stripe, or the rail simulator that speaks Stripe's API."""
+
+    async def send(self, instruction: RailInstruction) -> RailResult:
+        """Create the transfer or payout under the instruction's key; classify the result."""
+        ...
+
+    async def find(self, instruction: RailInstruction) -> str | None:
+        """The rail reference of a transfer or payout already made for this settlement."""
+        ...

@@ -1,0 +1,159 @@
+"""The outbox publisher on the real PostgreSQL and Kafka: every row reaches Kafka, in order
+per settlement, with two publishers racing; NOTIFY wakes it in milliseconds; pruning."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from services.relay.metrics import create_metrics
+from services.relay.outbox import OutboxPublisher
+from services.shared.kafka import header, idempotent_producer, manual_commit_consumer
+from services.shared.topics import EVENTS, ensure_topics
+from tests.conftest import asyncpg_dsn, unique
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=2, max_size=10)
+    yield pool
+    await pool.close()
+
+
+async def fill_outbox(pool: asyncpg.Pool, settlements: int, events_each: int) -> set[str]:
+    rows = []
+    for _ in range(settlements):
+        sid = uuid.uuid4()
+        for sequence in range(1, events_each + 1):
+            payload = f"{sid}:{sequence}".encode()
+            rows.append((uuid.uuid4(), sid, sequence, EVENTS, str(sid).encode(), payload))
+    async with pool.acquire() as conn:
+        # Interleave sequences across settlements, as concurrent writers would.
+        await conn.executemany(
+            """INSERT INTO outbox (event_id, settlement_id, sequence, topic, message_key, payload)
+               VALUES ($1, $2, $3, $4, $5, $6)""",
+            sorted(rows, key=lambda r: (r[2], str(r[1]))),
+        )
+    return {str(r[0]) for r in rows}
+
+
+async def read_events(bootstrap: str, topic: str, expected: int) -> list[tuple[str, bytes]]:
+    consumer = manual_commit_consumer(bootstrap, unique("reader-"), [topic])
+    await consumer.start()
+    seen: list[tuple[str, bytes]] = []
+    try:
+        async with asyncio.timeout(60):
+            while len({e for e, _ in seen}) < expected:
+                for records in (await consumer.getmany(timeout_ms=1_000)).values():
+                    for r in records:
+                        event_id = header(r.headers, "event_id")
+                        assert event_id is not None
+                        seen.append((event_id.decode(), r.value))
+    finally:
+        await consumer.stop()
+    return seen
+
+
+async def test_two_publishers_deliver_every_row_in_order_per_settlement(
+    pool: asyncpg.Pool, kafka_bootstrap: str
+) -> None:
+    prefix = unique("t") + "."
+    await ensure_topics(kafka_bootstrap, prefix)
+    # Rows of other tests share the table; publish them too, under this prefix, harmlessly.
+    event_ids = await fill_outbox(pool, settlements=60, events_each=4)
+    producers = [idempotent_producer(kafka_bootstrap, f"relay-{n}") for n in range(2)]
+    for producer in producers:
+        await producer.start()
+    try:
+        publishers = [
+            OutboxPublisher(pool, p, create_metrics(), topic_prefix=prefix, batch_size=25)
+            for p in producers
+        ]
+        await asyncio.gather(*(p.drain() for p in publishers))
+    finally:
+        for producer in producers:
+            await producer.stop()
+    async with pool.acquire() as conn:
+        left = await conn.fetchval(
+            "SELECT count(*) FROM outbox WHERE event_id = ANY($1::uuid[]) AND published_at IS NULL",
+            list(event_ids),
+        )
+    assert left == 0
+    events = await read_events(kafka_bootstrap, f"{prefix}{EVENTS}", len(event_ids))
+    assert event_ids <= {e for e, _ in events}
+    first_seen: dict[str, bytes] = {}
+    for event_id, payload in events:
+        first_seen.setdefault(event_id, payload)
+    by_settlement: dict[str, list[int]] = defaultdict(list)
+    for event_id, payload in events:
+        if event_id in event_ids and first_seen.pop(event_id, None) is not None:
+            sid, sequence = payload.decode().rsplit(":", 1)
+            by_settlement[sid].append(int(sequence))
+    assert len(by_settlement) == 60
+    assert all(seqs == [1, 2, 3, 4] for seqs in by_settlement.values())
+
+
+async def test_notify_wakes_the_publisher_within_milliseconds(
+    pool: asyncpg.Pool, kafka_bootstrap: str
+) -> None:
+    prefix = unique("t") + "."
+    await ensure_topics(kafka_bootstrap, prefix)
+    producer = idempotent_producer(kafka_bootstrap, "relay-notify")
+    await producer.start()
+    metrics = create_metrics()
+    publisher = OutboxPublisher(pool, producer, metrics, topic_prefix=prefix, poll_seconds=30)
+    task = asyncio.create_task(publisher.run())
+    try:
+        await asyncio.sleep(1.0)  # listening, and past its first drain
+        (event_id,) = await fill_outbox(pool, settlements=1, events_each=1)
+        started = time.monotonic()
+        async with asyncio.timeout(5):
+            async with pool.acquire() as conn:
+                while not await conn.fetchval(  # noqa: ASYNC110 - polls PostgreSQL
+                    "SELECT published_at IS NOT NULL FROM outbox WHERE event_id = $1",
+                    uuid.UUID(event_id),
+                ):
+                    await asyncio.sleep(0.005)
+        assert time.monotonic() - started < 1.0  # far below the 30 s poll interval
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await producer.stop()
+
+
+async def test_prune_deletes_only_rows_published_before_the_retention(pool: asyncpg.Pool) -> None:
+    old = await fill_outbox(pool, 1, 3)
+    recent = await fill_outbox(pool, 1, 3)
+    unpublished = await fill_outbox(pool, 1, 3)
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE outbox SET published_at = now() - interval '2 hours' WHERE event_id = ANY($1)",
+            [uuid.UUID(e) for e in old],
+        )
+        await conn.execute(
+            "UPDATE outbox SET published_at = now() WHERE event_id = ANY($1)",
+            [uuid.UUID(e) for e in recent],
+        )
+    publisher = OutboxPublisher(pool, producer=None, metrics=create_metrics())  # type: ignore[arg-type]
+    await publisher.prune(retention_seconds=3600, batch=2)
+    keep = [uuid.UUID(e) for e in recent | unpublished]
+    async with pool.acquire() as conn:
+        assert (
+            await conn.fetchval("SELECT count(*) FROM outbox WHERE event_id = ANY($1)", keep) == 6
+        )
+        assert (
+            await conn.fetchval(
+                "SELECT count(*) FROM outbox WHERE published_at < now() - interval '1 hour'"
+            )
+            == 0
+        )
