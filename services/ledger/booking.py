@@ -28,8 +28,8 @@ from services.shared.domain.postings import AccountKind, Posting, accept_posting
 from services.shared.domain.rail_key import rail_idempotency_key
 from services.shared.ids import uuid7
 from services.shared.topics import EVENTS
+from services.shared.transitions import BALANCE_SHARDS
 
-BALANCE_SHARDS = 8
 DEFAULT_RAIL = "sim"
 # How long a same-key request in another transaction may hold us before we answer 409.
 LOCK_WAIT = "2s"

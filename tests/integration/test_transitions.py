@@ -1,0 +1,109 @@
+"""Settlement transitions on the real PostgreSQL: guarded, audited, posted by the shared
+rules, and published through the outbox in sequence."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+
+from services.ledger.acceptor import Ledger
+from services.ledger.booking import Books
+from services.shared import avro
+from services.shared.domain.settlement import SettlementStatus as S
+from services.shared.transitions import apply_transition
+from tests.conftest import asyncpg_dsn, unique
+from tests.integration.test_ledger_books import WINDOWS, request
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=4)
+    yield pool
+    await pool.close()
+
+
+async def accepted(pool: asyncpg.Pool, amount: int = 900) -> tuple[str, str]:
+    ledger = Ledger(pool, Books(WINDOWS))
+    tenant = unique("t")
+    result = await ledger.accept_many([request(tenant, amount=amount, currency="USD")])
+    return tenant, json.loads(result[0].body)["id"]
+
+
+async def move(pool: asyncpg.Pool, sid: str, target: S, **kw: str) -> object:
+    async with pool.acquire() as conn, conn.transaction():
+        return await apply_transition(conn, sid, target, actor="test", now=datetime.now(UTC), **kw)
+
+
+async def nets(pool: asyncpg.Pool, sid: str) -> dict[str, int]:
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(
+            """SELECT p.account_id, sum(p.amount) AS net FROM postings p
+               JOIN journal_entries e ON e.id = p.entry_id WHERE e.settlement_id = $1
+               GROUP BY p.account_id""",
+            sid,
+        )
+    return {r["account_id"].split(":")[1]: r["net"] for r in rows if r["net"]}
+
+
+async def test_happy_path_posts_and_publishes_each_step(pool: asyncpg.Pool) -> None:
+    _, sid = await accepted(pool, 900)
+    for target in (S.DISPATCHING, S.SUBMITTED, S.PAID):
+        assert await move(pool, sid, target, rail_reference="tr_1") is not None
+    assert await nets(pool, sid) == {"funding": -900, "paid_out": 900}
+    async with pool.acquire() as conn:
+        history = await conn.fetch(
+            "SELECT sequence, to_status FROM settlement_transitions WHERE settlement_id = $1 "
+            "ORDER BY sequence", sid,
+        )  # fmt: skip
+        events = await conn.fetch(
+            "SELECT sequence, payload FROM outbox WHERE settlement_id = $1 ORDER BY sequence", sid
+        )
+        row = await conn.fetchrow("SELECT status, version, rail_reference FROM settlements "
+                                  "WHERE id = $1", sid)  # fmt: skip
+    assert [(h["sequence"], h["to_status"]) for h in history] == [
+        (1, "accepted"), (2, "dispatching"), (3, "submitted"), (4, "paid"),
+    ]  # fmt: skip
+    decoded = [avro.decode(e["payload"], "SettlementEvent") for e in events]
+    assert [(e["sequence"], e["type"]) for e in decoded] == [
+        (1, "created"), (2, "dispatching"), (3, "submitted"), (4, "paid"),
+    ]  # fmt: skip
+    assert decoded[-1]["rail_reference"] == "tr_1"
+    assert (row["status"], row["version"], row["rail_reference"]) == ("paid", 4, "tr_1")
+
+
+async def test_illegal_or_repeated_moves_change_nothing(pool: asyncpg.Pool) -> None:
+    _, sid = await accepted(pool)
+    assert await move(pool, sid, S.PAID) is not None  # confirmation before the rail answered
+    assert await move(pool, sid, S.SUBMITTED) is None  # the late API response
+    assert await move(pool, sid, S.PAID) is None  # a duplicate webhook
+    assert await move(pool, sid, S.FAILED) is None
+    assert await nets(pool, sid) == {"funding": -900, "paid_out": 900}
+
+
+async def test_failure_and_reversal_net_to_zero(pool: asyncpg.Pool) -> None:
+    _, failed = await accepted(pool, 300)
+    await move(pool, failed, S.DISPATCHING)
+    await move(pool, failed, S.SUBMITTED)
+    assert await move(pool, failed, S.FAILED, reason="account_closed") is not None
+    assert await nets(pool, failed) == {}
+    _, reversed_ = await accepted(pool, 400)
+    await move(pool, reversed_, S.PAID)
+    assert await move(pool, reversed_, S.REVERSED) is not None
+    assert await nets(pool, reversed_) == {}
+    assert await move(pool, reversed_, S.PAID) is None  # terminal
+
+
+async def test_needs_review_keeps_money_where_it_was(pool: asyncpg.Pool) -> None:
+    _, sid = await accepted(pool, 500)
+    await move(pool, sid, S.DISPATCHING)
+    await move(pool, sid, S.SUBMITTED)
+    assert await move(pool, sid, S.NEEDS_REVIEW, reason="rail unclear") is not None
+    assert await nets(pool, sid) == {"funding": -500, "in_transit": 500}
+    assert await move(pool, sid, S.FAILED, reason="operator: not paid") is not None
+    assert await nets(pool, sid) == {}
