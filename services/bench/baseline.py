@@ -22,8 +22,9 @@ from services.bench.report import BenchResult, Figure
 from services.bench.runner import BenchError, BenchOptions
 from services.infra.postgres import bindir
 from services.ledger import sql
-from services.ledger.booking import BALANCE_SHARDS, LOCK_WAIT
+from services.ledger.booking import LOCK_WAIT
 from services.shared.config import Settings
+from services.shared.transitions import BALANCE_SHARDS
 
 TENANT = "bench"
 BATCH = 100

@@ -46,8 +46,17 @@ class Ask:
     currency: str
 
 
+@dataclass(frozen=True)
+class Scenario:
+    tenants: int
+    asks: list[Ask]
+    max_batch: int  # the Ledger's
+    workers: int  # the Ledger's
+    polls: int  # lists booked through accept_many (Kafka's path); 0: all via accept
+
+
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[int, list[Ask], int, int]:
+def scenarios(draw: st.DrawFn) -> Scenario:
     tenants = draw(st.integers(2, 3))
     asks = st.builds(
         Ask,
@@ -65,7 +74,10 @@ def scenarios(draw: st.DrawFn) -> tuple[int, list[Ask], int, int]:
     # transactions; large batches fold them inside one.
     max_batch = draw(st.sampled_from([1, 3, 200]))
     workers = draw(st.sampled_from([1, 4, 8]))
-    return tenants, order, max_batch, workers
+    # Some requests arrive as Kafka polls do: whole lists booked by `accept_many` in the
+    # caller's task, concurrently with the workers' batches.
+    polls = draw(st.sampled_from([0, 1, 3]))
+    return Scenario(tenants, order, max_batch, workers, polls)
 
 
 def build(tenants: list[str], ask: Ask) -> SettlementRequest:
@@ -79,21 +91,39 @@ def build(tenants: list[str], ask: Ask) -> SettlementRequest:
     return parse_settlement_body(tenants[ask.tenant], f"key-{ask.key}", json.dumps(body).encode())
 
 
-async def accept_and_check(dsn: str, scenario: tuple[int, list[Ask], int, int]) -> None:
-    count, asks, max_batch, workers = scenario
-    tenants = [unique("p") for _ in range(count)]
-    requests = [build(tenants, ask) for ask in asks]
+async def accept_and_check(dsn: str, scenario: Scenario) -> None:
+    tenants = [unique("p") for _ in range(scenario.tenants)]
+    requests = [build(tenants, ask) for ask in scenario.asks]
     pool = await asyncpg.create_pool(dsn, min_size=0, max_size=8)
     try:
-        ledger = Ledger(pool, Books(WINDOWS), workers=workers, max_batch=max_batch)
+        ledger = Ledger(
+            pool, Books(WINDOWS), workers=scenario.workers, max_batch=scenario.max_batch
+        )
         await ledger.start()
         try:
-            results = await asyncio.gather(*(ledger.accept(r) for r in requests))
+            results = await accept_concurrently(ledger, requests, scenario.polls)
         finally:
             await ledger.stop()
         await check_books(pool, tenants, requests, results)
     finally:
         await pool.close()
+
+
+async def accept_concurrently(
+    ledger: Ledger, requests: list[SettlementRequest], polls: int
+) -> list[AcceptResult]:
+    """All of `requests` at once, results in request order: with `polls`, every other request
+    goes into one of `polls` lists booked by accept_many, the rest one by one via accept."""
+    many = [n for n in range(len(requests)) if polls and n % 2 == 0]
+    single = [n for n in range(len(requests)) if not polls or n % 2]
+    lists = [many[p::polls] for p in range(polls)]
+    one_by_one = asyncio.gather(*(ledger.accept(requests[n]) for n in single))
+    in_lists = asyncio.gather(*(ledger.accept_many([requests[n] for n in ns]) for ns in lists))
+    singles, listed = await asyncio.gather(one_by_one, in_lists)
+    results = dict(zip(single, singles, strict=True))
+    for ns, answers in zip(lists, listed, strict=True):
+        results.update(zip(ns, answers, strict=True))
+    return [results[n] for n in range(len(requests))]
 
 
 async def check_books(
@@ -203,6 +233,6 @@ async def check_books(
 )
 @given(scenario=scenarios())
 def test_books_balance_for_any_mix_of_concurrent_settlements(
-    database_url: str, scenario: tuple[int, list[Ask], int, int]
+    database_url: str, scenario: Scenario
 ) -> None:
     asyncio.run(accept_and_check(asyncpg_dsn(database_url), scenario))
