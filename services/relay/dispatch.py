@@ -1,0 +1,225 @@
+"""The rail dispatcher: the two-pass pattern, so no crash or pause ever pays twice.
+
+Pass 1 (`dispatch`, triggered by a settlement's `created` event) claims a pending instruction
+with a new fence and a lease, calls the rail under the instruction's deterministic key and
+records the outcome with a write that checks the fence. Pass 2 (`sweep`, on a timer) takes
+over instructions whose lease ran out (a crashed or paused worker, or a retry that is due)
+and pending ones nobody claimed, with the fence moved on, and issues them again under the same
+key; a rail that honours keys collapses the attempts into one transfer. For a rail that does
+not (`rail_idempotent=False`), and for any re-issue past the rail's key window, the rail is
+searched for our settlement first and a transfer found there is adopted.
+
+A worker whose lease was taken over fails its fence check before sending and when recording,
+and sends nothing more.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import asyncpg
+
+from services.relay import dispatch_sql as sql
+from services.relay.metrics import RelayMetrics
+from services.relay.rail import PayoutMethod, Rail, RailInstruction, RailOutcome, RailResult
+from services.shared.domain.settlement import SettlementStatus
+from services.shared.errors import SettleError
+from services.shared.transitions import apply_transition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DispatchPolicy:
+    """Leases, retries and windows of the dispatcher."""
+
+    lease_seconds: float = 30.0  # longer than the rail call timeout, with room to record
+    call_seconds: float = 10.0  # the rail call's own timeout; checked against the lease
+    max_attempts: int = 8  # the retry budget
+    backoff_base: float = 0.5  # seconds; full jitter over base * 2**attempt
+    backoff_cap: float = 60.0
+    stale_pending_seconds: float = 10.0  # pending this long without a claim: pass 2 takes it
+    rail_key_window_seconds: float = 86_400.0  # how long the rail honours a key
+    sweep_batch: int = 200
+
+    def backoff(self, attempt: int) -> float:
+        """Full jitter: a uniform delay up to base * 2**attempt, capped."""
+        return random.uniform(0, min(self.backoff_cap, self.backoff_base * 2**attempt))
+
+
+class Dispatcher:
+    """Moves rail instructions from pending to transferred or failed; see the module docstring."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        rail: Rail,
+        metrics: RelayMetrics,
+        worker: str,
+        rail_idempotent: bool = True,
+        policy: DispatchPolicy | None = None,
+    ) -> None:
+        self.pool = pool
+        self.rail = rail
+        self.metrics = metrics
+        self.worker = worker
+        self.rail_idempotent = rail_idempotent
+        self.policy = policy or DispatchPolicy()
+
+    async def dispatch(self, settlement_id: str) -> None:
+        """Pass 1: claim the settlement's pending instruction, if any, and send it."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                sql.CLAIM_PENDING, settlement_id, self.policy.lease_seconds, self.worker
+            )
+            if row is None:
+                return  # already claimed, done, or not ours to send yet
+            await apply_transition(
+                conn, settlement_id, SettlementStatus.DISPATCHING, actor=self.worker, now=_now()
+            )
+        await self._attempt(row)
+
+    async def sweep(self) -> int:
+        """Pass 2: take over due and forgotten instructions and send them again."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                sql.RECLAIM_DUE, self.policy.lease_seconds, self.worker,
+                self.policy.stale_pending_seconds, self.policy.sweep_batch,
+            )  # fmt: skip
+            for row in rows:
+                if row["was"] == "pending":
+                    await apply_transition(
+                        conn, str(row["settlement_id"]), SettlementStatus.DISPATCHING,
+                        actor=self.worker, now=_now(),
+                    )  # fmt: skip
+        self.metrics.reclaims.inc(sum(1 for r in rows if r["was"] == "processing"))
+        for row in rows:
+            await self._attempt(row)
+        async with self.pool.acquire() as conn:
+            gauges = await conn.fetchrow(sql.GAUGES)
+        self.metrics.in_flight.set(gauges["in_flight"])
+        self.metrics.stuck.set(gauges["stuck"])
+        return len(rows)
+
+    async def _attempt(self, row: asyncpg.Record) -> None:
+        instruction = _instruction(row)
+        fence = int(row["fence"])
+        must_look = row["sent_before"] and (
+            not self.rail_idempotent or row["sent_age"] >= self.policy.rail_key_window_seconds
+        )
+        if must_look:
+            try:
+                found = await self.rail.find(instruction)
+            except SettleError as e:
+                self.metrics.lookups.labels(found="false").inc()
+                await self._retry_later(instruction, fence, row["attempts"], RailResult(
+                    RailOutcome.RETRYABLE, detail=f"lookup failed: {e}"))  # fmt: skip
+                return
+            self.metrics.lookups.labels(found=str(found is not None).lower()).inc()
+            if found is not None:
+                await self._record(instruction, fence, row["attempts"],
+                                   RailResult(RailOutcome.ACCEPTED, found, "adopted"))  # fmt: skip
+                return
+        if not await self._still_holder(instruction, fence):
+            self.metrics.fence_rejections.inc()
+            return
+        started = time.monotonic()
+        result = await self.rail.send(instruction)
+        self.metrics.rail_seconds.observe(time.monotonic() - started)
+        self.metrics.rail_calls.labels(outcome=str(result.outcome)).inc()
+        await self._record(instruction, fence, row["attempts"], result)
+
+    async def _still_holder(self, instruction: RailInstruction, fence: int) -> bool:
+        async with self.pool.acquire() as conn:
+            held = await conn.fetchval(
+                sql.STILL_HOLDER, instruction.settlement_id, fence, self.policy.call_seconds
+            )
+        return held is not None
+
+    async def _record(
+        self, instruction: RailInstruction, fence: int, attempts: int, result: RailResult
+    ) -> None:
+        if result.outcome is RailOutcome.ACCEPTED:
+            await self._finish(instruction, fence, result, "transferred")
+        elif result.outcome is RailOutcome.REFUSED:
+            await self._finish(instruction, fence, result, "failed")
+        else:
+            await self._retry_later(instruction, fence, attempts, result)
+
+    async def _finish(
+        self, instruction: RailInstruction, fence: int, result: RailResult, status: str
+    ) -> None:
+        sid = instruction.settlement_id
+        async with self.pool.acquire() as conn, conn.transaction():
+            if status == "transferred":
+                done = await conn.execute(sql.RECORD_TRANSFERRED, sid, fence, result.rail_reference)
+            else:
+                done = await conn.execute(
+                    sql.RECORD_FINAL, sid, fence, status, result.detail, str(result.outcome)
+                )
+            if done != "UPDATE 1":
+                self.metrics.fence_rejections.inc()
+                return  # another worker holds it now; its record stands
+            if status == "transferred":
+                await conn.execute(sql.SET_RAIL_REFERENCE, sid, result.rail_reference)
+                target, reason = SettlementStatus.SUBMITTED, None
+            else:
+                target, reason = SettlementStatus.FAILED, result.detail or "refused by the rail"
+            await apply_transition(
+                conn, sid, target, actor=self.worker, now=_now(), reason=reason,
+                rail_reference=result.rail_reference,
+            )  # fmt: skip
+
+    async def _retry_later(
+        self, instruction: RailInstruction, fence: int, attempts: int, result: RailResult
+    ) -> None:
+        sid = instruction.settlement_id
+        if attempts >= self.policy.max_attempts:
+            await self._give_up(instruction, fence, result)
+            return
+        async with self.pool.acquire() as conn:
+            marked = await conn.fetchval(
+                sql.SCHEDULE_RETRY, sid, fence, self.policy.backoff(attempts), result.detail,
+                str(result.outcome),
+            )  # fmt: skip
+        if marked is None:
+            self.metrics.fence_rejections.inc()
+
+    async def _give_up(self, instruction: RailInstruction, fence: int, result: RailResult) -> None:
+        # Past the budget: failed if the rail surely did nothing, else an operator decides.
+        sid = instruction.settlement_id
+        async with self.pool.acquire() as conn, conn.transaction():
+            ambiguous = await conn.fetchval(
+                "SELECT error_class = 'ambiguous' FROM rail_instructions WHERE settlement_id = $1",
+                sid,
+            )
+            ambiguous = ambiguous or result.outcome is RailOutcome.AMBIGUOUS
+            status = "needs_review" if ambiguous else "failed"
+            reason = (
+                f"rail outcome unknown after the retry budget: {result.detail}"
+                if ambiguous else "retry_budget_exhausted"
+            )  # fmt: skip
+            done = await conn.execute(
+                sql.RECORD_FINAL, sid, fence, status, reason, str(result.outcome)
+            )
+            if done != "UPDATE 1":
+                self.metrics.fence_rejections.inc()
+                return
+            target = SettlementStatus.NEEDS_REVIEW if ambiguous else SettlementStatus.FAILED
+            await apply_transition(conn, sid, target, actor=self.worker, now=_now(), reason=reason)
+
+
+def _instruction(row: asyncpg.Record) -> RailInstruction:
+    return RailInstruction(
+        settlement_id=str(row["settlement_id"]), tenant=row["tenant"],
+        idempotency_key=row["idempotency_key"], destination=row["destination"],
+        amount=row["amount"], currency=row["currency"], method=PayoutMethod(row["method"]),
+    )  # fmt: skip
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

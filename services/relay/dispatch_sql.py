@@ -1,0 +1,81 @@
+"""SQL of the rail dispatcher; every write to a claimed instruction checks its fence."""
+
+# Pass 1: a pending instruction, claimed with a new fence and a lease.
+CLAIM_PENDING = """
+UPDATE rail_instructions
+   SET status = 'processing', fence = fence + 1, lease_until = now() + make_interval(secs => $2),
+       claimed_by = $3, attempts = attempts + 1, first_sent_at = coalesce(first_sent_at, now()),
+       updated_at = now()
+ WHERE settlement_id = $1 AND status = 'pending'
+RETURNING settlement_id, tenant, idempotency_key, destination, amount, currency, method, fence,
+          attempts, false AS sent_before, 0::float8 AS sent_age
+"""
+
+# Pass 2: processing rows whose lease ran out (a crashed or stalled worker, or a retry that is
+# due) and pending rows nobody claimed, taken over with the fence moved on.
+RECLAIM_DUE = """
+WITH due AS (
+    SELECT settlement_id, status AS was, first_sent_at AS sent_at
+      FROM rail_instructions
+     WHERE (status = 'processing' AND lease_until < now())
+        OR (status = 'pending' AND created_at < now() - make_interval(secs => $3))
+     ORDER BY lease_until NULLS FIRST
+     LIMIT $4
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE rail_instructions AS r
+   SET status = 'processing', fence = r.fence + 1,
+       lease_until = now() + make_interval(secs => $1), claimed_by = $2,
+       attempts = r.attempts + 1, first_sent_at = coalesce(r.first_sent_at, now()),
+       updated_at = now()
+  FROM due
+ WHERE r.settlement_id = due.settlement_id
+RETURNING r.settlement_id, r.tenant, r.idempotency_key, r.destination, r.amount, r.currency,
+          r.method, r.fence, r.attempts, due.sent_at IS NOT NULL AS sent_before,
+          coalesce(extract(epoch FROM now() - due.sent_at), 0)::float8 AS sent_age,
+          due.was
+"""
+
+# Just before calling the rail: is this worker still the holder, with time left on its lease?
+STILL_HOLDER = """
+SELECT 1 FROM rail_instructions
+ WHERE settlement_id = $1 AND fence = $2 AND status = 'processing'
+   AND lease_until > now() + make_interval(secs => $3)
+"""
+
+RECORD_TRANSFERRED = """
+UPDATE rail_instructions
+   SET status = 'transferred', rail_reference = $3, lease_until = NULL, next_attempt_at = NULL,
+       updated_at = now()
+ WHERE settlement_id = $1 AND fence = $2 AND status = 'processing'
+"""
+
+RECORD_FINAL = """
+UPDATE rail_instructions
+   SET status = $3, last_error = $4,
+       error_class = CASE WHEN error_class = 'ambiguous' THEN 'ambiguous' ELSE $5 END,
+       lease_until = NULL, next_attempt_at = NULL, updated_at = now()
+ WHERE settlement_id = $1 AND fence = $2 AND status = 'processing'
+"""
+
+# Once an attempt was ambiguous the instruction stays marked so: the budget's end must not
+# call a settlement failed that the rail may have paid.
+SCHEDULE_RETRY = """
+UPDATE rail_instructions
+   SET lease_until = now() + make_interval(secs => $3), next_attempt_at = now()
+       + make_interval(secs => $3), last_error = $4,
+       error_class = CASE WHEN error_class = 'ambiguous' THEN 'ambiguous' ELSE $5 END,
+       updated_at = now()
+ WHERE settlement_id = $1 AND fence = $2 AND status = 'processing'
+RETURNING error_class
+"""
+
+SET_RAIL_REFERENCE = """
+UPDATE settlements SET rail_reference = $2 WHERE id = $1 AND rail_reference IS NULL
+"""
+
+GAUGES = """
+SELECT count(*) FILTER (WHERE lease_until >= now()) AS in_flight,
+       count(*) FILTER (WHERE lease_until < now()) AS stuck
+  FROM rail_instructions WHERE status = 'processing'
+"""

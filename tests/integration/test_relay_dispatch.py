@@ -1,0 +1,203 @@
+"""The rail dispatcher on the real PostgreSQL, against a scripted in-process rail: one effect
+per settlement through refusals, ambiguous answers, retries, budgets and stale workers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from services.ledger.acceptor import Ledger
+from services.ledger.booking import Books
+from services.relay.dispatch import Dispatcher, DispatchPolicy
+from services.relay.metrics import create_metrics
+from services.relay.rail import RailInstruction, RailOutcome, RailResult
+from services.shared.migrate import upgrade
+from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.harness import Servers
+from tests.integration.test_ledger_books import WINDOWS, request
+
+pytestmark = pytest.mark.integration
+FAST = DispatchPolicy(backoff_base=0.0, max_attempts=3, stale_pending_seconds=0.0)
+
+
+class ScriptedRail:
+    """A rail that answers from a script and counts its effects, like the simulator does."""
+
+    def __init__(self, script: list[RailOutcome], honours_keys: bool = True) -> None:
+        self.script = script
+        self.honours_keys = honours_keys
+        self.effects: Counter[str] = Counter()
+        self.by_key: dict[str, str] = {}
+        self.sends = 0
+
+    async def send(self, instruction: RailInstruction) -> RailResult:
+        self.sends += 1
+        outcome = self.script.pop(0) if self.script else RailOutcome.ACCEPTED
+        if outcome is RailOutcome.REFUSED:
+            return RailResult(outcome, detail="account_closed", status=400)
+        if outcome is RailOutcome.RETRYABLE:
+            return RailResult(outcome, detail="rate_limit", status=429)
+        # ACCEPTED and AMBIGUOUS both act at the rail; AMBIGUOUS loses the answer (504).
+        if self.honours_keys and instruction.idempotency_key in self.by_key:
+            reference = self.by_key[instruction.idempotency_key]
+        else:
+            reference = f"tr_{instruction.settlement_id[:8]}_{self.sends}"
+            self.by_key[instruction.idempotency_key] = reference
+            self.effects[instruction.settlement_id] += 1
+        if outcome is RailOutcome.AMBIGUOUS:
+            return RailResult(outcome, detail="gateway_timeout", status=504)
+        return RailResult(RailOutcome.ACCEPTED, reference, status=200)
+
+    async def find(self, instruction: RailInstruction) -> str | None:
+        return self.by_key.get(instruction.idempotency_key)
+
+
+@pytest.fixture(scope="module")
+async def pool(infra: Servers) -> AsyncIterator[asyncpg.Pool]:
+    # A database of its own: the sweep takes over any forgotten instruction it can see.
+    name = unique("settle_dispatch_")
+    url = await create_database(infra.database_url, name)
+    await asyncio.to_thread(upgrade, url)
+    pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=6)
+    yield pool
+    await pool.close()
+    await drop_database(infra.database_url, name)
+
+
+async def accept(pool: asyncpg.Pool) -> str:
+    result = await Ledger(pool, Books(WINDOWS)).accept_many([request(unique("t"), amount=700)])
+    return str(json.loads(result[0].body)["id"])
+
+
+def dispatcher(pool: asyncpg.Pool, rail: ScriptedRail, idempotent: bool = True) -> Dispatcher:
+    return Dispatcher(pool, rail, create_metrics(), unique("w"), idempotent, FAST)
+
+
+async def state(pool: asyncpg.Pool, sid: str) -> tuple[str, str, str | None]:
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(
+            """SELECT s.status, r.status AS rail_status, r.rail_reference
+                 FROM settlements s JOIN rail_instructions r ON r.settlement_id = s.id
+                WHERE s.id = $1""",
+            sid,
+        )
+    return row["status"], row["rail_status"], row["rail_reference"]
+
+
+async def expire_leases(pool: asyncpg.Pool, sid: str) -> None:
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE rail_instructions SET lease_until = now() - interval '1 s' "
+            "WHERE settlement_id = $1 AND status = 'processing'", sid,
+        )  # fmt: skip
+
+
+async def net(pool: asyncpg.Pool, sid: str) -> dict[str, int]:
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(
+            """SELECT split_part(p.account_id, ':', 2) AS kind, sum(p.amount) AS n FROM postings p
+               JOIN journal_entries e ON e.id = p.entry_id WHERE e.settlement_id = $1
+               GROUP BY 1""",
+            sid,
+        )
+    return {r["kind"]: r["n"] for r in rows if r["n"]}
+
+
+async def test_accepted_by_the_rail_is_submitted_with_its_reference(pool: asyncpg.Pool) -> None:
+    sid, rail = await accept(pool), ScriptedRail([RailOutcome.ACCEPTED])
+    await dispatcher(pool, rail).dispatch(sid)
+    status, rail_status, reference = await state(pool, sid)
+    assert (status, rail_status) == ("submitted", "transferred")
+    assert reference is not None and rail.effects[sid] == 1
+    assert await net(pool, sid) == {"funding": -700, "in_transit": 700}
+
+
+async def test_refused_fails_and_reverses_the_books(pool: asyncpg.Pool) -> None:
+    sid, rail = await accept(pool), ScriptedRail([RailOutcome.REFUSED])
+    await dispatcher(pool, rail).dispatch(sid)
+    assert await state(pool, sid) == ("failed", "failed", None)
+    assert await net(pool, sid) == {}
+
+
+async def test_ambiguous_then_reissued_under_the_same_key_makes_one_effect(
+    pool: asyncpg.Pool,
+) -> None:
+    sid, rail = await accept(pool), ScriptedRail([RailOutcome.AMBIGUOUS, RailOutcome.ACCEPTED])
+    d = dispatcher(pool, rail)
+    await d.dispatch(sid)
+    assert (await state(pool, sid))[:2] == ("dispatching", "processing")
+    await expire_leases(pool, sid)
+    assert await d.sweep() >= 1
+    assert (await state(pool, sid))[:2] == ("submitted", "transferred")
+    assert rail.sends == 2 and rail.effects[sid] == 1
+
+
+async def test_rail_ignoring_keys_is_searched_and_the_transfer_adopted(
+    pool: asyncpg.Pool,
+) -> None:
+    sid = await accept(pool)
+    rail = ScriptedRail([RailOutcome.AMBIGUOUS], honours_keys=False)
+    d = dispatcher(pool, rail, idempotent=False)
+    await d.dispatch(sid)
+    await expire_leases(pool, sid)
+    await d.sweep()
+    assert (await state(pool, sid))[:2] == ("submitted", "transferred")
+    assert rail.sends == 1 and rail.effects[sid] == 1  # found at the rail, not sent again
+    assert d.metrics.registry.get_sample_value("settle_relay_lookups_total", {"found": "true"})
+
+
+async def test_budget_spent_on_refusals_to_act_fails_the_settlement(pool: asyncpg.Pool) -> None:
+    sid, rail = await accept(pool), ScriptedRail([RailOutcome.RETRYABLE] * 5)
+    d = dispatcher(pool, rail)
+    await d.dispatch(sid)
+    for _ in range(3):
+        await expire_leases(pool, sid)
+        await d.sweep()
+    assert (await state(pool, sid))[:2] == ("failed", "failed")
+    assert rail.sends == 3 and await net(pool, sid) == {}
+    async with pool.acquire() as conn:
+        reason = await conn.fetchval("SELECT reason FROM settlements WHERE id = $1", sid)
+    assert reason == "retry_budget_exhausted"
+
+
+async def test_budget_spent_after_an_ambiguous_answer_needs_review(pool: asyncpg.Pool) -> None:
+    script = [RailOutcome.AMBIGUOUS, RailOutcome.RETRYABLE, RailOutcome.RETRYABLE]
+    sid, rail = await accept(pool), ScriptedRail(script)
+    d = dispatcher(pool, rail)
+    await d.dispatch(sid)
+    for _ in range(3):
+        await expire_leases(pool, sid)
+        await d.sweep()
+    assert (await state(pool, sid))[:2] == ("needs_review", "needs_review")
+    assert await net(pool, sid) == {"funding": -700, "payable": 700}  # money stays put
+
+
+async def test_a_stale_worker_is_fenced_off_and_sends_nothing(pool: asyncpg.Pool) -> None:
+    sid = await accept(pool)
+    rail = ScriptedRail([])
+    stale, fresh = dispatcher(pool, rail), dispatcher(pool, rail)
+    async with pool.acquire() as conn:  # the stale worker claimed, then paused
+        claimed = await conn.fetchrow(
+            "UPDATE rail_instructions SET status = 'processing', fence = fence + 1, "
+            "lease_until = now() - interval '1 s', attempts = 1, first_sent_at = now() "
+            "WHERE settlement_id = $1 RETURNING *, false AS sent_before, 0::float8 AS sent_age",
+            sid,
+        )
+    await fresh.sweep()  # takes over with fence + 1 and completes
+    assert (await state(pool, sid))[1] == "transferred" and rail.sends == 1
+    await stale._attempt(claimed)  # wakes up with its old fence
+    assert rail.sends == 1 and rail.effects[sid] == 1
+    assert stale.metrics.registry.get_sample_value("settle_relay_fence_rejections_total") == 1
+
+
+async def test_forgotten_pending_instruction_is_picked_up_by_the_sweep(
+    pool: asyncpg.Pool,
+) -> None:
+    sid, rail = await accept(pool), ScriptedRail([])
+    await dispatcher(pool, rail).sweep()  # no Kafka event ever arrived for it
+    assert (await state(pool, sid))[:2] == ("submitted", "transferred")
