@@ -1,0 +1,214 @@
+"""The Stripe adapter of the rail port: Connect transfers and payouts through StripeClient.
+
+Stripe's library never retries here (``max_network_retries=0``): the relay's retry policy,
+with its fence and lease, is the only one. Every create carries the instruction's
+deterministic key as ``Idempotency-Key``; the library would otherwise invent a random one
+per POST, which would defeat Stripe's deduplication across our attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import stripe
+from stripe.params import PayoutListParams, TransferListParams
+
+from services.relay.rail import PayoutMethod, RailInstruction, RailOutcome, RailResult
+from services.relay.stripe_http import StripeHttpx, httpx_timeout
+from services.relay.stripe_outcomes import outcome_of_created, outcome_of_error
+from services.shared.config import Settings
+from services.shared.errors import SettleError
+
+DEFAULT_TIMEOUT = 10.0  # seconds, per HTTP call
+DEFAULT_PAYOUT_LOOKBACK = timedelta(days=7)
+DEFAULT_MAX_PAGES = 20
+TRANSFER_PAGE_SIZE = 10  # a transfer group holds one settlement's transfers: a handful at most
+PAYOUT_PAGE_SIZE = 100  # Stripe's maximum page size
+
+_ListPage = Callable[[str | None], Awaitable[stripe.StripeObject]]
+
+
+class RailLookupFailed(SettleError):
+    """The rail could not be searched; absence of a result is not proof of absence."""
+
+    retriable = True
+
+    def __init__(self, settlement_id: str, detail: str) -> None:
+        super().__init__(f"rail lookup for settlement {settlement_id} failed: {detail}")
+        self.settlement_id = settlement_id
+        self.detail = detail
+
+
+class RailLookupIncomplete(RailLookupFailed):
+    """The search ran out of pages before it could rule the settlement out; send to review."""
+
+    retriable = False
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class StripeRail:
+    """The rail port over Stripe's API (or anything that speaks it: stripe-mock, railsim)."""
+
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        api_base: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        payout_lookback: timedelta = DEFAULT_PAYOUT_LOOKBACK,
+        max_pages: int = DEFAULT_MAX_PAGES,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        if not api_key:
+            raise ValueError(
+                "api_key is empty: pass a Stripe secret key (sk_test_... or sk_live_...)"
+            )
+        if timeout <= 0:
+            raise ValueError(
+                f"timeout must be a positive number of seconds, e.g. 10.0; got {timeout}"
+            )
+        if max_pages < 1:
+            raise ValueError(f"max_pages must be at least 1, e.g. 20; got {max_pages}")
+        if payout_lookback <= timedelta(0):
+            raise ValueError("payout_lookback must be a positive timedelta, e.g. timedelta(days=7)")
+        self._timeout = timeout
+        self._payout_lookback = payout_lookback
+        self._max_pages = max_pages
+        self._clock = clock
+        self._http = StripeHttpx(
+            httpx.AsyncClient(transport=transport, timeout=httpx_timeout(timeout))
+        )
+        self._client = stripe.StripeClient(
+            api_key,
+            base_addresses={"api": api_base.rstrip("/")} if api_base else None,
+            max_network_retries=0,
+            http_client=self._http,
+        )
+
+    async def send(self, instruction: RailInstruction) -> RailResult:
+        """Create the transfer or payout under the instruction's key; classify, never raise."""
+        if not instruction.idempotency_key:
+            # An empty key would make stripe generate a random one: a second payment risk.
+            raise ValueError("instruction.idempotency_key is empty; derive it from the settlement")
+        options: stripe.RequestOptions = {"idempotency_key": instruction.idempotency_key}
+        metadata = {"settlement_id": instruction.settlement_id, "tenant": instruction.tenant}
+        description = f"settle settlement {instruction.settlement_id}"
+        try:
+            async with asyncio.timeout(self._timeout):
+                if instruction.method is PayoutMethod.TRANSFER:
+                    created: stripe.StripeObject = await self._client.v1.transfers.create_async(
+                        {
+                            "amount": instruction.amount,
+                            "currency": instruction.currency.lower(),
+                            "destination": instruction.destination,
+                            "transfer_group": instruction.settlement_id,
+                            "metadata": metadata,
+                            "description": description,
+                        },
+                        options,
+                    )
+                else:
+                    created = await self._client.v1.payouts.create_async(
+                        {
+                            "amount": instruction.amount,
+                            "currency": instruction.currency.lower(),
+                            "destination": instruction.destination,
+                            "metadata": metadata,
+                            "description": description,
+                        },
+                        options,
+                    )
+        except TimeoutError:
+            # Our whole-call deadline fired; the request may be at Stripe already.
+            return RailResult(RailOutcome.AMBIGUOUS, detail="timeout")
+        except stripe.StripeError as e:
+            return outcome_of_error(e)
+        return outcome_of_created(created)
+
+    async def find(
+        self, instruction: RailInstruction, *, since: datetime | None = None
+    ) -> str | None:
+        """The id of a transfer or payout whose metadata names this settlement, or None.
+
+        Payouts are searched from `since` (default: the payout lookback before now). Raises
+        RailLookupFailed when Stripe cannot be asked, RailLookupIncomplete when the page
+        bound was reached without a match.
+        """
+        if instruction.method is PayoutMethod.TRANSFER:
+
+            async def transfers(after: str | None) -> stripe.StripeObject:
+                params: TransferListParams = {
+                    "transfer_group": instruction.settlement_id,
+                    "limit": TRANSFER_PAGE_SIZE,
+                }
+                if after is not None:
+                    params["starting_after"] = after
+                return await self._client.v1.transfers.list_async(params)
+
+            return await self._scan(instruction.settlement_id, transfers)
+
+        start = since if since is not None else self._clock() - self._payout_lookback
+
+        async def payouts(after: str | None) -> stripe.StripeObject:
+            params: PayoutListParams = {
+                "created": {"gte": int(start.timestamp())},
+                "destination": instruction.destination,
+                "limit": PAYOUT_PAGE_SIZE,
+            }
+            if after is not None:
+                params["starting_after"] = after
+            return await self._client.v1.payouts.list_async(params)
+
+        return await self._scan(instruction.settlement_id, payouts)
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections; the rail is unusable afterwards."""
+        await self._http.close_async()
+
+    async def _scan(self, settlement_id: str, list_page: _ListPage) -> str | None:
+        after: str | None = None
+        for _ in range(self._max_pages):
+            try:
+                async with asyncio.timeout(self._timeout):
+                    page = (await list_page(after)).to_dict()
+            except TimeoutError as e:
+                raise RailLookupFailed(settlement_id, "timeout") from e
+            except stripe.StripeError as e:
+                raise RailLookupFailed(settlement_id, outcome_of_error(e).detail) from e
+            items, has_more = page.get("data"), page.get("has_more")
+            if not isinstance(items, list) or not isinstance(has_more, bool):
+                # Reading a malformed page as "not found" could pay twice.
+                raise RailLookupFailed(settlement_id, "malformed list response")
+            for item in items:
+                ref = item.get("id") if isinstance(item, dict) else None
+                if not isinstance(ref, str):
+                    raise RailLookupFailed(settlement_id, "malformed list response")
+                metadata = item.get("metadata")
+                if isinstance(metadata, dict) and metadata.get("settlement_id") == settlement_id:
+                    return ref
+            if not has_more or not items:
+                return None
+            after = str(items[-1]["id"])
+        raise RailLookupIncomplete(settlement_id, f"no match in {self._max_pages} pages")
+
+
+def stripe_rail(
+    settings: Settings,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> StripeRail:
+    """The Stripe rail for the relay's composition root, from STRIPE_API_KEY/STRIPE_API_BASE."""
+    return StripeRail(
+        settings.stripe_api_key,
+        api_base=settings.stripe_api_base,
+        timeout=timeout,
+        transport=transport,
+    )
