@@ -7,6 +7,7 @@ import click
 from services.bench.cli import bench
 from services.infra.cli import infra
 from services.ledger.cli import ledger
+from services.railsim.cli import railsim
 from services.shared.cli import migrate
 
 
@@ -19,6 +20,7 @@ cli.add_command(infra)
 cli.add_command(migrate)
 cli.add_command(bench)
 cli.add_command(ledger)
+cli.add_command(railsim)
 
 
 def main() -> None:

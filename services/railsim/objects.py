@@ -1,0 +1,134 @@
+"""Transfers, payouts and events as Stripe renders them."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Wire = dict[str, Any]
+PayoutStatus = Literal["pending", "paid", "failed"]
+API_VERSION = "2024-06-20"
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def new_id(prefix: str) -> str:
+    """A fresh Stripe-style id (`tr_`, `po_`, `evt_`, `req_`...); random, never reused."""
+    return f"{prefix}_{''.join(secrets.choice(_ALPHABET) for _ in range(24))}"
+
+
+def json_bytes(value: object) -> bytes:
+    """The JSON body Stripe would send (compact, key order kept)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(slots=True)
+class Transfer:
+    """A Connect transfer; it moves once (created) and may be reversed later."""
+
+    id: str
+    amount: int
+    currency: str
+    destination: str
+    created: int
+    transfer_group: str | None = None
+    description: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    reversal_id: str | None = None  # set once the transfer is reversed in full
+
+    def to_wire(self) -> Wire:
+        """The transfer object as Stripe's API returns it."""
+        reversals = []
+        if self.reversal_id is not None:
+            reversals.append(
+                {
+                    "id": self.reversal_id,
+                    "object": "transfer_reversal",
+                    "amount": self.amount,
+                    "currency": self.currency,
+                    "transfer": self.id,
+                    "metadata": {},
+                }
+            )
+        return {
+            "id": self.id,
+            "object": "transfer",
+            "amount": self.amount,
+            "amount_reversed": self.amount if self.reversal_id else 0,
+            "created": self.created,
+            "currency": self.currency,
+            "description": self.description,
+            "destination": self.destination,
+            "livemode": False,
+            "metadata": dict(self.metadata),
+            "reversals": {
+                "object": "list",
+                "data": reversals,
+                "has_more": False,
+                "total_count": len(reversals),
+                "url": f"/v1/transfers/{self.id}/reversals",
+            },
+            "reversed": self.reversal_id is not None,
+            "transfer_group": self.transfer_group,
+        }
+
+
+@dataclass(slots=True)
+class Payout:
+    """A payout to a bank account: pending, then paid or failed (paid may still fail later)."""
+
+    id: str
+    amount: int
+    currency: str
+    destination: str | None
+    created: int
+    method: str = "standard"
+    description: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    status: PayoutStatus = "pending"
+    failure_code: str | None = None
+    failure_message: str | None = None
+
+    def to_wire(self) -> Wire:
+        """The payout object as Stripe's API returns it."""
+        return {
+            "id": self.id,
+            "object": "payout",
+            "amount": self.amount,
+            "arrival_date": self.created + 2 * 86400,
+            "automatic": False,
+            "created": self.created,
+            "currency": self.currency,
+            "description": self.description,
+            "destination": self.destination,
+            "failure_code": self.failure_code,
+            "failure_message": self.failure_message,
+            "livemode": False,
+            "metadata": dict(self.metadata),
+            "method": self.method,
+            "status": self.status,
+            "type": "bank_account",
+        }
+
+
+def event(
+    type_: str,
+    obj: Wire,
+    created: int,
+    request_id: str | None = None,
+    idempotency_key: str | None = None,
+) -> Wire:
+    """A Stripe event announcing `obj` (a snapshot: later changes do not show in it)."""
+    return {
+        "id": new_id("evt"),
+        "object": "event",
+        "api_version": API_VERSION,
+        "created": created,
+        "data": {"object": obj},
+        "livemode": False,
+        "pending_webhooks": 1,
+        "request": {"id": request_id, "idempotency_key": idempotency_key},
+        "type": type_,
+    }
