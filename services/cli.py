@@ -8,6 +8,7 @@ from services.bench.cli import bench
 from services.infra.cli import infra
 from services.ledger.cli import ledger
 from services.railsim.cli import railsim
+from services.relay.cli import relay
 from services.shared.cli import migrate
 
 
@@ -21,6 +22,7 @@ cli.add_command(migrate)
 cli.add_command(bench)
 cli.add_command(ledger)
 cli.add_command(railsim)
+cli.add_command(relay)
 
 
 def main() -> None:

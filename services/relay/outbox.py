@@ -114,18 +114,21 @@ class OutboxPublisher:
                 await listener.remove_listener(CHANNEL, self._notified)
             await self.pool.release(listener)
 
-    async def prune(self, retention_seconds: float, batch: int = 1_000) -> int:
-        """Delete rows published longer ago than the retention, `batch` at a time."""
-        deleted = 0
-        while True:
-            async with self.pool.acquire() as conn:
-                status = await conn.execute(PRUNE, retention_seconds, batch)
-            count = int(status.split()[-1])
-            deleted += count
-            self.metrics.pruned.inc(count)
-            if count < batch:
-                return deleted
-            await asyncio.sleep(0)  # let publishing interleave with a long prune
-
     def _notified(self, *_: object) -> None:
         self._wake.set()
+
+
+async def prune_published(
+    pool: asyncpg.Pool, metrics: RelayMetrics, retention_seconds: float, batch: int = 1_000
+) -> int:
+    """Delete rows published longer ago than the retention, `batch` at a time."""
+    deleted = 0
+    while True:
+        async with pool.acquire() as conn:
+            status = await conn.execute(PRUNE, retention_seconds, batch)
+        count = int(status.split()[-1])
+        deleted += count
+        metrics.pruned.inc(count)
+        if count < batch:
+            return deleted
+        await asyncio.sleep(0)  # let publishing interleave with a long prune

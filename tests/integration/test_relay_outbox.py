@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from services.relay.metrics import create_metrics
-from services.relay.outbox import OutboxPublisher
+from services.relay.outbox import OutboxPublisher, prune_published
 from services.shared.kafka import header, idempotent_producer, manual_commit_consumer
 from services.shared.topics import EVENTS, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
@@ -144,8 +144,7 @@ async def test_prune_deletes_only_rows_published_before_the_retention(pool: asyn
             "UPDATE outbox SET published_at = now() WHERE event_id = ANY($1)",
             [uuid.UUID(e) for e in recent],
         )
-    publisher = OutboxPublisher(pool, producer=None, metrics=create_metrics())  # type: ignore[arg-type]
-    await publisher.prune(retention_seconds=3600, batch=2)
+    await prune_published(pool, create_metrics(), retention_seconds=3600, batch=2)
     keep = [uuid.UUID(e) for e in recent | unpublished]
     async with pool.acquire() as conn:
         assert (

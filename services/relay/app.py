@@ -1,0 +1,156 @@
+"""Composition root of the relay: pool, producer, rail, publisher, dispatcher; runs them all.
+
+The relay's work is driven three ways, so nothing depends on one of them alone: PostgreSQL
+notifications wake the outbox publisher, settlement `created` events on Kafka trigger pass 1
+of the dispatcher, and a timer runs pass 2 (reclaim and forgotten pending rows) and pruning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+
+import stripe
+import uvicorn
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from services.ledger.app import create_pool
+from services.relay.dispatch import Dispatcher
+from services.relay.metrics import RelayMetrics, create_metrics
+from services.relay.outbox import OutboxPublisher, prune_published
+from services.relay.stripe_rail import stripe_rail
+from services.shared import avro
+from services.shared.config import RailKind, Settings
+from services.shared.errors import SchemaError
+from services.shared.kafka import idempotent_producer, manual_commit_consumer
+from services.shared.topics import EVENTS
+
+log = logging.getLogger(__name__)
+OutboxPublisherFactory = Callable[[AIOKafkaProducer], OutboxPublisher]
+JobFactory = Callable[[], Awaitable[object]]
+CONSUMER_GROUP = "settle-relay"
+SIMULATOR_API = "http://127.0.0.1:12111"
+SWEEP_SECONDS = 1.0
+PRUNE_SECONDS = 60.0
+RETENTION_SECONDS = 3_600.0
+KAFKA_RETRY_S = 2.0
+
+
+def worker_name() -> str:
+    """A name for this relay process in claims and audit rows."""
+    return f"relay-{socket.gethostname()}-{os.getpid()}"
+
+
+def metrics_app(metrics: RelayMetrics) -> Starlette:
+    """/metrics and /healthz of the relay."""
+
+    async def prometheus(_: Request) -> Response:
+        return Response(metrics.exposition(), media_type="text/plain; version=0.0.4")
+
+    async def healthz(_: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    return Starlette(routes=[Route("/metrics", prometheus), Route("/healthz", healthz)])
+
+
+async def trigger_dispatch(settings: Settings, dispatcher: Dispatcher) -> None:
+    """Pass 1 on every `created` event; offsets move once each claim is durable."""
+    while True:
+        consumer = manual_commit_consumer(
+            settings.kafka_bootstrap, settings.topic(CONSUMER_GROUP), [settings.topic(EVENTS)]
+        )
+        try:
+            await consumer.start()
+            while True:
+                batches = await consumer.getmany(timeout_ms=500, max_records=500)
+                created = []
+                for records in batches.values():
+                    for record in records:
+                        try:
+                            event = avro.decode(record.value or b"", "SettlementEvent")
+                        except SchemaError as e:
+                            log.warning("undecodable settlement event skipped: %s", e)
+                            continue
+                        if event["type"] == "created":
+                            created.append(str(event["settlement_id"]))
+                await asyncio.gather(*(dispatcher.dispatch(sid) for sid in created))
+                if batches:
+                    await consumer.commit()
+        except KafkaError as e:
+            log.warning("Kafka unavailable for dispatch triggers (%s); retrying", e)
+        finally:
+            with contextlib.suppress(KafkaError):
+                await consumer.stop()
+        await asyncio.sleep(KAFKA_RETRY_S)
+
+
+async def publish_forever(settings: Settings, publisher_of: OutboxPublisherFactory) -> None:
+    """Run the outbox publisher, reconnecting its producer while Kafka is unreachable."""
+    while True:
+        producer = idempotent_producer(settings.kafka_bootstrap, "settle-relay-outbox")
+        try:
+            await producer.start()
+            await publisher_of(producer).run()
+        except KafkaError as e:
+            log.warning("Kafka unavailable for publishing (%s); retrying", e)
+        finally:
+            with contextlib.suppress(KafkaError):
+                await producer.stop()
+        await asyncio.sleep(KAFKA_RETRY_S)
+
+
+async def every(seconds: float, job: JobFactory) -> None:
+    """Run `job` every `seconds`, logging (not dying on) a failed round."""
+    while True:
+        try:
+            await job()
+        except (OSError, KafkaError) as e:
+            log.warning("periodic job failed, next round in %.0f s: %s", seconds, e)
+        await asyncio.sleep(seconds)
+
+
+async def serve(settings: Settings, host: str, port: int) -> None:
+    """Run the relay until cancelled, with /metrics on `port`."""
+    stripe.enable_telemetry = False  # nothing about our calls leaves but the calls
+    metrics = create_metrics()
+    pool = await create_pool(settings, max_size=12)
+    if settings.rail is RailKind.SIM and settings.stripe_api_base is None:
+        settings = settings.model_copy(update={"stripe_api_base": SIMULATOR_API})
+    rail = stripe_rail(settings)
+    dispatcher = Dispatcher(pool, rail, metrics, worker_name(), settings.rail_idempotent)
+
+    def outbox_of(producer: AIOKafkaProducer) -> OutboxPublisher:
+        return OutboxPublisher(pool, producer, metrics, topic_prefix=settings.topic_prefix)
+
+    server = uvicorn.Server(
+        uvicorn.Config(metrics_app(metrics), host=host, port=port, log_level="warning")
+    )
+    tasks = [
+        asyncio.create_task(server.serve()),
+        asyncio.create_task(publish_forever(settings, outbox_of)),
+        asyncio.create_task(trigger_dispatch(settings, dispatcher)),
+        asyncio.create_task(every(SWEEP_SECONDS, dispatcher.sweep)),
+        asyncio.create_task(
+            every(PRUNE_SECONDS, lambda: prune_published(pool, metrics, RETENTION_SECONDS))
+        ),
+    ]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        server.should_exit = True
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await rail.aclose()
+        await pool.close()

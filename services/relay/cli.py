@@ -1,0 +1,35 @@
+"""`settle relay`: run a relay replica."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import click
+
+from services.shared.config import load_settings
+from services.shared.errors import ConfigError
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--metrics-port",
+    "--port",
+    "port",
+    default=9101,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    help="Where /metrics and /healthz listen.",
+)
+def relay(host: str, port: int) -> None:
+    """Run a relay: outbox to Kafka, and rail dispatch under deterministic keys."""
+    from services.relay.app import serve
+
+    try:
+        settings = load_settings()
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    click.echo(f"relay metrics on http://{host}:{port}/metrics", err=True)
+    asyncio.run(serve(settings, host, port))

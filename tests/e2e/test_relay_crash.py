@@ -1,0 +1,121 @@
+"""The relay as a process against the rail simulator: settlements dispatched exactly once in
+effect, counted at the rail, through SIGKILLs of the relay mid-stream, with the simulator
+honouring keys and with it ignoring them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from services.ledger.acceptor import Ledger
+from services.ledger.booking import Books
+from services.shared.migrate import upgrade
+from services.shared.topics import ensure_topics
+from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.e2e.test_ledger_crash import free_port
+from tests.harness import Servers
+from tests.integration.test_ledger_books import WINDOWS, request
+
+pytestmark = pytest.mark.e2e
+SETTLE = str(Path(sys.executable).with_name("settle"))
+COUNT = 400
+
+
+@pytest.fixture
+async def database(infra: Servers) -> AsyncIterator[str]:
+    name = unique("settle_relay_")
+    url = await create_database(infra.database_url, name)
+    await asyncio.to_thread(upgrade, url)
+    yield url
+    await drop_database(infra.database_url, name)
+
+
+@contextmanager
+def process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("ab") as out:
+        proc = subprocess.Popen([SETTLE, *args], env=env, stdout=out, stderr=out)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+async def transferred(db: asyncpg.Connection) -> int:
+    return int(
+        await db.fetchval("SELECT count(*) FROM rail_instructions WHERE status = 'transferred'")
+    )
+
+
+async def wait_transferred(db: asyncpg.Connection, at_least: int, seconds: float) -> None:
+    async with asyncio.timeout(seconds):
+        while await transferred(db) < at_least:  # noqa: ASYNC110 - polls PostgreSQL
+            await asyncio.sleep(0.1)
+
+
+@pytest.mark.parametrize(
+    "honours_keys", [True, False], ids=["idempotent-rail", "rail-ignores-keys"]
+)
+async def test_relay_killed_mid_stream_pays_each_settlement_once(
+    database: str, kafka_bootstrap: str, tmp_path: Path, honours_keys: bool
+) -> None:
+    prefix = unique("t") + "."
+    await ensure_topics(kafka_bootstrap, prefix)
+    pool = await asyncpg.create_pool(asyncpg_dsn(database), min_size=1, max_size=4)
+    db = await asyncpg.connect(asyncpg_dsn(database))
+    sim_port = free_port()
+    sim_url = f"http://127.0.0.1:{sim_port}"
+    env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
+           "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": sim_url,
+           "SETTLE_RAIL_IDEMPOTENT": str(honours_keys).lower()}  # fmt: skip
+    window = "86400" if honours_keys else "0"
+    sim_args = ["railsim", "--port", str(sim_port), "--idempotency-window", window]
+    try:
+        with process(sim_args, env, tmp_path / "railsim.log"):
+            async with httpx.AsyncClient(base_url=sim_url) as sim:
+                async with asyncio.timeout(30):
+                    while True:
+                        try:
+                            if (await sim.get("/healthz")).status_code == 200:
+                                break
+                        except httpx.TransportError:
+                            await asyncio.sleep(0.2)
+                # Every API call is slowed, so kills land while calls are in flight.
+                await sim.post("/_sim/faults", json={"latency_ms": 20})
+                tenant = unique("t")
+                results = await Ledger(pool, Books(WINDOWS)).accept_many(
+                    [request(tenant, amount=100 + n, currency="USD") for n in range(COUNT)]
+                )
+                ids = {json.loads(r.body)["id"] for r in results}
+                log = tmp_path / "relay.log"
+                for threshold in (COUNT // 5, COUNT // 2):
+                    with process(["relay", "--metrics-port", str(free_port())], env, log) as relay:
+                        await wait_transferred(db, threshold, 120)
+                        relay.send_signal(signal.SIGKILL)
+                        relay.wait()
+                with process(["relay", "--metrics-port", str(free_port())], env, log):
+                    # Killed claims come back after their lease (30 s) through pass 2.
+                    await wait_transferred(db, COUNT, 180)
+                effects = (await sim.get("/_sim/effects")).json()["by_settlement"]
+    finally:
+        await db.close()
+        await pool.close()
+    made = {sid: e["transfers"] + e["payouts"] for sid, e in effects.items()}
+    assert set(made) == ids
+    assert all(n == 1 for n in made.values()), {s: n for s, n in made.items() if n != 1}
