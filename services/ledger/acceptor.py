@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from services.ledger.booking import Books, in_use_result
+from services.ledger.booking import Books, in_use_result, unbookable_result
 from services.ledger.errors import StoreUnavailable
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
@@ -93,6 +93,12 @@ class Ledger:
             live = [(r, f) for r, f in pending if not f.done()]
             try:
                 results = await self._book_folded([r for r, _ in live])
+            except asyncio.CancelledError:
+                # Stopping: whoever waits on this batch hears so instead of waiting forever.
+                for _, future in live:
+                    if not future.done():
+                        future.set_exception(StoreUnavailable("the ledger is shutting down"))
+                raise
             except Exception as e:  # noqa: BLE001 - not swallowed: every waiting caller gets it
                 for _, future in live:
                     if not future.done():
@@ -139,6 +145,12 @@ class Ledger:
                 return results
             except UNAVAILABLE as e:
                 raise StoreUnavailable("PostgreSQL is unreachable; nothing was booked") from e
+            except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as e:
+                # One request the books cannot hold must not fail its batch-mates: book one
+                # by one, and refuse only the request that fails alone.
+                if len(batch) == 1:
+                    return [unbookable_result(e)]
+                return [r for one in batch for r in await self._book([one])]
             except asyncpg.LockNotAvailableError:
                 # A same-key request of another process held us past the bounded wait. Book
                 # one by one so only the held requests answer 409.

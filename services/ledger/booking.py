@@ -245,3 +245,9 @@ def in_use_result() -> AcceptResult:
         "Idempotency-Key",
     )
     return AcceptResult(Outcome.IN_USE, 409, body, retry_after=IN_USE_RETRY_AFTER)
+
+
+def unbookable_result(error: Exception) -> AcceptResult:
+    """The 422 of a valid request the books cannot hold; nothing of it was stored."""
+    body = error_body("unbookable", f"the books cannot hold this settlement: {error}", "amount")
+    return AcceptResult(Outcome.UNBOOKABLE, 422, body)

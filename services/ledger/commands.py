@@ -31,6 +31,7 @@ DEAD_LETTER_OUTCOMES = {
     Outcome.MISMATCH: "idempotency_key_reused",
     Outcome.EXPIRED: "idempotency_key_expired",
     Outcome.DUPLICATE_REFERENCE: "duplicate_reference",
+    Outcome.UNBOOKABLE: "unbookable",
 }
 UNAVAILABLE_BACKOFF_S = 1.0
 

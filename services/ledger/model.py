@@ -31,6 +31,7 @@ class Outcome(StrEnum):
     IN_USE = "in_use"  # same key still in flight after the bounded wait: 409
     EXPIRED = "expired"  # key past its replay window, inside the tombstone window: 410
     DUPLICATE_REFERENCE = "duplicate_reference"  # reference booked under another key: 409
+    UNBOOKABLE = "unbookable"  # valid, but the books cannot hold it (a balance overflow): 422
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ WITH input AS (
            response_status = 201, response_body = EXCLUDED.response_body,
            response_headers = NULL, created_at = EXCLUDED.created_at,
            completed_at = EXCLUDED.completed_at
-     WHERE k.created_at < $18 OR (k.state = 'in_flight' AND k.locked_until < $17)
+     WHERE k.created_at <= $18 OR (k.state = 'in_flight' AND k.locked_until <= $17)
     RETURNING tenant, key
 ), settled AS (
     INSERT INTO settlements (id, tenant, reference, idempotency_key, payee, destination,
