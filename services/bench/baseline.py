@@ -72,6 +72,11 @@ class Run:
     latencies_ms: list[float]
 
     @property
+    def mean_ms(self) -> float:
+        """The mean transaction latency."""
+        return statistics.fmean(self.latencies_ms)
+
+    @property
     def p99_ms(self) -> float:
         """The 99th percentile transaction latency."""
         return statistics.quantiles(self.latencies_ms, n=100)[98]
@@ -158,6 +163,12 @@ def run_baseline(settings: Settings, options: BenchOptions) -> BenchResult:
             Figure("accept, 1 per transaction", single.tps, "settlements/s"),
             Figure(f"accept, {BATCH} per transaction", batched.tps * BATCH, "settlements/s"),
             Figure("transaction p99, 1 per transaction", single.p99_ms, "ms"),
-            Figure("idempotency claim cost at p99", single.p99_ms - unclaimed.p99_ms, "ms"),
+            # The claim's cost: the same transaction with the claim replaced by a pass-through.
+            Figure("transaction p99 without the idempotency claim", unclaimed.p99_ms, "ms"),
+            Figure(
+                "mean latency added by the idempotency claim",
+                single.mean_ms - unclaimed.mean_ms,
+                "ms",
+            ),
         ],
     )

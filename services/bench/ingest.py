@@ -15,9 +15,9 @@ import time
 import uuid
 
 import asyncpg
-import httpx
 
 from services.bench.database import bench_database
+from services.bench.http_load import post_load
 from services.bench.report import BenchResult, Figure, read_result
 from services.bench.runner import BenchError, BenchOptions
 from services.bench.services import running
@@ -72,33 +72,23 @@ async def _through_kafka(settings: Settings, dsn: str, tenant: str, count: int) 
 
 
 async def _over_http(url: str, tenant_token: str, count: int, clients: int) -> dict[str, float]:
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    next_n = iter(range(count))
     run = uuid.uuid4().hex[:8]
+    auth = {"Authorization": f"Bearer {tenant_token}", "Content-Type": "application/json"}
 
-    async def client(http: httpx.AsyncClient) -> None:
-        for n in next_n:
-            body = {"reference": f"h-{run}-{n}", "payee": "payee", "destination": "acct_1",
-                    "amount": 100 + n, "currency": "EUR"}  # fmt: skip
-            sent = time.perf_counter()
-            response = await http.post(
-                "/v1/settlements", content=json.dumps(body),
-                headers={"Idempotency-Key": f"h-{run}-{n}"},
-            )  # fmt: skip
-            latencies.append(time.perf_counter() - sent)
-            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+    def request_for(n: int) -> tuple[str, dict[str, str], bytes]:
+        body = {"reference": f"h-{run}-{n}", "payee": "payee", "destination": "acct_1",
+                "amount": 100 + n, "currency": "EUR"}  # fmt: skip
+        return (
+            "/v1/settlements",
+            {**auth, "Idempotency-Key": f"h-{run}-{n}"},
+            json.dumps(body).encode(),
+        )
 
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    headers = {"Authorization": f"Bearer {tenant_token}", "Content-Type": "application/json"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=30) as http:
-        started = time.monotonic()
-        await asyncio.gather(*(client(http) for _ in range(clients)))
-        elapsed = time.monotonic() - started
-    if statuses.get(201, 0) != count:
-        raise BenchError(f"expected {count} x 201, got {statuses}")
-    cuts = statistics.quantiles(latencies, n=100)
-    return {"accept": count / elapsed, "p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000}
+    result = await post_load(url, count, clients, request_for)
+    if result.statuses.get(201, 0) != count:
+        raise BenchError(f"expected {count} x 201, got {result.statuses}")
+    cuts = statistics.quantiles(result.latencies, n=100)
+    return {"accept": count / result.elapsed, "p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000}
 
 
 def run_ingest(settings: Settings, options: BenchOptions) -> BenchResult:
@@ -124,10 +114,10 @@ def run_ingest(settings: Settings, options: BenchOptions) -> BenchResult:
         Figure("http latency p99", http["p99_ms"], "ms"),
     ]
     baseline = read_result("baseline")
-    if baseline is not None:
-        base = next((f.value for f in baseline.figures if f.unit == "settlements/s"), None)
-        if base:
-            figures.append(Figure("kafka accept / baseline", kafka["accept"] / base, "x"))
+    for base in baseline.figures if baseline else []:
+        if base.unit == "settlements/s" and base.value > 0:
+            figures.append(Figure(f"kafka accept / baseline {base.name}",
+                                  kafka["accept"] / base.value, "x"))  # fmt: skip
     return BenchResult(
         scenario="ingest",
         parameters={
