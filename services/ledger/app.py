@@ -25,6 +25,7 @@ from services.ledger.metrics import create_metrics
 from services.ledger.reads import Readiness, SettlementReads
 from services.shared.config import Settings
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
+from services.shared.running import run_until_first_exits
 from services.shared.topics import COMMANDS, COMMANDS_DLQ
 
 log = logging.getLogger(__name__)
@@ -89,24 +90,17 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
     server = uvicorn.Server(
         uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     )
-    tasks = [asyncio.create_task(server.serve())]
+    loops = [server.serve()]
     if consume:
         dlq = settings.topic(COMMANDS_DLQ)
-        tasks.append(
-            asyncio.create_task(
-                run_command_intake(
-                    settings, lambda c, p: CommandIntake(c, p, ledger, dlq, metrics=metrics)
-                )
+        loops.append(
+            run_command_intake(
+                settings, lambda c, p: CommandIntake(c, p, ledger, dlq, metrics=metrics)
             )
         )
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            task.result()
+        await run_until_first_exits(*loops)
     finally:
         server.should_exit = True
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         await ledger.stop()
         await pool.close()

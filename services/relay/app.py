@@ -32,6 +32,7 @@ from services.shared import avro
 from services.shared.config import RailKind, Settings
 from services.shared.errors import SchemaError
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
+from services.shared.running import run_until_first_exits
 from services.shared.topics import EVENTS
 
 log = logging.getLogger(__name__)
@@ -134,23 +135,15 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     server = uvicorn.Server(
         uvicorn.Config(metrics_app(metrics), host=host, port=port, log_level="warning")
     )
-    tasks = [
-        asyncio.create_task(server.serve()),
-        asyncio.create_task(publish_forever(settings, outbox_of)),
-        asyncio.create_task(trigger_dispatch(settings, dispatcher)),
-        asyncio.create_task(every(SWEEP_SECONDS, dispatcher.sweep)),
-        asyncio.create_task(
-            every(PRUNE_SECONDS, lambda: prune_published(pool, metrics, RETENTION_SECONDS))
-        ),
-    ]
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            task.result()
+        await run_until_first_exits(
+            server.serve(),
+            publish_forever(settings, outbox_of),
+            trigger_dispatch(settings, dispatcher),
+            every(SWEEP_SECONDS, dispatcher.sweep),
+            every(PRUNE_SECONDS, lambda: prune_published(pool, metrics, RETENTION_SECONDS)),
+        )
     finally:
         server.should_exit = True
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         await rail.aclose()
         await pool.close()
