@@ -30,5 +30,11 @@ def scenarios() -> dict[str, Scenario]:
     """Every scenario by name; imported lazily so `settle --help` stays fast."""
     from services.bench.baseline import run_baseline
     from services.bench.ingest import run_ingest
+    from services.bench.relay import run_dispatch, run_relay
 
-    return {"baseline": run_baseline, "ingest": run_ingest}
+    return {
+        "baseline": run_baseline,
+        "ingest": run_ingest,
+        "relay": run_relay,
+        "dispatch": run_dispatch,
+    }
