@@ -39,11 +39,14 @@ def libpq_dsn(database_url: str) -> str:
     return database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
 
 
-async def create_pool(settings: Settings, max_size: int = 10) -> asyncpg.Pool:
+async def create_pool(
+    settings: Settings, max_size: int = 10, server_settings: dict[str, str] | None = None
+) -> asyncpg.Pool:
     """A connection pool that opens connections on demand, so start-up never needs PostgreSQL."""
     pool = await asyncpg.create_pool(
-        libpq_dsn(settings.database_url), min_size=0, max_size=max_size, command_timeout=30
-    )
+        libpq_dsn(settings.database_url), min_size=0, max_size=max_size, command_timeout=30,
+        server_settings=server_settings,
+    )  # fmt: skip
     assert pool is not None
     return pool
 

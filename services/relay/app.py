@@ -14,6 +14,7 @@ import os
 import socket
 from collections.abc import Awaitable, Callable
 
+import asyncpg
 import stripe
 import uvicorn
 from aiokafka import AIOKafkaProducer
@@ -24,13 +25,13 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from services.ledger.app import create_pool
-from services.relay.dispatch import Dispatcher
+from services.relay.dispatch import Dispatcher, DispatchPolicy
 from services.relay.metrics import RelayMetrics, create_metrics
 from services.relay.outbox import OutboxPublisher, prune_published
 from services.relay.stripe_rail import stripe_rail
 from services.shared import avro
 from services.shared.config import RailKind, Settings
-from services.shared.errors import SchemaError
+from services.shared.errors import SchemaError, SettleError
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.running import run_until_first_exits
 from services.shared.topics import EVENTS
@@ -44,6 +45,8 @@ SWEEP_SECONDS = 1.0
 PRUNE_SECONDS = 60.0
 RETENTION_SECONDS = 3_600.0
 KAFKA_RETRY_S = 2.0
+# Failures a later round repairs: PostgreSQL busy, restarting or away; a rail lookup failing.
+TRANSIENT = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, SettleError)
 
 
 def worker_name() -> str:
@@ -83,7 +86,15 @@ async def trigger_dispatch(settings: Settings, dispatcher: Dispatcher) -> None:
                             continue
                         if event["type"] == "created":
                             created.append(str(event["settlement_id"]))
-                await asyncio.gather(*(dispatcher.dispatch(sid) for sid in created))
+                outcomes = await asyncio.gather(
+                    *(dispatcher.dispatch(sid) for sid in created), return_exceptions=True
+                )
+                for sid, outcome in zip(created, outcomes, strict=True):
+                    if isinstance(outcome, TRANSIENT):
+                        # Its claim, if made, waits for pass 2; nothing is lost by moving on.
+                        log.warning("dispatch of %s failed, pass 2 will retry: %s", sid, outcome)
+                    elif isinstance(outcome, BaseException):
+                        raise outcome
                 if batches:
                     await consumer.commit()
         except KafkaError as e:
@@ -114,7 +125,7 @@ async def every(seconds: float, job: JobFactory) -> None:
     while True:
         try:
             await job()
-        except (OSError, KafkaError) as e:
+        except (*TRANSIENT, KafkaError) as e:
             log.warning("periodic job failed, next round in %.0f s: %s", seconds, e)
         await asyncio.sleep(seconds)
 
@@ -123,11 +134,20 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     """Run the relay until cancelled, with /metrics on `port`."""
     stripe.enable_telemetry = False  # nothing about our calls leaves but the calls
     metrics = create_metrics()
-    pool = await create_pool(settings, max_size=12)
+    # A relay paused or stalled inside a transaction must not hold rows from the replica that
+    # takes its leases over: PostgreSQL ends such a session, and the fence refuses its writes.
+    stall_ms = str(int(settings.relay_lease_seconds * 1000 / 3))
+    pool = await create_pool(
+        settings, max_size=12,
+        server_settings={"idle_in_transaction_session_timeout": stall_ms, "lock_timeout": stall_ms},
+    )  # fmt: skip
     if settings.rail is RailKind.SIM and settings.stripe_api_base is None:
         settings = settings.model_copy(update={"stripe_api_base": SIMULATOR_API})
-    rail = stripe_rail(settings)
-    dispatcher = Dispatcher(pool, rail, metrics, worker_name(), settings.rail_idempotent)
+    # The rail call must end well inside the lease, or a live call could be taken over.
+    call_seconds = min(10.0, settings.relay_lease_seconds / 3)
+    rail = stripe_rail(settings, timeout=call_seconds)
+    policy = DispatchPolicy(lease_seconds=settings.relay_lease_seconds, call_seconds=call_seconds)
+    dispatcher = Dispatcher(pool, rail, metrics, worker_name(), settings.rail_idempotent, policy)
 
     def outbox_of(producer: AIOKafkaProducer) -> OutboxPublisher:
         return OutboxPublisher(pool, producer, metrics, topic_prefix=settings.topic_prefix)

@@ -15,6 +15,7 @@ and sends nothing more.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -97,8 +98,8 @@ class Dispatcher:
                         actor=self.worker, now=_now(),
                     )  # fmt: skip
         self.metrics.reclaims.inc(sum(1 for r in rows if r["was"] == "processing"))
-        for row in rows:
-            await self._attempt(row)
+        # Taken-over instructions are sent side by side: a slow rail must not serialise them.
+        await asyncio.gather(*(self._attempt(row) for row in rows))
         async with self.pool.acquire() as conn:
             gauges = await conn.fetchrow(sql.GAUGES)
         self.metrics.in_flight.set(gauges["in_flight"])

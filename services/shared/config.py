@@ -48,6 +48,7 @@ class Settings(BaseSettings):
     api_tokens: Annotated[dict[str, str], NoDecode] = Field(
         {"acme": "acme-local-token"}, alias="SETTLE_API_TOKENS"
     )
+    relay_lease_seconds: float = Field(30.0, alias="SETTLE_RELAY_LEASE_SECONDS", ge=1.0)
     idempotency_replay_seconds: int = Field(86400, alias="SETTLE_IDEMPOTENCY_REPLAY_SECONDS", gt=0)
     idempotency_tombstone_seconds: int = Field(
         86400, alias="SETTLE_IDEMPOTENCY_TOMBSTONE_SECONDS", ge=0

@@ -83,7 +83,8 @@ async def test_relay_killed_mid_stream_pays_each_settlement_once(
     sim_url = f"http://127.0.0.1:{sim_port}"
     env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
            "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": sim_url,
-           "SETTLE_RAIL_IDEMPOTENT": str(honours_keys).lower()}  # fmt: skip
+           "SETTLE_RAIL_IDEMPOTENT": str(honours_keys).lower(),
+           "SETTLE_RELAY_LEASE_SECONDS": "6"}  # fmt: skip
     window = "86400" if honours_keys else "0"
     sim_args = ["railsim", "--port", str(sim_port), "--idempotency-window", window]
     try:
@@ -110,7 +111,7 @@ async def test_relay_killed_mid_stream_pays_each_settlement_once(
                         relay.send_signal(signal.SIGKILL)
                         relay.wait()
                 with process(["relay", "--metrics-port", str(free_port())], env, log):
-                    # Killed claims come back after their lease (30 s) through pass 2.
+                    # Killed claims come back after their lease (6 s) through pass 2.
                     await wait_transferred(db, COUNT, 180)
                 effects = (await sim.get("/_sim/effects")).json()["by_settlement"]
     finally:
