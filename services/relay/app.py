@@ -46,12 +46,19 @@ PRUNE_SECONDS = 60.0
 RETENTION_SECONDS = 3_600.0
 KAFKA_RETRY_S = 2.0
 # Failures a later round repairs: PostgreSQL busy, restarting or away; a rail lookup failing.
-TRANSIENT = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, SettleError)
+# A session PostgreSQL ended mid-statement (a stalled replica) surfaces as InternalClientError.
+TRANSIENT = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+    OSError,
+    SettleError,
+)
 
 
 def worker_name() -> str:
     """A name for this relay process in claims and audit rows."""
-    return f"relay-{socket.gethostname()}-{os.getpid()}"
+    return f"settle-relay-{socket.gethostname()}-{os.getpid()}"
 
 
 def metrics_app(metrics: RelayMetrics) -> Starlette:
@@ -136,11 +143,12 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     metrics = create_metrics()
     # A relay paused or stalled inside a transaction must not hold rows from the replica that
     # takes its leases over: PostgreSQL ends such a session, and the fence refuses its writes.
+    # A pause in the middle of sending a statement is beyond every timeout: pass 2 ends such
+    # sessions of other replicas (see END_STALLED_RELAY_SESSIONS).
     stall_ms = str(int(settings.relay_lease_seconds * 1000 / 3))
-    pool = await create_pool(
-        settings, max_size=12,
-        server_settings={"idle_in_transaction_session_timeout": stall_ms, "lock_timeout": stall_ms},
-    )  # fmt: skip
+    bounds = ("idle_in_transaction_session_timeout", "lock_timeout", "statement_timeout")
+    server_settings = {**dict.fromkeys(bounds, stall_ms), "application_name": worker_name()}
+    pool = await create_pool(settings, max_size=12, server_settings=server_settings)
     if settings.rail is RailKind.SIM and settings.stripe_api_base is None:
         settings = settings.model_copy(update={"stripe_api_base": SIMULATOR_API})
     # The rail call must end well inside the lease, or a live call could be taken over.

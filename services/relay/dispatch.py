@@ -86,6 +86,8 @@ class Dispatcher:
 
     async def sweep(self) -> int:
         """Pass 2: take over due and forgotten instructions and send them again."""
+        async with self.pool.acquire() as conn:
+            await conn.fetchval(sql.END_STALLED_RELAY_SESSIONS, self.policy.lease_seconds)
         async with self.pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(
                 sql.RECLAIM_DUE, self.policy.lease_seconds, self.worker,

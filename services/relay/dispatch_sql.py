@@ -79,3 +79,13 @@ SELECT count(*) FILTER (WHERE lease_until >= now()) AS in_flight,
        count(*) FILTER (WHERE lease_until < now()) AS stuck
   FROM rail_instructions WHERE status = 'processing'
 """
+
+# A replica paused in the middle of sending a statement leaves its session waiting for the
+# rest of the message, holding its transaction's row locks, where no PostgreSQL timeout
+# reaches. Past a lease such a session belongs to a replica that has lost its claims anyway.
+END_STALLED_RELAY_SESSIONS = """
+SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+ WHERE datname = current_database() AND application_name LIKE 'settle-relay%'
+   AND pid <> pg_backend_pid() AND state = 'active' AND wait_event = 'ClientRead'
+   AND query_start < now() - make_interval(secs => $1)
+"""

@@ -120,3 +120,64 @@ async def test_relay_killed_mid_stream_pays_each_settlement_once(
     made = {sid: e["transfers"] + e["payouts"] for sid, e in effects.items()}
     assert set(made) == ids
     assert all(n == 1 for n in made.values()), {s: n for s, n in made.items() if n != 1}
+
+
+async def test_paused_relay_is_fenced_off_when_it_wakes(
+    database: str, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    count, lease = 60, 9
+    prefix = unique("t") + "."
+    await ensure_topics(kafka_bootstrap, prefix)
+    pool = await asyncpg.create_pool(asyncpg_dsn(database), min_size=1, max_size=4)
+    db = await asyncpg.connect(asyncpg_dsn(database))
+    sim_port, paused_port = free_port(), free_port()
+    sim_url = f"http://127.0.0.1:{sim_port}"
+    env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
+           "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": sim_url,
+           "SETTLE_RELAY_LEASE_SECONDS": str(lease)}  # fmt: skip
+    try:
+        with process(["railsim", "--port", str(sim_port)], env, tmp_path / "railsim.log"):
+            async with httpx.AsyncClient(base_url=sim_url) as sim:
+                async with asyncio.timeout(30):
+                    while True:
+                        try:
+                            if (await sim.get("/healthz")).status_code == 200:
+                                break
+                        except httpx.TransportError:
+                            await asyncio.sleep(0.2)
+                # Calls take a second, so the pause lands while some are in flight.
+                await sim.post("/_sim/faults", json={"latency_ms": 1000})
+                results = await Ledger(pool, Books(WINDOWS)).accept_many(
+                    [request(unique("t"), amount=100 + n, currency="USD") for n in range(count)]
+                )
+                ids = {json.loads(r.body)["id"] for r in results}
+                log = tmp_path / "relay.log"
+                paused_args = ["relay", "--metrics-port", str(paused_port)]
+                with process(paused_args, env, log) as paused:
+                    async with asyncio.timeout(60):
+                        while not await db.fetchval(  # noqa: ASYNC110 - polls PostgreSQL
+                            "SELECT count(*) FROM rail_instructions WHERE status = 'processing'"
+                        ):
+                            await asyncio.sleep(0.05)
+                    paused.send_signal(signal.SIGSTOP)
+                    held = await db.fetchval(
+                        "SELECT count(*) FROM rail_instructions WHERE status = 'processing'"
+                    )
+                    await asyncio.sleep(lease + 1)
+                    with process(["relay", "--metrics-port", str(free_port())], env, log):
+                        await wait_transferred(db, count, 120)
+                        paused.send_signal(signal.SIGCONT)
+                        await asyncio.sleep(4)  # its calls return; its records meet the fence
+                        metrics = (await sim.get(f"http://127.0.0.1:{paused_port}/metrics")).text
+                effects = (await sim.get("/_sim/effects")).json()["by_settlement"]
+    finally:
+        await db.close()
+        await pool.close()
+    assert held > 0
+    rejected = next(
+        float(line.split()[-1]) for line in metrics.splitlines()
+        if line.startswith("settle_relay_fence_rejections_total ")
+    )  # fmt: skip
+    assert rejected >= 1
+    made = {sid: e["transfers"] + e["payouts"] for sid, e in effects.items()}
+    assert set(made) == ids and all(n == 1 for n in made.values())
