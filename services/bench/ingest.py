@@ -23,7 +23,7 @@ from services.bench.runner import BenchError, BenchOptions
 from services.bench.services import running
 from services.infra.paths import run_paths
 from services.shared import avro
-from services.shared.config import Settings
+from services.shared.config import Settings, libpq_dsn
 from services.shared.kafka import idempotent_producer
 from services.shared.topics import COMMANDS, ensure_topics
 
@@ -94,7 +94,7 @@ async def _over_http(url: str, tenant_token: str, count: int, clients: int) -> d
 def run_ingest(settings: Settings, options: BenchOptions) -> BenchResult:
     """Measure settlements/s through Kafka (count commands) and over HTTP (concurrent clients)."""
     url = bench_database(settings.database_url)
-    dsn = url.replace("postgresql+asyncpg://", "postgresql://", 1)
+    dsn = libpq_dsn(url)
     prefix, tenant = f"bench-{uuid.uuid4().hex[:8]}.", f"bench{uuid.uuid4().hex[:8]}"
     asyncio.run(ensure_topics(settings.kafka_bootstrap, prefix))
     env = {"SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": prefix,

@@ -31,15 +31,11 @@ from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.outbox import OutboxPublisher
 from services.relay.stripe_rail import StripeRail
-from services.shared.config import Settings
+from services.shared.config import Settings, libpq_dsn
 from services.shared.kafka import idempotent_producer
 from services.shared.topics import EVENTS, ensure_topics
 
 CONCURRENT_DISPATCHES = 64
-
-
-def _dsn(url: str) -> str:
-    return url.replace("postgresql+asyncpg://", "postgresql://", 1)
 
 
 async def _publish(settings: Settings, dsn: str, count: int) -> float:
@@ -76,7 +72,7 @@ async def _publish(settings: Settings, dsn: str, count: int) -> float:
 
 def run_relay(settings: Settings, options: BenchOptions) -> BenchResult:
     """Outbox rows published to Kafka per second from a pre-filled outbox."""
-    rate = asyncio.run(_publish(settings, _dsn(bench_database(settings.database_url)),
+    rate = asyncio.run(_publish(settings, libpq_dsn(bench_database(settings.database_url)),
                                 options.count))  # fmt: skip
     return BenchResult(
         scenario="relay",
@@ -126,7 +122,7 @@ def run_dispatch(settings: Settings, options: BenchOptions) -> BenchResult:
     url = bench_database(settings.database_url)
     log = run_paths().run / "bench" / "railsim-dispatch.log"
     with running(["railsim"], {}, log) as sim:
-        rate = asyncio.run(_dispatch(settings, _dsn(url), sim.url, options.count))
+        rate = asyncio.run(_dispatch(settings, libpq_dsn(url), sim.url, options.count))
     return BenchResult(
         scenario="dispatch",
         parameters={

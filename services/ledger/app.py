@@ -23,7 +23,7 @@ from services.ledger.commands import CommandIntake
 from services.ledger.http import create_app
 from services.ledger.metrics import create_metrics
 from services.ledger.reads import Readiness, SettlementReads
-from services.shared.config import Settings
+from services.shared.config import Settings, libpq_dsn
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.running import run_until_first_exits
 from services.shared.topics import COMMANDS, COMMANDS_DLQ
@@ -32,11 +32,6 @@ log = logging.getLogger(__name__)
 IntakeFactory = Callable[[AIOKafkaConsumer, AIOKafkaProducer], CommandIntake]
 CONSUMER_GROUP = "settle-ledger"
 KAFKA_RETRY_S = 2.0
-
-
-def libpq_dsn(database_url: str) -> str:
-    """The asyncpg DSN of a SQLAlchemy-style URL."""
-    return database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
 
 
 async def create_pool(

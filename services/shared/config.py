@@ -113,6 +113,11 @@ class Settings(BaseSettings):
         return f"{self.topic_prefix}{name}"
 
 
+def libpq_dsn(database_url: str) -> str:
+    """The asyncpg/libpq DSN of a `postgresql+asyncpg://` URL."""
+    return database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read settings from `environ` (default: the process environment) or raise ConfigError."""
     try:

@@ -57,6 +57,18 @@ def process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subproc
                 proc.wait()
 
 
+async def wait_healthy(sim: httpx.AsyncClient) -> None:
+    """Wait until the simulator answers /healthz."""
+    async with asyncio.timeout(30):
+        while True:
+            try:
+                if (await sim.get("/healthz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.2)
+
+
 async def transferred(db: asyncpg.Connection) -> int:
     return int(
         await db.fetchval("SELECT count(*) FROM rail_instructions WHERE status = 'transferred'")
@@ -90,13 +102,7 @@ async def test_relay_killed_mid_stream_pays_each_settlement_once(
     try:
         with process(sim_args, env, tmp_path / "railsim.log"):
             async with httpx.AsyncClient(base_url=sim_url) as sim:
-                async with asyncio.timeout(30):
-                    while True:
-                        try:
-                            if (await sim.get("/healthz")).status_code == 200:
-                                break
-                        except httpx.TransportError:
-                            await asyncio.sleep(0.2)
+                await wait_healthy(sim)
                 # Every API call is slowed, so kills land while calls are in flight.
                 await sim.post("/_sim/faults", json={"latency_ms": 20})
                 tenant = unique("t")
@@ -138,13 +144,7 @@ async def test_paused_relay_is_fenced_off_when_it_wakes(
     try:
         with process(["railsim", "--port", str(sim_port)], env, tmp_path / "railsim.log"):
             async with httpx.AsyncClient(base_url=sim_url) as sim:
-                async with asyncio.timeout(30):
-                    while True:
-                        try:
-                            if (await sim.get("/healthz")).status_code == 200:
-                                break
-                        except httpx.TransportError:
-                            await asyncio.sleep(0.2)
+                await wait_healthy(sim)
                 # Calls take a second, so the pause lands while some are in flight.
                 await sim.post("/_sim/faults", json={"latency_ms": 1000})
                 results = await Ledger(pool, Books(WINDOWS)).accept_many(
