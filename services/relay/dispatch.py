@@ -29,6 +29,7 @@ from services.relay.metrics import RelayMetrics
 from services.relay.rail import PayoutMethod, Rail, RailInstruction, RailOutcome, RailResult
 from services.shared.domain.settlement import SettlementStatus
 from services.shared.errors import SettleError
+from services.shared.failpoints import failpoint
 from services.shared.transitions import apply_transition
 
 log = logging.getLogger(__name__)
@@ -130,10 +131,14 @@ class Dispatcher:
         if not await self._still_holder(instruction, fence):
             self.metrics.fence_rejections.inc()
             return
+        failpoint("dispatch.before_call")
         started = time.monotonic()
+        failpoint("dispatch.during_call")  # with kill-in:S, lands while the call is out
         result = await self.rail.send(instruction)
         self.metrics.rail_seconds.observe(time.monotonic() - started)
         self.metrics.rail_calls.labels(outcome=str(result.outcome)).inc()
+        if result.outcome is RailOutcome.ACCEPTED:
+            failpoint("dispatch.after_accept")  # the rail paid; nothing of it is recorded
         await self._record(instruction, fence, row["attempts"], result)
 
     async def _still_holder(self, instruction: RailInstruction, fence: int) -> bool:

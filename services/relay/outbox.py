@@ -18,6 +18,7 @@ import asyncpg
 from aiokafka import AIOKafkaProducer
 
 from services.relay.metrics import RelayMetrics
+from services.shared.failpoints import failpoint
 
 log = logging.getLogger(__name__)
 CHANNEL = "settle_outbox"
@@ -85,6 +86,7 @@ class OutboxPublisher:
                 for row in rows
             ]
             await asyncio.gather(*sends)  # every row acknowledged before any is marked
+            failpoint("outbox.after_send")  # on Kafka, not marked: sent again, same event_id
             await conn.execute(MARK_PUBLISHED, [row["id"] for row in rows])
         self.metrics.published.inc(len(rows))
         self.metrics.publish_batch.observe(len(rows))
