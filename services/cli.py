@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from services.bench.cli import bench
+from services.check.cli import check
 from services.infra.cli import infra
 from services.ledger.cli import ledger
 from services.railsim.cli import railsim
@@ -23,6 +24,7 @@ cli.add_command(bench)
 cli.add_command(ledger)
 cli.add_command(railsim)
 cli.add_command(relay)
+cli.add_command(check)
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""`settle check`: the read-only invariant checker over PostgreSQL, Kafka and the rail."""
