@@ -1,0 +1,175 @@
+"""The invariant checks as pure functions: a healthy world holds, each planted fault is named."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from services.check.facts import (
+    NONE,
+    DatabaseFacts,
+    EventFact,
+    EventLogFacts,
+    Offenders,
+    RailFacts,
+    SettlementFact,
+)
+from services.check.invariants import (
+    FIRST,
+    books_balance,
+    events_complete,
+    expected_net_of,
+    no_double_effect,
+    nothing_lost,
+    run_all,
+    webhooks_once,
+)
+from services.shared.domain.settlement import SettlementStatus as S
+from services.shared.domain.settlement import event_type
+
+PAID = ("accepted", "dispatching", "submitted", "paid")
+FAILED = ("accepted", "dispatching", "failed")
+REVIEW = ("accepted", "dispatching", "submitted", "needs_review")
+
+
+def settlement(sid: str, history: tuple[str, ...], reason: str | None = None) -> SettlementFact:
+    seqs = tuple(range(1, len(history) + 1))
+    return SettlementFact(sid, "acme", 500, "EUR", history[-1], reason, history, seqs)
+
+
+def events_of(s: SettlementFact) -> dict[str, EventFact]:
+    return {
+        f"{s.id}-e{n}": EventFact(n, event_type(S(status)), status)
+        for n, status in zip(s.sequences, s.history, strict=True)
+    }
+
+
+def world() -> tuple[DatabaseFacts, EventLogFacts, RailFacts]:
+    settlements = [
+        settlement("s-paid", PAID),
+        settlement("s-failed", FAILED, reason="account_closed"),
+        settlement("s-review", REVIEW, reason="rail unclear"),
+    ]
+    db = DatabaseFacts(
+        settlements={s.id: s for s in settlements},
+        nets={s.id: expected_net_of(s) for s in settlements if expected_net_of(s)},
+        transferred=frozenset({"s-paid", "s-review"}),
+        first_unpublished={},
+        stale_outbox=NONE,
+        unapplied_webhooks=NONE,
+        unexplained_webhooks=NONE,
+        unbalanced_currencies=NONE,
+        unbalanced_entries=NONE,
+        balance_mismatches=NONE,
+        webhooks_applied_twice=NONE,
+    )
+    log = EventLogFacts("settlement.events", {s.id: events_of(s) for s in settlements}, 10)
+    rail = RailFacts({"s-paid": 1, "s-review": 1}, exhaustive=True, source="simulator")
+    return db, log, rail
+
+
+def test_a_healthy_world_holds_every_guarantee() -> None:
+    results = run_all(*world())
+    assert [r.name for r in results] == [
+        "no_double_effect", "nothing_lost", "books_balance", "events_complete", "webhooks_once",
+    ]  # fmt: skip
+    assert all(r.ok and r.count == 0 and r.offenders == () for r in results)
+
+
+def test_expected_nets_follow_the_shared_posting_rules() -> None:
+    db, _, _ = world()
+    assert expected_net_of(db.settlements["s-paid"]) == {
+        "acme:funding:EUR": -500, "acme:paid_out:EUR": 500,
+    }  # fmt: skip
+    assert expected_net_of(db.settlements["s-failed"]) == {}
+    assert expected_net_of(db.settlements["s-review"]) == {
+        "acme:funding:EUR": -500, "acme:in_transit:EUR": 500,
+    }  # fmt: skip
+
+
+def test_two_effects_for_one_settlement_break_no_double_effect() -> None:
+    db, _, rail = world()
+    result = no_double_effect(db, replace(rail, effects={"s-paid": 2, "s-review": 1}))
+    assert not result.ok and result.offenders == ("s-paid",)
+
+
+def test_a_transferred_instruction_without_an_effect_is_caught_only_on_a_complete_count() -> None:
+    db, _, rail = world()
+    missing = replace(rail, effects={"s-paid": 1})
+    assert no_double_effect(db, missing).offenders == ("s-review",)
+    assert no_double_effect(db, replace(missing, exhaustive=False)).ok
+
+
+def test_unsettled_settlements_and_lost_rows_break_nothing_lost() -> None:
+    db, _, _ = world()
+    stuck = settlement("s-stuck", ("accepted", "dispatching"))
+    silent = settlement("s-silent", REVIEW, reason=" ")
+    settlements = {**db.settlements, stuck.id: stuck, silent.id: silent}
+    assert nothing_lost(replace(db, settlements=settlements)).offenders == ("s-silent", "s-stuck")
+    lost = replace(db, stale_outbox=Offenders(3, ("e1", "e2", "e3")))
+    result = nothing_lost(lost)
+    assert (result.ok, result.count, result.offenders) == (False, 3, ("e1", "e2", "e3"))
+
+
+def test_postings_netting_wrong_for_the_final_state_break_books_balance() -> None:
+    db, _, _ = world()
+    nets = {**db.nets, "s-paid": {"acme:funding:EUR": -500, "acme:in_transit:EUR": 500}}
+    assert books_balance(replace(db, nets=nets)).offenders == ("s-paid",)
+    failed_with_money = {**db.nets, "s-failed": {"acme:funding:EUR": -1, "acme:payable:EUR": 1}}
+    assert books_balance(replace(db, nets=failed_with_money)).offenders == ("s-failed",)
+    unbalanced = replace(db, unbalanced_entries=Offenders(1, ("entry-1",)))
+    assert books_balance(unbalanced).offenders == ("entry-1",)
+
+
+def test_a_gap_a_missing_event_or_a_wrong_type_break_events_complete() -> None:
+    db, log, _ = world()
+    events = dict(log.by_settlement)
+    events["s-paid"] = {
+        k: e for k, e in events_of(db.settlements["s-paid"]).items() if e.sequence != 2
+    }
+    events["s-failed"] = {
+        k: e for k, e in events_of(db.settlements["s-failed"]).items() if e.sequence != 3
+    }
+    wrong = events_of(db.settlements["s-review"])
+    wrong["s-review-e4"] = EventFact(4, "paid", "paid")
+    events["s-review"] = wrong
+    result = events_complete(db, replace(log, by_settlement=events))
+    detail = {f.what: f.first for f in result.detail}
+    assert detail["sequence_gaps_or_repeats"] == ("s-paid",)
+    assert detail["events_differing_from_transitions"] == ("s-failed", "s-review")
+
+
+def test_events_still_in_the_outbox_may_be_missing_from_kafka() -> None:
+    db, log, _ = world()
+    events = dict(log.by_settlement)
+    events["s-paid"] = {
+        k: e for k, e in events_of(db.settlements["s-paid"]).items() if e.sequence < 4
+    }
+    trimmed = replace(log, by_settlement=events)
+    assert not events_complete(db, trimmed).ok
+    assert events_complete(replace(db, first_unpublished={"s-paid": 4}), trimmed).ok
+
+
+def test_duplicate_deliveries_under_one_event_id_are_not_a_repeat() -> None:
+    db, log, _ = world()
+    events = dict(log.by_settlement)
+    events["s-paid"] = {**events["s-paid"], "other-id": EventFact(2, "dispatching", "dispatching")}
+    assert events_complete(db, replace(log, by_settlement=events)).offenders == ("s-paid",)
+    assert events_complete(db, log).ok
+
+
+def test_a_second_paid_transition_or_twice_applied_change_break_webhooks_once() -> None:
+    db, _, _ = world()
+    twice = settlement("s-twice", (*PAID, "paid"))
+    assert webhooks_once(
+        replace(db, settlements={**db.settlements, twice.id: twice})
+    ).offenders == ("s-twice",)
+    applied = replace(db, webhooks_applied_twice=Offenders(1, ("s-review",)))
+    assert webhooks_once(applied).offenders == ("s-review",)
+
+
+def test_offenders_are_cut_to_the_first_few_but_counted_in_full() -> None:
+    db, _, rail = world()
+    many = {f"s-{n:03}": 2 for n in range(25)}
+    result = no_double_effect(db, replace(rail, effects={**rail.effects, **many}))
+    assert result.count == 25 and len(result.offenders) == FIRST
+    assert result.offenders[0] == "s-000"
