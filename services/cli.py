@@ -6,6 +6,7 @@ import click
 
 from services.bench.cli import bench
 from services.check.cli import check
+from services.inbox.cli import inbox
 from services.infra.cli import infra
 from services.ledger.cli import ledger
 from services.railsim.cli import railsim
@@ -24,6 +25,7 @@ cli.add_command(bench)
 cli.add_command(ledger)
 cli.add_command(railsim)
 cli.add_command(relay)
+cli.add_command(inbox)
 cli.add_command(check)
 
 

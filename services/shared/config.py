@@ -53,6 +53,16 @@ class Settings(BaseSettings):
     idempotency_tombstone_seconds: int = Field(
         86400, alias="SETTLE_IDEMPOTENCY_TOMBSTONE_SECONDS", ge=0
     )
+    # The inbox: webhook body cap, parked-event retry budget and backoff, apply workers, and
+    # the operator tokens (name:token pairs) of GET /v1/inbox and replay.
+    inbox_max_body_bytes: int = Field(65536, alias="SETTLE_INBOX_MAX_BODY_BYTES", ge=1024)
+    inbox_park_attempts: int = Field(10, alias="SETTLE_INBOX_PARK_ATTEMPTS", ge=1)
+    inbox_retry_seconds: float = Field(1.0, alias="SETTLE_INBOX_RETRY_SECONDS", gt=0)
+    inbox_retry_max_seconds: float = Field(300.0, alias="SETTLE_INBOX_RETRY_MAX_SECONDS", gt=0)
+    inbox_workers: int = Field(4, alias="SETTLE_INBOX_WORKERS", ge=1, le=64)
+    operator_tokens: Annotated[dict[str, str], NoDecode] = Field(
+        {"ops": "ops-local-token"}, alias="SETTLE_OPERATOR_TOKENS"
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -88,7 +98,7 @@ class Settings(BaseSettings):
             return secrets
         return value
 
-    @field_validator("api_tokens", mode="before")
+    @field_validator("api_tokens", "operator_tokens", mode="before")
     @classmethod
     def _tokens(cls, value: object) -> object:
         if not isinstance(value, str):

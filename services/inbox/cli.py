@@ -1,0 +1,61 @@
+"""`settle inbox`: run the inbox service; `settle inbox replay EVENT`: replay a dead event."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import click
+
+from services.shared.config import Settings, load_settings
+from services.shared.errors import ConfigError, SettleError
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings()
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
+
+
+@click.group(invoke_without_command=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8083, show_default=True, type=click.IntRange(1, 65535))
+@click.pass_context
+def inbox(ctx: click.Context, host: str, port: int) -> None:
+    """Run the inbox: POST /v1/webhooks/stripe, the apply workers, operator view, metrics."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from services.inbox.app import serve
+
+    settings = _settings()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    click.echo(f"inbox listening on http://{host}:{port}", err=True)
+    asyncio.run(serve(settings, host, port))
+
+
+@inbox.command("replay")
+@click.argument("event")
+@click.option("--actor", required=True, help="Who replays it, for operator_actions.")
+def replay_command(event: str, actor: str) -> None:
+    """Send a dead or parked event (inbox row id or rail event id) back to be applied."""
+    from services.inbox.operator import replay
+    from services.inbox.worker import utc_now
+    from services.shared.config import libpq_dsn
+
+    settings = _settings()
+
+    async def run() -> int:
+        import asyncpg
+
+        conn = await asyncpg.connect(libpq_dsn(settings.database_url))
+        try:
+            return await replay(conn, event, actor, utc_now())
+        finally:
+            await conn.close()
+
+    try:
+        row_id = asyncio.run(run())
+    except SettleError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"inbox event {row_id} queued for replay by {actor}")

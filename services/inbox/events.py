@@ -1,0 +1,74 @@
+"""A webhook body read as a rail event: the fields the inbox stores and matches by."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, NamedTuple
+
+from services.inbox.decision import signal_of
+from services.inbox.errors import MalformedEvent
+
+
+class RailEvent(NamedTuple):
+    """The parts of one rail event the inbox needs; the raw body is kept beside it."""
+
+    event_id: str  # the rail's event id (`evt_...`), unique per rail
+    event_type: str  # e.g. `transfer.created`
+    object_id: str | None  # the transfer or payout the event is about (`tr_...`, `po_...`)
+    settlement_id: uuid.UUID | None  # our id from `metadata.settlement_id`, if it is one
+    created: int  # Unix seconds the rail created the event
+
+    @property
+    def change_key(self) -> str | None:
+        """Object and type: two event ids announcing one change share it (Stripe may do that)."""
+        if self.object_id is None or signal_of(self.event_type) is None:
+            return None
+        return f"{self.object_id}:{self.event_type}"
+
+
+def parse_event(body: bytes) -> RailEvent:
+    """The event in a webhook body; MalformedEvent (with the reason) if it is not one."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MalformedEvent(f"body is not JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise MalformedEvent("body is not a JSON object")
+    event_id, event_type = data.get("id"), data.get("type")
+    if not isinstance(event_id, str) or not event_id or len(event_id) > 255:
+        raise MalformedEvent("`id` must be a non-empty string of at most 255 characters")
+    if not isinstance(event_type, str) or not event_type or len(event_type) > 255:
+        raise MalformedEvent("`type` must be a non-empty string")
+    created = data.get("created", 0)
+    if not isinstance(created, int) or isinstance(created, bool):
+        raise MalformedEvent("`created` must be an integer")
+    obj = _object(data)
+    object_id = obj.get("id")
+    if signal_of(event_type) is not None and not (isinstance(object_id, str) and object_id):
+        raise MalformedEvent(f"{event_type} must carry `data.object.id`")
+    metadata = obj.get("metadata")
+    meta_id = metadata.get("settlement_id") if isinstance(metadata, dict) else None
+    return RailEvent(
+        event_id,
+        event_type,
+        object_id if isinstance(object_id, str) and object_id else None,
+        _uuid(meta_id),
+        created,
+    )
+
+
+def _object(data: dict[str, Any]) -> dict[str, Any]:
+    inner = data.get("data")
+    obj = inner.get("object") if isinstance(inner, dict) else None
+    return obj if isinstance(obj, dict) else {}
+
+
+def _uuid(value: object) -> uuid.UUID | None:
+    # Not ours if it is not a UUID: such an event finds no settlement and ends parked, then dead.
+    if not isinstance(value, str):
+        return None
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
