@@ -28,6 +28,7 @@ async def read_events(bootstrap: str, topic: str, timeout_s: float = 300.0) -> E
         client_id="settle-check",
         group_id=None,
         enable_auto_commit=False,
+        auto_offset_reset="earliest",
         fetch_max_bytes=MAX_FETCH_BYTES,
         max_partition_fetch_bytes=MAX_FETCH_BYTES // 4,
     )
@@ -45,13 +46,19 @@ async def read_events(bootstrap: str, topic: str, timeout_s: float = 300.0) -> E
 
 
 async def _read(consumer: AIOKafkaConsumer, topic: str) -> EventLogFacts:
-    if topic not in await consumer.topics():
+    # The consumer's own metadata covers only what it was told about; ask the cluster.
+    cluster = await consumer._client.fetch_all_metadata()
+    numbers = cluster.partitions_for_topic(topic)
+    if not numbers:
         raise SourceUnavailable("kafka", f"topic {topic} does not exist")
-    partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+    partitions = [TopicPartition(topic, p) for p in sorted(numbers)]
     consumer.assign(partitions)
     ends: dict[TopicPartition, int] = await consumer.end_offsets(partitions)
-    await consumer.seek_to_beginning(*partitions)
-    remaining = {tp for tp in partitions if ends[tp] > 0}
+    # Explicit offsets: a reset requested by assign() could otherwise land after a seek.
+    starts: dict[TopicPartition, int] = await consumer.beginning_offsets(partitions)
+    for tp in partitions:
+        consumer.seek(tp, starts[tp])
+    remaining = {tp for tp in partitions if ends[tp] > starts[tp]}
     for tp in list(remaining):
         if await consumer.position(tp) >= ends[tp]:
             remaining.discard(tp)
