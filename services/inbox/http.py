@@ -117,14 +117,15 @@ def _webhook_routes(
 
 def _operator_routes(pool: asyncpg.Pool, operators: BearerAuth, clock: Clock) -> APIRouter:
     router = APIRouter(tags=["operators"])
-    Operator = Annotated[str, Depends(tenant_dependency(operators))]
+    # A default, not an Annotated alias: a local alias is not resolvable from string annotations.
+    operator_of = Depends(tenant_dependency(operators))
 
     @router.get("/v1/inbox", summary="Inbox events in one status, oldest first")
     async def inbox(
-        _: Operator,
         status: Annotated[InboxStatus, Query()],
         cursor: Annotated[str, Query(pattern=r"^[0-9]{1,18}$")] = "0",
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        _: str = operator_of,
     ) -> Response:
         try:
             return _json(await list_events(pool, status, int(cursor), limit))
@@ -132,7 +133,7 @@ def _operator_routes(pool: asyncpg.Pool, operators: BearerAuth, clock: Clock) ->
             raise StoreUnavailable("the inbox store does not answer") from e
 
     @router.post("/v1/inbox/{event}/replay", summary="Send a dead or parked event back to apply")
-    async def replay_event(operator: Operator, event: str) -> Response:
+    async def replay_event(event: str, operator: str = operator_of) -> Response:
         try:
             async with pool.acquire() as conn:
                 row_id = await replay(conn, event, operator, clock())

@@ -40,9 +40,9 @@ SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts
 """
 RECORD = """
 UPDATE inbox_events
-   SET status = $3, attempts = attempts + 1, reason = $4,
+   SET status = $3::text, attempts = attempts + 1, reason = $4,
        settlement_id = coalesce($5, settlement_id),
-       applied_at = CASE WHEN $3 = 'applied' THEN $6 END, next_attempt_at = $7
+       applied_at = CASE WHEN $3 = 'applied' THEN $6::timestamptz END, next_attempt_at = $7
  WHERE id = $1 AND status = $2
 """
 OLDEST_PARKED = "SELECT min(received_at) FROM inbox_events WHERE status = 'parked'"
