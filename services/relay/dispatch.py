@@ -47,6 +47,10 @@ class DispatchPolicy:
     stale_pending_seconds: float = 10.0  # pending this long without a claim: pass 2 takes it
     rail_key_window_seconds: float = 86_400.0  # how long the rail honours a key
     sweep_batch: int = 200
+    # After an ambiguous answer from a rail that ignores keys, the lookup that precedes the
+    # re-issue waits this long at least: a request our client gave up on may still be running
+    # at the rail, and a lookup that runs before it finishes would miss its transfer.
+    ambiguous_pause_seconds: float = 20.0
 
     def backoff(self, attempt: int) -> float:
         """Full jitter: a uniform delay up to base * 2**attempt, capped."""
@@ -189,11 +193,13 @@ class Dispatcher:
         if attempts >= self.policy.max_attempts:
             await self._give_up(instruction, fence, result)
             return
+        delay = self.policy.backoff(attempts)
+        if result.outcome is RailOutcome.AMBIGUOUS and not self.rail_idempotent:
+            delay = max(delay, self.policy.ambiguous_pause_seconds)
         async with self.pool.acquire() as conn:
             marked = await conn.fetchval(
-                sql.SCHEDULE_RETRY, sid, fence, self.policy.backoff(attempts), result.detail,
-                str(result.outcome),
-            )  # fmt: skip
+                sql.SCHEDULE_RETRY, sid, fence, delay, result.detail, str(result.outcome)
+            )
         if marked is None:
             self.metrics.fence_rejections.inc()
 
