@@ -10,6 +10,8 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
+from sqlalchemy.engine import make_url
+
 from services.check.database import connect, in_flight, read_database
 from services.check.eventlog import read_events
 from services.check.invariants import CheckResult, all_hold, run_all
@@ -81,7 +83,7 @@ async def run_check(
     log = await read_events(bootstrap, topic, options.kafka_timeout_s)
     return Report(
         results=run_all(db, log, effects),
-        sources={"postgresql": "settle database", "kafka": topic, "rail": effects.source},
+        sources={"postgresql": _where(database_url), "kafka": topic, "rail": effects.source},
         in_flight=moving,
         quiet=quiet,
         counts={
@@ -90,3 +92,9 @@ async def run_check(
             "settlements_with_effects": len(effects.effects),
         },
     )
+
+
+def _where(database_url: str) -> str:
+    """The database's host and name, without credentials."""
+    url = make_url(database_url)
+    return f"{url.host}:{url.port}/{url.database}"
