@@ -29,6 +29,7 @@ Scenario = Callable[[Settings, BenchOptions], BenchResult]
 def scenarios() -> dict[str, Scenario]:
     """Every scenario by name; imported lazily so `settle --help` stays fast."""
     from services.bench.baseline import run_baseline
+    from services.bench.inbox import run_inbox
     from services.bench.ingest import run_ingest
     from services.bench.relay import run_dispatch, run_relay
 
@@ -37,4 +38,5 @@ def scenarios() -> dict[str, Scenario]:
         "ingest": run_ingest,
         "relay": run_relay,
         "dispatch": run_dispatch,
+        "inbox": run_inbox,
     }
