@@ -17,7 +17,6 @@ from services.infra.kafka_setup import ensure_jars, format_storage, java, render
 from services.infra.model import ComponentStatus, State
 from services.infra.paths import RunPaths, kafka_endpoint, log_tail
 from services.infra.procs import live_pid, pids_matching, port_open, terminate
-from services.shared.config import LOCAL_KAFKA_BOOTSTRAP
 from services.shared.errors import InfrastructureError
 
 READY_TIMEOUT_S = 90
@@ -72,7 +71,7 @@ def broker_pid(paths: RunPaths) -> int | None:
 
 def _launch(paths: RunPaths) -> int:
     lib = ensure_jars(paths)
-    endpoint = kafka_endpoint(LOCAL_KAFKA_BOOTSTRAP)
+    endpoint = kafka_endpoint(paths.kafka_bootstrap)
     paths.kafka_data.mkdir(parents=True, exist_ok=True)
     paths.kafka_props.write_text(render_server_properties(endpoint, paths.kafka_data))
     format_storage(paths, lib)
@@ -99,7 +98,7 @@ def _launch(paths: RunPaths) -> int:
 
 
 def _wait_ready(paths: RunPaths, pid: int, timeout: float) -> None:
-    endpoint = kafka_endpoint(LOCAL_KAFKA_BOOTSTRAP)
+    endpoint = kafka_endpoint(paths.kafka_bootstrap)
     deadline = time.monotonic() + timeout
     last = "port closed"
     while time.monotonic() < deadline:
@@ -122,7 +121,7 @@ def _wait_ready(paths: RunPaths, pid: int, timeout: float) -> None:
 def start(paths: RunPaths) -> tuple[bool, int]:
     """Run the broker unless ours already does; (whether this call started it, its pid)."""
     paths.kafka.mkdir(parents=True, exist_ok=True)
-    endpoint = kafka_endpoint(LOCAL_KAFKA_BOOTSTRAP)
+    endpoint = kafka_endpoint(paths.kafka_bootstrap)
     pid = broker_pid(paths)
     if pid is not None:
         paths.kafka_pid.write_text(f"{pid}\n")
@@ -162,7 +161,7 @@ def stop(paths: RunPaths) -> list[int]:
 
 def status(paths: RunPaths) -> ComponentStatus:
     """Whether our broker runs and its port answers."""
-    endpoint = kafka_endpoint(LOCAL_KAFKA_BOOTSTRAP)
+    endpoint = kafka_endpoint(paths.kafka_bootstrap)
     url = endpoint.bootstrap
     pid = broker_pid(paths)
     if pid is None:

@@ -71,6 +71,10 @@ class RunPaths:
 
     root: Path
     run: Path
+    # Where the broker listens (the controller on the next port); another value runs a
+    # second, private broker beside the usual one, as the broker-restart tests do.
+    kafka_bootstrap: str = LOCAL_KAFKA_BOOTSTRAP
+    jars: Path | None = None  # a jar cache to share instead of <run>/kafka-lib
 
     @property
     def lock(self) -> Path:
@@ -125,7 +129,7 @@ class RunPaths:
     @property
     def kafka_lib(self) -> Path:
         """Jar cache resolved by Maven; survives --purge."""
-        return self.run / "kafka-lib"
+        return self.jars or self.run / "kafka-lib"
 
     @property
     def pom(self) -> Path:

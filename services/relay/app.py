@@ -119,11 +119,12 @@ async def publish_forever(settings: Settings, publisher_of: OutboxPublisherFacto
         try:
             await producer.start()
             await publisher_of(producer).run()
-        except KafkaError as e:
-            log.warning("Kafka unavailable for publishing (%s); retrying", e)
+        except (KafkaError, TimeoutError, *TRANSIENT) as e:
+            # Nothing was marked published that Kafka did not acknowledge; start afresh.
+            log.warning("publishing interrupted (%s: %s); retrying", type(e).__name__, e)
         finally:
-            with contextlib.suppress(KafkaError):
-                await producer.stop()
+            with contextlib.suppress(KafkaError, TimeoutError):
+                await asyncio.wait_for(producer.stop(), KAFKA_RETRY_S)
         await asyncio.sleep(KAFKA_RETRY_S)
 
 
@@ -162,7 +163,10 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     dispatcher = Dispatcher(pool, rail, metrics, worker_name(), settings.rail_idempotent, policy)
 
     def outbox_of(producer: AIOKafkaProducer) -> OutboxPublisher:
-        return OutboxPublisher(pool, producer, metrics, topic_prefix=settings.topic_prefix)
+        return OutboxPublisher(
+            pool, producer, metrics, topic_prefix=settings.topic_prefix,
+            ack_seconds=settings.relay_lease_seconds / 6,
+        )  # fmt: skip
 
     server = uvicorn.Server(
         uvicorn.Config(metrics_app(metrics), host=host, port=port, log_level="warning")

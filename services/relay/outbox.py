@@ -57,6 +57,7 @@ class OutboxPublisher:
         topic_prefix: str = "",
         batch_size: int = 500,
         poll_seconds: float = 1.0,
+        ack_seconds: float = 5.0,
     ) -> None:
         self.pool = pool
         self.producer = producer
@@ -64,6 +65,9 @@ class OutboxPublisher:
         self.topic_prefix = topic_prefix
         self.batch_size = batch_size
         self.poll_seconds = poll_seconds
+        # Kafka away: give the batch up (rolled back, sent again later under the same
+        # event_ids) well before PostgreSQL ends the waiting transaction itself.
+        self.ack_seconds = ack_seconds
         self._wake = asyncio.Event()
 
     async def publish_batch(self) -> int:
@@ -85,7 +89,8 @@ class OutboxPublisher:
                 )
                 for row in rows
             ]
-            await asyncio.gather(*sends)  # every row acknowledged before any is marked
+            # Every row acknowledged before any is marked.
+            await asyncio.wait_for(asyncio.gather(*sends), self.ack_seconds)
             failpoint("outbox.after_send")  # on Kafka, not marked: sent again, same event_id
             await conn.execute(MARK_PUBLISHED, [row["id"] for row in rows])
         self.metrics.published.inc(len(rows))
