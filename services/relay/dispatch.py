@@ -124,6 +124,12 @@ class Dispatcher:
                 found = await self.rail.find(instruction)
             except SettleError as e:
                 self.metrics.lookups.labels(found="false").inc()
+                if not e.retriable:
+                    # The rail cannot rule a transfer out (the search ran past its pages):
+                    # sending again could pay twice, so an operator decides.
+                    await self._give_up(instruction, fence, RailResult(
+                        RailOutcome.AMBIGUOUS, detail=f"lookup incomplete: {e}"))  # fmt: skip
+                    return
                 await self._retry_later(instruction, fence, row["attempts"], RailResult(
                     RailOutcome.RETRYABLE, detail=f"lookup failed: {e}"))  # fmt: skip
                 return
@@ -214,7 +220,7 @@ class Dispatcher:
             ambiguous = ambiguous or result.outcome is RailOutcome.AMBIGUOUS
             status = "needs_review" if ambiguous else "failed"
             reason = (
-                f"rail outcome unknown after the retry budget: {result.detail}"
+                f"rail outcome unknown, an operator must check the rail: {result.detail}"
                 if ambiguous else "retry_budget_exhausted"
             )  # fmt: skip
             done = await conn.execute(

@@ -16,6 +16,7 @@ from services.ledger.booking import Books
 from services.relay.dispatch import Dispatcher, DispatchPolicy
 from services.relay.metrics import create_metrics
 from services.relay.rail import RailInstruction, RailOutcome, RailResult
+from services.relay.stripe_rail import RailLookupIncomplete
 from services.shared.migrate import upgrade
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
@@ -201,3 +202,26 @@ async def test_forgotten_pending_instruction_is_picked_up_by_the_sweep(
     sid, rail = await accept(pool), ScriptedRail([])
     await dispatcher(pool, rail).sweep()  # no Kafka event ever arrived for it
     assert (await state(pool, sid))[:2] == ("submitted", "transferred")
+
+
+class UnsearchableRail(ScriptedRail):
+    """A rail whose search runs out of pages before it can rule a transfer out."""
+
+    async def find(self, instruction: RailInstruction) -> str | None:
+        raise RailLookupIncomplete(instruction.settlement_id, "20 pages, not exhausted")
+
+
+async def test_a_lookup_that_cannot_rule_a_transfer_out_goes_to_review(
+    pool: asyncpg.Pool,
+) -> None:
+    sid = await accept(pool)
+    rail = UnsearchableRail([RailOutcome.AMBIGUOUS], honours_keys=False)
+    d = dispatcher(pool, rail, idempotent=False)
+    await d.dispatch(sid)
+    await expire_leases(pool, sid)
+    await d.sweep()
+    assert (await state(pool, sid))[:2] == ("needs_review", "needs_review")
+    assert rail.sends == 1  # never sent again blind
+    async with pool.acquire() as conn:
+        reason = await conn.fetchval("SELECT reason FROM settlements WHERE id = $1", sid)
+    assert "lookup incomplete" in reason
