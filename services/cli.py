@@ -11,6 +11,7 @@ from services.infra.cli import infra
 from services.ledger.cli import ledger
 from services.railsim.cli import railsim
 from services.relay.cli import relay
+from services.run.cli import demo, run
 from services.shared.cli import migrate
 
 
@@ -27,6 +28,8 @@ cli.add_command(railsim)
 cli.add_command(relay)
 cli.add_command(inbox)
 cli.add_command(check)
+cli.add_command(run)
+cli.add_command(demo)
 
 
 def main() -> None:

@@ -1,0 +1,214 @@
+"""`settle run`: the whole local stack, a demo batch, served until Ctrl-C; `settle demo`.
+
+`settle run` leaves PostgreSQL and Kafka running when it stops, as `settle infra up` does;
+`settle infra down` stops them. Exit status: 0 after a clean stop, 1 when the demo batch
+broke a guarantee or the stack could not start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+from rich.console import Console
+
+from services.railsim.faults import PROFILES
+from services.run.topology import Ports, StackOptions
+
+if TYPE_CHECKING:
+    from services.shared.config import Settings
+
+T = TypeVar("T")
+PORTS_ENV = "SETTLE_RUN_PORTS_FROM"
+STOP_GRACE_S = 10.0
+
+
+def _settings() -> Settings:
+    from services.shared.config import load_settings
+    from services.shared.errors import ConfigError
+
+    try:
+        return load_settings()
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
+
+
+async def _until(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> tuple[bool, T | None]:
+    """Run `work` unless `stop` is set first (then cancel it): (finished, its result)."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        return False, None
+    return True, task.result()
+
+
+async def _serve(
+    ports: Ports, options: StackOptions, count: int | None, log_dir: Path, console: Console
+) -> int:
+    import asyncpg
+    import httpx
+    from aiokafka.errors import KafkaError
+
+    from services.check.errors import SourceUnavailable
+    from services.run.demo import DemoOptions, run_demo
+    from services.run.report import print_demo, print_services
+    from services.run.supervisor import Supervisor, SupervisorError
+    from services.run.topology import service_specs
+
+    settings = _settings()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    supervisor = Supervisor(log_dir)
+    status = 0
+    try:
+        console.print(f"starting ledger, 2 relays, inbox, railsim (logs in {log_dir})")
+        specs = service_specs(ports, dict(os.environ), options)
+        started, _ = await _until(supervisor.start_all(specs), stop)
+        if started:
+            print_services(supervisor, console)
+        if started and count:
+            demo = DemoOptions(ports.url(ports.ledger), ports.url(ports.railsim), count, None)
+            try:
+                finished, report = await _until(run_demo(settings, demo, console), stop)
+            except (SourceUnavailable, httpx.HTTPError, OSError, asyncpg.PostgresError,
+                    KafkaError) as e:  # fmt: skip
+                console.print(f"[red]demo could not finish: {e}[/]")
+                finished, report, status = False, None, 1
+            if finished and report is not None:
+                print_demo(report, console)
+                status = 0 if report.ok else 1
+        if started:
+            console.print(
+                "serving; Ctrl-C stops the services. PostgreSQL and Kafka keep running "
+                "(`settle infra down` stops them)."
+            )
+            await stop.wait()
+    except SupervisorError as e:
+        console.print(f"[red]{e}[/]")
+        status = 1
+    finally:
+        console.print("stopping the services")
+        await supervisor.stop_all(grace=STOP_GRACE_S)
+        console.print("all services stopped")
+    return status
+
+
+@click.command()
+@click.option(
+    "--count",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Settlements in the demo batch.",
+)
+@click.option("--no-demo", is_flag=True, help="Only start and serve; no demo batch.")
+@click.option(
+    "--fault-profile",
+    default="demo",
+    show_default=True,
+    type=click.Choice(sorted(PROFILES)),
+    help="The rail simulator's faults.",
+)
+@click.option(
+    "--rail-ignores-keys",
+    is_flag=True,
+    help="The simulator ignores idempotency keys; relays look transfers up instead.",
+)
+@click.option(
+    "--ports-from",
+    type=click.IntRange(1024, 65530),
+    envvar=PORTS_ENV,
+    default=None,
+    help=f"Ports P..P+4 instead of the defaults (env {PORTS_ENV}).",
+)
+@click.option("--seed", type=int, default=None, help="Seed of the simulator's fault dice.")
+def run(
+    count: int,
+    no_demo: bool,
+    fault_profile: str,
+    rail_ignores_keys: bool,
+    ports_from: int | None,
+    seed: int | None,
+) -> None:
+    """Start infrastructure and every service, run a demo batch, serve until Ctrl-C."""
+    from services.infra import stack
+    from services.infra.paths import run_paths
+    from services.shared.errors import InfrastructureError
+    from services.shared.migrate import upgrade
+
+    console = Console()
+    settings = _settings()
+    try:
+        infra = stack.up(progress=lambda line: console.print(f"  .. {line}", style="dim"))
+    except InfrastructureError as e:
+        raise click.ClickException(str(e)) from e
+    for component in infra.components:
+        console.print(f"{component.name:<9} {component.outcome:<16} {component.url}")
+    upgrade(settings.database_url)
+    console.print("database migrated to head; topics ready")
+    ports = Ports() if ports_from is None else Ports.from_base(ports_from)
+    logs = run_paths().run / "logs"
+    log_dir = logs if ports_from is None else logs / f"ports-{ports_from}"
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    options = StackOptions(fault_profile, rail_ignores_keys, seed)
+    demo_count = None if no_demo else count
+    raise SystemExit(asyncio.run(_serve(ports, options, demo_count, log_dir, console)))
+
+
+@click.command()
+@click.option("--count", default=1000, show_default=True, type=click.IntRange(1))
+@click.option("--ledger-url", default="http://127.0.0.1:8081", show_default=True)
+@click.option(
+    "--rail-url",
+    default=None,
+    help="The simulator (default STRIPE_API_BASE, else http://127.0.0.1:12111).",
+)
+@click.option(
+    "--fault-profile",
+    default="demo",
+    show_default=True,
+    type=click.Choice(sorted(PROFILES)),
+    help="Set on the simulator first.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(1),
+    help="Seconds the batch may take to settle.",
+)
+def demo(
+    count: int, ledger_url: str, rail_url: str | None, fault_profile: str, timeout_s: float
+) -> None:
+    """Submit a batch over Kafka and HTTP (with retries), follow it, report, check invariants."""
+    from services.check.cli import SIMULATOR_API
+    from services.check.errors import SourceUnavailable
+    from services.run.demo import DemoOptions, run_demo
+    from services.run.report import print_demo
+
+    settings = _settings()
+    rail = rail_url or settings.stripe_api_base or SIMULATOR_API
+    options = DemoOptions(ledger_url, rail, count, fault_profile, settle_timeout_s=timeout_s)
+    console = Console()
+    try:
+        report = asyncio.run(run_demo(settings, options, console))
+    except SourceUnavailable as e:
+        raise click.ClickException(f"cannot read {e.source}: {e.detail}") from e
+    print_demo(report, console)
+    raise SystemExit(0 if report.ok else 1)

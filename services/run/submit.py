@@ -1,0 +1,133 @@
+"""The demo batch: half the settlements as Kafka commands, half over HTTP, with retries.
+
+Each settlement has a reference `demo-<run>-<n>` so the batch can be followed in PostgreSQL
+whatever else the database holds. Deliberate repeats test the idempotency contract on the way:
+every 20th command is published twice; every 10th HTTP request is re-sent under the same key
+(the first answer comes back, replayed); every 25th reference is re-sent under another key
+(refused, 409 `duplicate_reference`). None of them may make a second settlement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from services.shared import avro
+from services.shared.kafka import idempotent_producer
+
+CURRENCIES = ("USD", "EUR", "GBP")
+HTTP_CLIENTS = 16
+HTTP_ATTEMPTS = 6  # a 5xx, 409 in use or a dropped connection is retried under the same key
+KAFKA_REPEAT_EVERY, HTTP_RETRY_EVERY, HTTP_DUPLICATE_EVERY = 20, 10, 25
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Who submits the batch and how it is named."""
+
+    run_id: str  # names the batch's references and keys
+    tenant: str
+    token: str  # the tenant's bearer token for HTTP
+    count: int
+
+    @property
+    def reference_pattern(self) -> str:
+        """A SQL LIKE pattern matching the batch's references."""
+        return f"demo-{self.run_id}-%"
+
+
+def body(batch: Batch, n: int) -> dict[str, object]:
+    """The n-th settlement of the batch, the same way each time it is asked for."""
+    return {
+        "reference": f"demo-{batch.run_id}-{n:06d}",
+        "payee": f"payee-{n % 97}",
+        "destination": f"acct_demo{n % 50:02d}",
+        "amount": 100 + (n * 7919) % 99_900,
+        "currency": CURRENCIES[n % len(CURRENCIES)],
+        "metadata": {"batch": batch.run_id},
+    }
+
+
+def key(batch: Batch, n: int) -> str:
+    """The idempotency key of the n-th settlement."""
+    return f"demo-{batch.run_id}-k{n:06d}"
+
+
+async def publish_commands(batch: Batch, numbers: range, bootstrap: str, topic: str) -> int:
+    """Publish SettlementCommands for `numbers` (some twice); how many messages were sent."""
+    producer = idempotent_producer(bootstrap, f"settle-demo-{batch.run_id}")
+    await producer.start()
+    sent = 0
+    try:
+        for n in numbers:
+            command = {**body(batch, n), "tenant": batch.tenant, "idempotency_key": key(batch, n)}
+            command["rail"] = None
+            value = avro.encode("SettlementCommand", command)
+            for _ in range(2 if n % KAFKA_REPEAT_EVERY == 0 else 1):
+                await producer.send(topic, value, key=str(command["reference"]).encode())
+                sent += 1
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return sent
+
+
+async def _post(client: httpx.AsyncClient, idem_key: str, payload: bytes) -> httpx.Response:
+    for attempt in range(HTTP_ATTEMPTS):
+        try:
+            answer = await client.post(
+                "/v1/settlements", content=payload, headers={"Idempotency-Key": idem_key}
+            )
+        except httpx.TransportError:
+            if attempt == HTTP_ATTEMPTS - 1:
+                raise
+        else:
+            in_use = answer.status_code == 409 and b"idempotency_key_in_use" in answer.content
+            if answer.status_code < 500 and not in_use:
+                return answer
+            if attempt == HTTP_ATTEMPTS - 1:
+                return answer
+        await asyncio.sleep(0.2 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def _outcome(answer: httpx.Response) -> str:
+    if answer.status_code == 201:
+        replayed = answer.headers.get("Idempotent-Replayed") == "true"
+        return "replayed" if replayed else "created"
+    try:
+        code = str(answer.json()["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        code = "error"
+    return f"{answer.status_code} {code}"
+
+
+async def post_settlements(
+    batch: Batch, numbers: range, ledger_url: str, on_answer: Callable[[], None]
+) -> Counter[str]:
+    """POST `numbers` to the ledger with retries and duplicates; answers counted by outcome."""
+    outcomes: Counter[str] = Counter()
+    gate = asyncio.Semaphore(HTTP_CLIENTS)
+    auth = {"Authorization": f"Bearer {batch.token}", "Content-Type": "application/json"}
+
+    async def one(client: httpx.AsyncClient, n: int) -> None:
+        payload = json.dumps(body(batch, n)).encode()
+        async with gate:
+            outcomes[_outcome(await _post(client, key(batch, n), payload))] += 1
+            if n % HTTP_RETRY_EVERY == 0:  # the caller never saw the answer and retries
+                outcomes[_outcome(await _post(client, key(batch, n), payload))] += 1
+            if n % HTTP_DUPLICATE_EVERY == 0:  # the same payout asked for under a new key
+                outcomes[_outcome(await _post(client, key(batch, n) + "-again", payload))] += 1
+        on_answer()
+
+    limits = httpx.Limits(max_connections=HTTP_CLIENTS)
+    async with httpx.AsyncClient(
+        base_url=ledger_url, headers=auth, timeout=30.0, limits=limits
+    ) as client:
+        await asyncio.gather(*(one(client, n) for n in numbers))
+    return outcomes
