@@ -1,0 +1,129 @@
+"""`settle run` as a user runs it: the stack comes up, the demo batch is judged sound, and an
+interrupt stops it with exit status 0 and no child process left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.harness import Servers
+
+pytestmark = pytest.mark.e2e
+SETTLE = str(Path(sys.executable).with_name("settle"))
+COUNT = 200
+
+
+@pytest.fixture
+async def database(infra: Servers) -> AsyncIterator[str]:
+    """A fresh, unmigrated database: `settle run` migrates it."""
+    name = unique("settle_run_")
+    url = await create_database(infra.database_url, name)
+    yield url
+    await drop_database(infra.database_url, name)
+
+
+def free_ports_from(count: int = 5) -> int:
+    """A base port with `count` consecutive free ports."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = int(s.getsockname()[1])
+        if base + count > 65535:
+            continue
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise AssertionError("no run of free ports")
+
+
+def children_of(pid: int) -> set[int]:
+    """Processes whose parent is `pid`."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def settle_processes_on(ports: range) -> list[str]:
+    """Command lines of `settle` processes that name one of `ports`."""
+    lines = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().decode(errors="replace").split("\0")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if any(a.endswith("settle") for a in argv) and any(str(p) in argv for p in ports):
+            lines.append(" ".join(argv))
+    return lines
+
+
+def start(args: list[str], env: dict[str, str], out: Path) -> subprocess.Popen[bytes]:
+    with out.open("wb") as sink:
+        return subprocess.Popen([SETTLE, *args], env=env, stdout=sink, stderr=subprocess.STDOUT)
+
+
+async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
+    database: str, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    base = free_ports_from()
+    env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
+           "SETTLE_TOPIC_PREFIX": unique("t") + ".", "SETTLE_RUN_DIR": str(tmp_path / "run"),
+           "COLUMNS": "120"}  # fmt: skip
+    out = tmp_path / "run.out"
+    proc = start(["run", "--count", str(COUNT), "--ports-from", str(base)], env, out)
+    try:
+        deadline = time.monotonic() + 75
+        while "serving;" not in out.read_text() and proc.poll() is None:
+            assert time.monotonic() < deadline, out.read_text()
+            await asyncio.sleep(0.5)
+        text = out.read_text()
+        assert proc.poll() is None, text
+        children = children_of(proc.pid)
+        assert len(children) == 5, text
+        proc.send_signal(signal.SIGINT)
+        code = await asyncio.to_thread(proc.wait, 20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = out.read_text()
+    assert code == 0, text
+    assert "all guarantees hold" in text and "demo ok" in text, text
+    assert "all services stopped" in text
+    assert not [pid for pid in children if alive(pid)]
+    assert settle_processes_on(range(base, base + 5)) == []
+    logs = {p.name for p in (tmp_path / "run" / "logs" / f"ports-{base}").iterdir()}
+    assert logs == {"ledger.log", "relay-1.log", "relay-2.log", "inbox.log", "railsim.log"}
+    conn = await asyncpg.connect(asyncpg_dsn(database))
+    try:
+        booked = await conn.fetchval("SELECT count(*) FROM settlements")
+    finally:
+        await conn.close()
+    assert booked == COUNT  # retries and duplicates made no second settlement
