@@ -1,7 +1,7 @@
 """The `relay` and `dispatch` scenarios.
 
 `relay`: a pre-filled outbox (N rows, one event each for N settlements) drained to Kafka by
-one `OutboxPublisher` in batches of 500; rows published per second, from the first claim to
+one `OutboxPublisher` in batches of 2,000; rows published per second, from the first claim to
 the last row marked.
 
 `dispatch`: N accepted settlements, then the dispatcher's pass 1 on all of them, 64 at a
@@ -27,6 +27,7 @@ from services.ledger.acceptor import Ledger
 from services.ledger.app import windows
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
+from services.relay.app import PUBLISH_BATCH_BYTES
 from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.outbox import OutboxPublisher
@@ -36,6 +37,7 @@ from services.shared.kafka import idempotent_producer
 from services.shared.topics import EVENTS, ensure_topics
 
 CONCURRENT_DISPATCHES = 64
+BATCH = 2000
 
 
 async def _publish(settings: Settings, dsn: str, count: int) -> float:
@@ -54,10 +56,15 @@ async def _publish(settings: Settings, dsn: str, count: int) -> float:
                 EVENTS, count,
             )  # fmt: skip
             waiting = await conn.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
-        producer = idempotent_producer(settings.kafka_bootstrap, "bench-relay", linger_ms=5)
+        producer = idempotent_producer(
+            settings.kafka_bootstrap,
+            "bench-relay",
+            linger_ms=5,
+            max_batch_bytes=PUBLISH_BATCH_BYTES,
+        )
         await producer.start()
         try:
-            publisher = OutboxPublisher(pool, producer, create_metrics(), prefix, batch_size=500)
+            publisher = OutboxPublisher(pool, producer, create_metrics(), prefix, batch_size=BATCH)
             started = time.monotonic()
             published = await publisher.drain()
             elapsed = time.monotonic() - started
@@ -76,7 +83,7 @@ def run_relay(settings: Settings, options: BenchOptions) -> BenchResult:
                                 options.count))  # fmt: skip
     return BenchResult(
         scenario="relay",
-        parameters={"outbox_rows": options.count, "batch": 500, "publishers": 1},
+        parameters={"outbox_rows": options.count, "batch": BATCH, "publishers": 1},
         figures=[Figure("outbox to Kafka", rate, "rows/s")],
     )
 

@@ -45,6 +45,7 @@ SWEEP_SECONDS = 1.0
 PRUNE_SECONDS = 60.0
 RETENTION_SECONDS = 3_600.0
 KAFKA_RETRY_S = 2.0
+PUBLISH_BATCH_BYTES = 512 * 1024  # a claimed batch leaves in a few record batches
 # Failures a later round repairs: PostgreSQL busy, restarting or away; a rail lookup failing.
 # A session PostgreSQL ended mid-statement (a stalled replica) surfaces as InternalClientError.
 TRANSIENT = (
@@ -115,7 +116,9 @@ async def trigger_dispatch(settings: Settings, dispatcher: Dispatcher) -> None:
 async def publish_forever(settings: Settings, publisher_of: OutboxPublisherFactory) -> None:
     """Run the outbox publisher, reconnecting its producer while Kafka is unreachable."""
     while True:
-        producer = idempotent_producer(settings.kafka_bootstrap, "settle-relay-outbox")
+        producer = idempotent_producer(
+            settings.kafka_bootstrap, "settle-relay-outbox", max_batch_bytes=PUBLISH_BATCH_BYTES
+        )
         try:
             await producer.start()
             await publisher_of(producer).run()

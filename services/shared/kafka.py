@@ -14,7 +14,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 Headers = Sequence[tuple[str, bytes]]
 
 
-def idempotent_producer(bootstrap: str, client_id: str, linger_ms: int = 5) -> AIOKafkaProducer:
+def idempotent_producer(
+    bootstrap: str, client_id: str, linger_ms: int = 5, max_batch_bytes: int = 16_384
+) -> AIOKafkaProducer:
     """A producer that writes each message once per partition, acknowledged by all replicas."""
     return AIOKafkaProducer(
         bootstrap_servers=bootstrap,
@@ -22,6 +24,8 @@ def idempotent_producer(bootstrap: str, client_id: str, linger_ms: int = 5) -> A
         acks="all",
         enable_idempotence=True,
         linger_ms=linger_ms,
+        max_batch_size=max_batch_bytes,
+        max_request_size=max(1_048_576, max_batch_bytes),
     )
 
 
