@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SETTLE := $(BIN)/settle
 PYTEST_ARGS ?=
+RUN_ARGS ?=
 
 .PHONY: install run test unit integration lint format infra-up infra-down bench clean
 
@@ -16,9 +17,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
+# settle run: PostgreSQL and Kafka up, migrations, every service supervised, a demo batch,
+# then serving until Ctrl-C (RUN_ARGS="--no-demo", "--count 5000", "--ports-from 23000" ...).
 run: install
-	$(SETTLE) infra up
-	$(SETTLE) migrate
+	$(SETTLE) run $(RUN_ARGS)
 
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
