@@ -101,3 +101,33 @@ async def test_unknown_or_repeated_names_are_refused(supervisor: Supervisor) -> 
         await supervisor.start(spec("once"))
     with pytest.raises(SupervisorError, match="no child named"):
         supervisor.pid("nobody")
+
+
+ORPHANING_PARENT = """
+import asyncio, sys
+from pathlib import Path
+from services.run.supervisor import ServiceSpec, Supervisor
+
+async def main():
+    sup = Supervisor(Path(sys.argv[1]))
+    await sup.start(ServiceSpec("child", [], {}, None, None, command=sys.argv[2:]))
+    print(sup.pid("child"), flush=True)
+    await asyncio.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+async def test_children_are_terminated_when_the_supervisor_itself_is_killed(
+    tmp_path: Path,
+) -> None:
+    parent = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", ORPHANING_PARENT, str(tmp_path / "logs"), *SLEEPER,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert parent.stdout is not None
+    child = int(await asyncio.wait_for(parent.stdout.readline(), 10))
+    assert alive(child)
+    parent.kill()
+    await parent.wait()
+    await wait_for(lambda: not alive(child), 5)
