@@ -48,8 +48,11 @@ async def serve(settings: Settings, host: str, port: int) -> None:
         pool, SignatureCheck(settings.stripe_webhook_secret), operators, metrics,
         max_body_bytes=settings.inbox_max_body_bytes, on_stored=worker.wake,
     )  # fmt: skip
+    # No client address is read, so no proxy-header rewriting on every request.
     server = uvicorn.Server(
-        uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.Config(
+            app, host=host, port=port, log_level="warning", access_log=False, proxy_headers=False
+        )
     )
     try:
         await run_until_first_exits(server.serve(), worker.run(settings.inbox_workers))

@@ -10,6 +10,7 @@ outcome in the same transaction, so a change is applied and marked together or n
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -18,7 +19,7 @@ import asyncpg
 from services.inbox.decision import InboxStatus, ignore_reason, plan, signal_of
 from services.inbox.store import StoredEvent
 from services.shared.domain.settlement import SettlementStatus
-from services.shared.transitions import TransitionConflict, apply_transition
+from services.shared.transitions import TransitionBatch, TransitionConflict, apply_transition
 
 ACTOR = "inbox"
 
@@ -30,6 +31,12 @@ SELECT id FROM settlements WHERE id = $2
 LIMIT 1
 """
 LOCK_SETTLEMENT = "SELECT status, rail_reference FROM settlements WHERE id = $1 FOR UPDATE"
+# FIND_SETTLEMENT for a batch: every settlement any of the events may be about, unlocked.
+FIND_SETTLEMENTS = """
+SELECT id FROM settlements WHERE rail_reference = ANY($1::text[])
+UNION
+SELECT id FROM settlements WHERE id = ANY($2::uuid[])
+"""
 
 
 class Outcome(NamedTuple):
@@ -72,3 +79,63 @@ async def apply_event(conn: asyncpg.Connection, event: StoredEvent, now: datetim
             raise TransitionConflict(f"settlement {sid} refused {target} under its row lock")
     note = None if moves else f"settlement already {current}; nothing to change"
     return Outcome(InboxStatus.APPLIED, note, sid, moves)
+
+
+async def apply_events(
+    conn: asyncpg.Connection, events: Sequence[StoredEvent], now: datetime, shard: int | None = None
+) -> list[Outcome]:
+    """`apply_event` for many events in the caller's transaction, one outcome per event.
+
+    Every settlement the events may be about is locked at once, in id order (batches sharing
+    settlements queue rather than deadlock); each event is then decided in the order given,
+    on its settlement as the earlier events of the batch left it, exactly as applying them
+    one after another would; and all moves are written together at the end.
+    """
+    signals = [signal_of(e.event_type) for e in events]
+    wanted = [e for e, signal in zip(events, signals, strict=True) if signal is not None]
+    ids = await conn.fetch(
+        FIND_SETTLEMENTS,
+        sorted({e.object_id for e in wanted if e.object_id}),
+        sorted({e.settlement_id for e in wanted if e.settlement_id}),
+    )
+    batch = await TransitionBatch.lock(conn, (r["id"] for r in ids))
+    by_reference = {
+        s.rail_reference: sid for sid, s in batch.settlements.items() if s.rail_reference
+    }
+    outcomes = []
+    for event, signal in zip(events, signals, strict=True):
+        if signal is None:
+            outcomes.append(Outcome(InboxStatus.IGNORED, ignore_reason(event.event_type)))
+            continue
+        sid = by_reference.get(event.object_id) if event.object_id else None
+        if sid is None and event.settlement_id in batch.settlements:
+            sid = event.settlement_id
+        if sid is None:
+            outcomes.append(Outcome(
+                InboxStatus.PARKED,
+                f"no settlement has rail reference {event.object_id} or id "
+                f"{event.settlement_id or '(none in metadata)'} yet",
+            ))  # fmt: skip
+            continue
+        s = batch.settlements[sid]
+        if s.rail_reference not in (None, event.object_id):
+            outcomes.append(Outcome(
+                InboxStatus.DEAD,
+                f"settlement {sid} went out as {s.rail_reference}, not {event.object_id}", sid,
+            ))  # fmt: skip
+            continue
+        current = s.status
+        moves = plan(current, signal)
+        for target in moves:
+            moved = batch.move(
+                sid, target, actor=ACTOR, reason=f"{event.event_type} {event.rail_event_id}",
+                rail_reference=event.object_id,
+            )  # fmt: skip
+            if moved is None:  # plan only answers legal moves
+                raise TransitionConflict(f"settlement {sid} refused {target} under its row lock")
+        if s.rail_reference:
+            by_reference.setdefault(s.rail_reference, sid)
+        note = None if moves else f"settlement already {current}; nothing to change"
+        outcomes.append(Outcome(InboxStatus.APPLIED, note, sid, moves))
+    await batch.write(conn, now, shard)
+    return outcomes

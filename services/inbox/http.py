@@ -13,6 +13,7 @@ from typing import Annotated
 import asyncpg
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.inbox.decision import InboxStatus
 from services.inbox.errors import (
@@ -22,27 +23,33 @@ from services.inbox.errors import (
     StoreUnavailable,
 )
 from services.inbox.events import parse_event
+from services.inbox.intake import EventStore
 from services.inbox.metrics import InboxMetrics
 from services.inbox.operator import list_events, replay
 from services.inbox.signature import SignatureCheck
-from services.inbox.store import store_event, store_rejected
+from services.inbox.store import store_rejected
 from services.inbox.worker import Clock, utc_now
 from services.ledger.auth import BearerAuth
 from services.ledger.errors import InvalidRequest
 from services.ledger.http.body import read_capped_body
 from services.ledger.http.errors import JSON, error_response, install_error_handlers
 from services.ledger.http.security import tenant_dependency
+from services.ledger.responses import error_body
 
 DESCRIPTION = """Takes Stripe (and rail simulator) webhooks: signature checked first, stored
 under the rail's event id, applied to settlements by the apply worker. Operator endpoints
 take `Authorization: Bearer <operator token>` (SETTLE_OPERATOR_TOKENS)."""
 STORE_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 READY_TIMEOUT_S = 2.0
+WEBHOOK_PATH = "/v1/webhooks/stripe"
+
+
+def _dumps(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
 def _json(value: object, status: int = 200) -> Response:
-    return Response(json.dumps(value, sort_keys=True, separators=(",", ":")), status,
-                    media_type=JSON)  # fmt: skip
+    return Response(_dumps(value), status, media_type=JSON)
 
 
 async def _inbox_error(_: Request, error: Exception) -> Response:
@@ -62,32 +69,41 @@ def create_app(
     max_body_bytes: int,
     on_stored: Callable[[], None] = lambda: None,
     clock: Clock = utc_now,
-) -> FastAPI:
-    """The inbox's HTTP API over `pool`; `on_stored` is told whenever a row awaits applying."""
+) -> WebhookFastPath:
+    """The inbox's HTTP API over `pool` (an ASGI app: the webhook path in front of the FastAPI
+    app, `.api`); `on_stored` is told whenever a row awaits applying."""
     app = FastAPI(title="settle inbox", version="1", description=DESCRIPTION)
     install_error_handlers(app)
     app.add_exception_handler(InboxError, _inbox_error)
-    app.include_router(_webhook_routes(pool, signatures, metrics, max_body_bytes, on_stored, clock))
+    webhooks = Webhooks(pool, signatures, metrics, max_body_bytes, on_stored, clock)
+    app.include_router(_webhook_routes(webhooks))
     app.include_router(_operator_routes(pool, operators, clock))
     app.include_router(_ops_routes(pool, metrics))
-    return app
+    return WebhookFastPath(app, webhooks)
 
 
-def _webhook_routes(
-    pool: asyncpg.Pool, signatures: SignatureCheck, metrics: InboxMetrics, max_body_bytes: int,
-    on_stored: Callable[[], None], clock: Clock,
-) -> APIRouter:  # fmt: skip
-    router = APIRouter(tags=["webhooks"])
+class Webhooks:
+    """What `POST /v1/webhooks/stripe` does with a body: verify, parse, store, answer."""
 
-    @router.post("/v1/webhooks/stripe", summary="Receive one signed rail event")
-    async def stripe_webhook(request: Request) -> Response:
+    def __init__(
+        self, pool: asyncpg.Pool, signatures: SignatureCheck, metrics: InboxMetrics,
+        max_body_bytes: int, on_stored: Callable[[], None], clock: Clock,
+    ) -> None:  # fmt: skip
+        self._pool, self._signatures, self._metrics = pool, signatures, metrics
+        self.max_body_bytes = max_body_bytes
+        self._on_stored, self._clock = on_stored, clock
+        self._store = EventStore(pool)
+
+    def too_large(self) -> BodyTooLarge:
+        """The error of a body over the limit, counted."""
+        self._metrics.too_large.inc()
+        return BodyTooLarge(f"the body is larger than {self.max_body_bytes} bytes")
+
+    async def receive(self, body: bytes, signature: str | None) -> bytes:
+        """The 200 answer's body once the event is stored (or known); InboxError otherwise."""
+        metrics = self._metrics
         try:
-            body = await read_capped_body(request, max_body_bytes)
-        except InvalidRequest as e:
-            metrics.too_large.inc()
-            raise BodyTooLarge(e.message) from e
-        try:
-            signatures.verify(body, request.headers.get("stripe-signature"))
+            self._signatures.verify(body, signature)
         except InboxError as e:
             metrics.bad_signatures.labels(reason=e.code).inc()
             raise
@@ -95,22 +111,89 @@ def _webhook_routes(
             try:
                 event = parse_event(body)
             except MalformedEvent as e:
-                await store_rejected(pool, body, e.message, clock())
+                await store_rejected(self._pool, body, e.message, self._clock())
                 metrics.received.labels(outcome="rejected").inc()
                 raise
-            row_id, status = await store_event(pool, event, body, clock())
+            stored, status = await self._store.store(event, body, self._clock())
         except STORE_ERRORS as e:
             raise StoreUnavailable("the inbox cannot store events right now; retry") from e
-        if row_id is None:
+        if not stored:
             metrics.received.labels(outcome="duplicate").inc()
             metrics.duplicates.inc()
-            return _json({"received": event.event_id, "duplicate": True})
+            return _dumps({"received": event.event_id, "duplicate": True})
         metrics.received.labels(
             outcome="stored" if status is InboxStatus.RECEIVED else "ignored"
         ).inc()
         if status is InboxStatus.RECEIVED:
-            on_stored()
-        return _json({"received": event.event_id, "duplicate": False, "status": str(status)})
+            self._on_stored()
+        return _dumps({"received": event.event_id, "duplicate": False, "status": str(status)})
+
+
+class WebhookFastPath:
+    """Serves `POST /v1/webhooks/stripe` as plain ASGI, in front of FastAPI's middleware,
+    routing, dependency and exception layers, which cost more CPU than the webhook's own work;
+    the answers are the ones the documented route gives. Everything else goes to `api`."""
+
+    def __init__(self, api: FastAPI, webhooks: Webhooks) -> None:
+        self.api = api
+        self._app: ASGIApp = api
+        self._webhooks = webhooks
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != WEBHOOK_PATH or scope["method"] != "POST":
+            await self._app(scope, receive, send)
+            return
+        headers: list[tuple[bytes, bytes]] = [(b"content-type", JSON.encode())]
+        try:
+            read = await self._read(scope, receive)
+            if read is None:
+                return  # the client went away before its body came; the rail redelivers
+            status, payload = 200, await self._webhooks.receive(*read)
+        except InboxError as e:
+            status, payload = e.status, error_body(e.code, e.message, None)
+            if isinstance(e, StoreUnavailable):
+                headers.append((b"retry-after", str(e.retry_after_seconds).encode()))
+        headers.append((b"content-length", str(len(payload)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": payload})
+
+    async def _read(self, scope: Scope, receive: Receive) -> tuple[bytes, str | None] | None:
+        limit = self._webhooks.max_body_bytes
+        declared, signature = None, None
+        for name, value in scope["headers"]:
+            name = name.lower()
+            if name == b"content-length":
+                declared = value
+            elif name == b"stripe-signature":
+                signature = value.decode("latin-1")
+        # A declared length over the limit is refused before a byte is read.
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise self._webhooks.too_large()
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            if len(body) + len(chunk) > limit:  # chunked or lying senders
+                raise self._webhooks.too_large()
+            body += chunk
+            if not message.get("more_body", False):
+                return bytes(body), signature
+
+
+def _webhook_routes(webhooks: Webhooks) -> APIRouter:
+    router = APIRouter(tags=["webhooks"])
+
+    # Served by WebhookFastPath; declared here for the OpenAPI document and any other mount.
+    @router.post(WEBHOOK_PATH, summary="Receive one signed rail event")
+    async def stripe_webhook(request: Request) -> Response:
+        try:
+            body = await read_capped_body(request, webhooks.max_body_bytes)
+        except InvalidRequest as e:
+            raise webhooks.too_large() from e
+        signature = request.headers.get("stripe-signature")
+        return Response(await webhooks.receive(body, signature), media_type=JSON)
 
     return router
 

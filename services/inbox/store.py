@@ -38,12 +38,31 @@ SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts
  LIMIT 1
    FOR UPDATE SKIP LOCKED
 """
+# The same for a batch: up to $2 due rows, oldest first.
+CLAIM_DUE_MANY = """
+SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts, received_at
+  FROM inbox_events
+ WHERE status IN ('received', 'parked') AND next_attempt_at <= $1
+ ORDER BY next_attempt_at, id
+ LIMIT $2
+   FOR UPDATE SKIP LOCKED
+"""
 RECORD = """
 UPDATE inbox_events
    SET status = $3::text, attempts = attempts + 1, reason = $4,
        settlement_id = coalesce($5, settlement_id),
        applied_at = CASE WHEN $3 = 'applied' THEN $6::timestamptz END, next_attempt_at = $7
  WHERE id = $1 AND status = $2
+"""
+RECORD_MANY = """
+UPDATE inbox_events AS e
+   SET status = u.status, attempts = e.attempts + 1, reason = u.reason,
+       settlement_id = coalesce(u.settlement_id, e.settlement_id),
+       applied_at = CASE WHEN u.status = 'applied' THEN $1::timestamptz END,
+       next_attempt_at = u.due
+  FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::timestamptz[])
+       AS u(id, claimed, status, reason, settlement_id, due)
+ WHERE e.id = u.id AND e.status = u.claimed
 """
 OLDEST_PARKED = "SELECT min(received_at) FROM inbox_events WHERE status = 'parked'"
 
@@ -83,15 +102,22 @@ async def store_rejected(
     return int(await conn.fetchval(INSERT_REJECTED, RAIL, payload, reason, now))
 
 
-async def claim_due(conn: asyncpg.Connection, now: datetime) -> StoredEvent | None:
-    """Lock the oldest received or due parked row in the caller's transaction, if any."""
-    row = await conn.fetchrow(CLAIM_DUE, now)
-    if row is None:
-        return None
+def _stored(row: asyncpg.Record) -> StoredEvent:
     return StoredEvent(
         row["id"], row["rail_event_id"], row["event_type"], row["object_id"],
         row["settlement_id"], row["attempts"], InboxStatus(row["status"]), row["received_at"],
     )  # fmt: skip
+
+
+async def claim_due(conn: asyncpg.Connection, now: datetime) -> StoredEvent | None:
+    """Lock the oldest received or due parked row in the caller's transaction, if any."""
+    row = await conn.fetchrow(CLAIM_DUE, now)
+    return None if row is None else _stored(row)
+
+
+async def claim_due_many(conn: asyncpg.Connection, now: datetime, limit: int) -> list[StoredEvent]:
+    """Lock up to `limit` of the oldest received or due parked rows, oldest first."""
+    return [_stored(row) for row in await conn.fetch(CLAIM_DUE_MANY, now, limit)]
 
 
 async def record(
@@ -110,6 +136,27 @@ async def record(
     )
     if done != "UPDATE 1":
         raise AssertionError(f"inbox event {event.id} changed while claimed")
+
+
+class Recorded(NamedTuple):
+    """The outcome of one attempt on a claimed row, for `record_many`."""
+
+    event: StoredEvent
+    status: InboxStatus
+    reason: str | None
+    settlement_id: uuid.UUID | None
+    next_attempt_at: datetime | None
+
+
+async def record_many(conn: asyncpg.Connection, outcomes: list[Recorded], now: datetime) -> None:
+    """`record` for many claimed rows in one statement."""
+    done = await conn.execute(
+        RECORD_MANY, now, [o.event.id for o in outcomes], [o.event.status for o in outcomes],
+        [o.status for o in outcomes], [o.reason for o in outcomes],
+        [o.settlement_id for o in outcomes], [o.next_attempt_at for o in outcomes],
+    )  # fmt: skip
+    if done != f"UPDATE {len(outcomes)}":
+        raise AssertionError(f"inbox events changed while claimed ({done} of {len(outcomes)})")
 
 
 async def oldest_parked(conn: asyncpg.Connection | asyncpg.Pool) -> datetime | None:

@@ -1,11 +1,15 @@
-"""The apply worker: takes stored events one transaction each and applies them.
+"""The apply worker: takes stored events in batches, one transaction per batch, and applies them.
 
-Each loop claims the oldest due row (`received`, or `parked` whose backoff has passed) with
-`FOR UPDATE SKIP LOCKED`, applies it, and records the outcome in the same transaction, so
-several loops and several inbox replicas share the table without applying a row twice. A
-crash anywhere leaves the row `received` or `parked` for the next claim. An event with no
-settlement yet is parked with a doubling, jittered delay and goes `dead` with its reason
-once its attempt budget is spent.
+Each loop claims up to `batch_size` of the oldest due rows (`received`, or `parked` whose
+backoff has passed) with `FOR UPDATE SKIP LOCKED`, applies them (`apply_events`: their
+settlements locked in id order, the moves written together), and records every outcome in
+the same transaction, so several loops and several inbox replicas share the table without
+applying a row twice, and a commit's cost is shared by the whole batch. A crash anywhere
+leaves the rows `received` or `parked` for the next claim. A batch that fails (a deadlock
+twice, a row the database refuses, a settlement changed under its lock) is rolled back and
+its rows are taken one per transaction, so one bad event is parked alone and never holds up
+the rest. An event with no settlement yet is parked with a doubling, jittered delay and goes
+`dead` with its reason once its attempt budget is spent.
 """
 
 from __future__ import annotations
@@ -21,10 +25,18 @@ from typing import NamedTuple
 
 import asyncpg
 
-from services.inbox.apply import Outcome, apply_event
+from services.inbox.apply import Outcome, apply_event, apply_events
 from services.inbox.decision import InboxStatus, retry_delay
 from services.inbox.metrics import InboxMetrics
-from services.inbox.store import StoredEvent, claim_due, oldest_parked, record
+from services.inbox.store import (
+    Recorded,
+    StoredEvent,
+    claim_due,
+    claim_due_many,
+    oldest_parked,
+    record,
+    record_many,
+)
 from services.shared.running import run_until_first_exits
 from services.shared.transitions import TransitionConflict
 
@@ -32,6 +44,16 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 POLL_SECONDS = 0.5  # parked rows come due, and other replicas store rows we are not told of
 STORE_RETRY_SECONDS = 1.0
+BATCH_SIZE = 500
+# The store itself is unreachable: the loop waits and retries, nothing is rolled per event.
+UNREACHABLE = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+)
+CONTENDED = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 
 
 def utc_now() -> datetime:
@@ -58,8 +80,10 @@ class InboxWorker:
         *,
         clock: Clock = utc_now,
         rng: random.Random | None = None,
+        batch_size: int = BATCH_SIZE,
     ) -> None:
         self._pool = pool
+        self._batch_size = batch_size
         self._metrics = metrics
         self._policy = policy or RetryPolicy()
         self._clock = clock
@@ -88,11 +112,51 @@ class InboxWorker:
         self._count(event, outcome, time.perf_counter() - started)
         return outcome
 
+    async def apply_batch(self) -> list[Outcome]:
+        """Claim, apply and record up to `batch_size` due events in one transaction (one per
+        transaction if the batch fails); their outcomes, [] when none is due."""
+        for attempt in (1, 2):
+            try:
+                return await self._apply_batch()
+            except UNREACHABLE:
+                raise
+            except CONTENDED as e:
+                if attempt == 1:
+                    continue
+                failed: Exception = e
+            except (asyncpg.PostgresError, TransitionConflict) as e:
+                failed = e
+            break
+        log.warning("applying a batch of inbox events failed (%s); applying one by one", failed)
+        outcomes = []
+        for _ in range(self._batch_size):
+            outcome = await self.apply_next()
+            if outcome is None:
+                break
+            outcomes.append(outcome)
+        return outcomes
+
+    async def _apply_batch(self) -> list[Outcome]:
+        now = self._clock()
+        started = time.perf_counter()
+        async with self._pool.acquire() as conn, conn.transaction():
+            events = await claim_due_many(conn, now, self._batch_size)
+            if not events:
+                return []
+            outcomes = await apply_events(conn, events, now)
+            recorded = [self._recorded(e, o, now) for e, o in zip(events, outcomes, strict=True)]
+            await record_many(conn, [r for r, _ in recorded], now)
+        seconds = time.perf_counter() - started
+        for event, (_, outcome) in zip(events, recorded, strict=True):
+            self._count(event, outcome, None)
+        self._metrics.apply_seconds.observe(seconds)
+        return [outcome for _, outcome in recorded]
+
     async def drain(self) -> int:
         """Apply until nothing is due; how many attempts were made."""
         done = 0
-        while await self.apply_next() is not None:
-            done += 1
+        while outcomes := await self.apply_batch():
+            done += len(outcomes)
         return done
 
     async def run(self, loops: int = 1) -> None:
@@ -103,7 +167,7 @@ class InboxWorker:
         while True:
             try:
                 await self.drain()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            except (*UNREACHABLE, asyncpg.PostgresError) as e:
                 log.warning("inbox store unavailable (%s); retrying", e)
                 await asyncio.sleep(STORE_RETRY_SECONDS)
                 continue
@@ -124,6 +188,17 @@ class InboxWorker:
     async def _record(
         self, conn: asyncpg.Connection, event: StoredEvent, outcome: Outcome, now: datetime
     ) -> Outcome:
+        recorded, outcome = self._recorded(event, outcome, now)
+        await record(
+            conn, event, recorded.status, reason=recorded.reason, now=now,
+            settlement_id=recorded.settlement_id, next_attempt_at=recorded.next_attempt_at,
+        )  # fmt: skip
+        return outcome
+
+    def _recorded(
+        self, event: StoredEvent, outcome: Outcome, now: datetime
+    ) -> tuple[Recorded, Outcome]:
+        """What to write for `outcome` of `event`: a parked event past its budget goes dead."""
         due = None
         if outcome.status is InboxStatus.PARKED:
             attempt = event.attempts + 1
@@ -134,15 +209,13 @@ class InboxWorker:
                 p = self._policy
                 delay = retry_delay(attempt, p.base_seconds, p.max_seconds, self._rng)
                 due = now + timedelta(seconds=delay)
-        await record(
-            conn, event, outcome.status, reason=outcome.reason, now=now,
-            settlement_id=outcome.settlement_id, next_attempt_at=due,
-        )  # fmt: skip
-        return outcome
+        recorded = Recorded(event, outcome.status, outcome.reason, outcome.settlement_id, due)
+        return recorded, outcome
 
-    def _count(self, event: StoredEvent, outcome: Outcome, seconds: float) -> None:
+    def _count(self, event: StoredEvent, outcome: Outcome, seconds: float | None) -> None:
         m = self._metrics
-        m.apply_seconds.observe(seconds)
+        if seconds is not None:
+            m.apply_seconds.observe(seconds)
         if outcome.status is InboxStatus.APPLIED:
             m.applied.labels(event_type=event.event_type).inc()
         elif outcome.status is InboxStatus.PARKED:

@@ -1,0 +1,166 @@
+"""Storing webhooks in groups: concurrent requests share one INSERT and one commit.
+
+Each webhook request hands its event to `EventStore.store` and waits; a few flushers take
+whatever is waiting, up to `max_batch`, and store it with one multi-row
+`INSERT ... ON CONFLICT DO NOTHING` (its own transaction, committed with synchronous commit
+before anyone is answered). So a request still answers only once its row is durable, or
+once it is known to be a duplicate, but under load many webhooks share one fsync. Alone, a
+request pays one INSERT as before.
+
+Within a group, a second event with the id or the change of an earlier one is answered as
+that one's duplicate without being sent (the database would refuse it the same way). Rows go
+in ordered by change, then event id, so two groups racing on the same redelivered changes
+wait on each other in one order instead of deadlocking; a deadlock with anything else is
+retried. A group the database refuses as a whole (one body it cannot hold) is stored one
+event at a time, so only the bad event fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+from typing import NamedTuple
+
+import asyncpg
+
+from services.inbox.decision import InboxStatus, ignore_reason, signal_of
+from services.inbox.events import RailEvent
+from services.inbox.store import RAIL, store_event
+
+INSERT_EVENTS = """
+INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key, settlement_id,
+                          payload, status, reason, received_at, next_attempt_at)
+SELECT $1, e, t, o, c, s, p, st, r, at, at
+  FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::bytea[],
+              $8::text[], $9::text[], $10::timestamptz[]) AS u(e, t, o, c, s, p, st, r, at)
+ON CONFLICT DO NOTHING
+RETURNING rail_event_id
+"""
+CONTENDED = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+REFUSED = (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError)
+ATTEMPTS = 3
+
+
+def initial_status(event: RailEvent) -> tuple[InboxStatus, str | None]:
+    """The status a new row starts in: received, or ignored (with why) if it carries no signal."""
+    if signal_of(event.event_type) is None:
+        return InboxStatus.IGNORED, ignore_reason(event.event_type)
+    return InboxStatus.RECEIVED, None
+
+
+class _Waiting(NamedTuple):
+    event: RailEvent
+    payload: bytes
+    now: datetime
+    future: asyncio.Future[bool]
+
+
+class EventStore:
+    """Stores rail events for concurrent requests in groups; see the module docstring."""
+
+    def __init__(self, pool: asyncpg.Pool, *, flushers: int = 2, max_batch: int = 500) -> None:
+        self._pool = pool
+        self._flushers = flushers
+        self._max_batch = max_batch
+        self._waiting: list[_Waiting] = []
+        self._running = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def store(
+        self, event: RailEvent, payload: bytes, now: datetime
+    ) -> tuple[bool, InboxStatus]:
+        """Store `event` durably unless its id or change is stored already: (stored, status).
+        Raises what the store raised (connection trouble) if it could not be stored."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiting.append(_Waiting(event, payload, now, future))
+        if self._running < self._flushers:
+            self._running += 1
+            task = asyncio.create_task(self._flush())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        stored = await future
+        return stored, initial_status(event)[0]
+
+    async def _flush(self) -> None:
+        try:
+            while self._waiting:
+                group = self._waiting[: self._max_batch]
+                del self._waiting[: self._max_batch]
+                try:
+                    answers = await self._store_group(group)
+                except Exception as e:  # noqa: BLE001 - not swallowed: every waiter gets it
+                    answers = [e] * len(group)
+                for waiting, answer in zip(group, answers, strict=True):
+                    if waiting.future.done():
+                        continue
+                    if isinstance(answer, Exception):
+                        waiting.future.set_exception(answer)
+                    else:
+                        waiting.future.set_result(answer)
+        finally:
+            self._running -= 1
+
+    async def _store_group(self, group: Sequence[_Waiting]) -> list[bool | Exception]:
+        """Per waiter: True if stored now, False if a duplicate, or the error it gets."""
+        leads: dict[str, _Waiting] = {}  # event id -> the first waiter with it
+        lead_of: list[str] = []  # per waiter: the event id of the waiter that leads it
+        changes: dict[str, str] = {}  # change key -> event id of its lead
+        for w in group:
+            e = w.event
+            lead = e.event_id if e.event_id in leads else changes.get(e.change_key or "")
+            if lead is None:
+                leads[e.event_id] = w
+                if e.change_key is not None:
+                    changes[e.change_key] = e.event_id
+                lead = e.event_id
+            lead_of.append(lead)
+        ordered = sorted(leads.values(), key=lambda w: (w.event.change_key or "", w.event.event_id))
+        stored = await self._insert(ordered)
+        answers: list[bool | Exception] = []
+        for w, lead in zip(group, lead_of, strict=True):
+            answer = stored[lead]
+            followed = lead != w.event.event_id or leads[lead] is not w
+            answers.append(False if followed and not isinstance(answer, Exception) else answer)
+        return answers
+
+    async def _insert(self, rows: Sequence[_Waiting]) -> dict[str, bool | Exception]:
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                async with self._pool.acquire() as conn:
+                    new = await conn.fetch(INSERT_EVENTS, RAIL, *_columns(rows))
+                inserted = {r["rail_event_id"] for r in new}
+                return {w.event.event_id: w.event.event_id in inserted for w in rows}
+            except REFUSED:
+                if len(rows) == 1:
+                    raise
+                return await self._one_by_one(rows)
+            except CONTENDED:
+                if attempt == ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _one_by_one(self, rows: Sequence[_Waiting]) -> dict[str, bool | Exception]:
+        answers: dict[str, bool | Exception] = {}
+        for w in rows:
+            try:
+                row_id, _ = await store_event(self._pool, w.event, w.payload, w.now)
+                answers[w.event.event_id] = row_id is not None
+            except REFUSED as e:
+                answers[w.event.event_id] = e
+        return answers
+
+
+def _columns(rows: Sequence[_Waiting]) -> list[list[object]]:
+    firsts = [initial_status(w.event) for w in rows]
+    return [
+        [w.event.event_id for w in rows],
+        [w.event.event_type for w in rows],
+        [w.event.object_id for w in rows],
+        [w.event.change_key for w in rows],
+        [w.event.settlement_id for w in rows],
+        [w.payload for w in rows],
+        [status for status, _ in firsts],
+        [reason for _, reason in firsts],
+        [w.now for w in rows],
+    ]
