@@ -1,11 +1,13 @@
 """Composition root of the inbox: builds the pool, signature check, worker and HTTP app, runs them.
 
 Apply strategy: the request stores and answers; the apply worker in the same process applies.
-The webhook handler only verifies, inserts (`ON CONFLICT DO NOTHING`) and answers 200, so the
-rail gets its answer in one INSERT's time whatever the settlement's lock or the books are
-doing, and a crash after the INSERT loses nothing: the row stays `received` until a worker
-(this replica's or another's) claims it. The handler wakes the local worker, so an event is
-usually applied a few milliseconds after it was stored; the worker also polls, for parked
+The webhook handler only verifies, inserts (`ON CONFLICT DO NOTHING`, in one multi-row INSERT
+with the webhooks arriving at the same time: `intake.EventStore`) and answers 200 once that
+INSERT has committed, so the rail gets its answer in one commit's time whatever the
+settlement's lock or the books are doing, and a crash after the INSERT loses nothing: the
+row stays `received` until a worker (this replica's or another's) claims it. The handler
+wakes the local worker, so an event is usually applied a few milliseconds after it was
+stored, in a batch with the others that came meanwhile; the worker also polls, for parked
 events coming due and rows stored by other replicas.
 
 Nothing connects at import time; the server starts even when PostgreSQL is down (webhooks
