@@ -25,7 +25,15 @@ from services.ledger.booking import Books
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.transitions import Move, apply_transitions
 from tests.conftest import unique
-from tests.integration.inbox_support import T0, Inbox, nets, pool, rail_event
+from tests.integration.inbox_support import (
+    T0,
+    Inbox,
+    nets,
+    pool,
+    rail_event,
+    settlement,
+    status_of,
+)
 from tests.integration.test_ledger_books import WINDOWS, request
 
 pytestmark = pytest.mark.integration
@@ -184,3 +192,44 @@ async def check_books(pool: asyncpg.Pool) -> None:
             WHERE coalesce(b, 0) <> coalesce(p, 0)"""
     )
     assert drift == 0
+
+
+async def test_a_body_the_database_refuses_does_not_fail_its_group(pool: asyncpg.Pool) -> None:
+    inbox = Inbox(pool)
+    made = [(await settlement(pool, S.DISPATCHING), f"tr_{uuid.uuid4().hex}") for _ in range(6)]
+    good = [rail_event("transfer.created", obj, sid) for sid, obj in made]
+    bad = json.dumps({"id": "evt_\u0000nul", "type": "transfer.created", "created": 1,
+                      "data": {"object": {"id": "tr_nul", "metadata": {}}}}).encode()  # fmt: skip
+    answers = await asyncio.gather(*(inbox.post(b) for b in [*good[:3], bad, *good[3:]]))
+    assert [a.status_code for a in answers] == [200, 200, 200, 503, 200, 200, 200]
+    await inbox.worker.drain()
+    for sid, _ in made:
+        assert await status_of(pool, sid) == "paid"
+
+
+async def test_a_failing_batch_is_applied_one_event_per_transaction(
+    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = worker_module.apply_events
+    sizes: list[int] = []
+
+    async def refuse_batches(
+        conn: asyncpg.Connection, events: Sequence[StoredEvent], now: datetime
+    ) -> list[Outcome]:
+        sizes.append(len(events))
+        if len(events) > 1:
+            raise asyncpg.DataError("a row this batch cannot hold")
+        return await real(conn, events, now)
+
+    monkeypatch.setattr(worker_module, "apply_events", refuse_batches)
+    inbox = Inbox(pool)
+    made = [(await settlement(pool, S.DISPATCHING), f"tr_{uuid.uuid4().hex}") for _ in range(4)]
+    for sid, obj in made:
+        assert (await inbox.post(rail_event("transfer.created", obj, sid))).status_code == 200
+    assert await inbox.worker.drain() == 4
+    assert sizes[0] == 4  # tried as one batch, then one at a time (not through apply_events)
+    for sid, _ in made:
+        assert await status_of(pool, sid) == "paid"
+        assert (await pool.fetchval("SELECT count(*) FROM settlement_transitions WHERE "
+                                    "settlement_id = $1 AND to_status = 'paid'",
+                                    uuid.UUID(sid))) == 1  # fmt: skip
