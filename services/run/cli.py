@@ -158,7 +158,7 @@ def run(
     except InfrastructureError as e:
         raise click.ClickException(str(e)) from e
     for component in infra.components:
-        console.print(f"{component.name:<9} {component.outcome:<16} {component.url}")
+        console.print(f"{component.name}: {component.outcome}, {component.url}", soft_wrap=True)
     upgrade(settings.database_url)
     console.print("database migrated to head; topics ready")
     ports = Ports() if ports_from is None else Ports.from_base(ports_from)

@@ -35,6 +35,7 @@ from services.shared.topics import COMMANDS, EVENTS
 FINAL = ("paid", "failed", "reversed", "needs_review")
 STATES = ("accepted", "dispatching", "submitted", *FINAL)
 POLL_SECONDS = 0.5
+NOTHING_BOOKED_S = 30.0
 STATUS_COUNTS = """
 SELECT status, count(*) AS n FROM settlements
  WHERE tenant = $1 AND reference LIKE $2 GROUP BY status
@@ -135,6 +136,7 @@ async def _follow(
 ) -> None:
     """Poll the batch's statuses into the bars until all are final, sending failed, or timeout."""
     deadline = time.monotonic() + timeout_s
+    sent_at: float | None = None
     while time.monotonic() < deadline:
         statuses = await _statuses(conn, batch)
         done = sum(statuses.get(s, 0) for s in FINAL)
@@ -142,6 +144,15 @@ async def _follow(
         bar.update(settled, completed=done, states=_describe(statuses))
         if sending.done() and (done >= batch.count or sending.exception() is not None):
             return
+        if sending.done():
+            sent_at = sent_at or time.monotonic()
+            if not statuses and time.monotonic() - sent_at > NOTHING_BOOKED_S:
+                # The ledger answered, yet nothing shows here: another database than ours.
+                bar.console.print(
+                    f"[red]nothing of the batch booked {NOTHING_BOOKED_S:.0f} s after sending: "
+                    "do the ledger and this command use the same SETTLE_DATABASE_URL?[/]"
+                )
+                return
         await asyncio.sleep(POLL_SECONDS)
 
 
