@@ -4,9 +4,9 @@
 one `OutboxPublisher` in batches of 2,000; rows published per second, from the first claim to
 the last row marked.
 
-`dispatch`: N accepted settlements, then the dispatcher's pass 1 on all of them, 64 at a
-time, against `settle railsim` (zero latency) over HTTP through the Stripe adapter;
-instructions completed (transferred and recorded) per second.
+`dispatch`: N accepted settlements, then the dispatcher's pass 1 on all of them in batches as
+the relay's trigger consumer forms them, against `settle railsim` (zero latency) over HTTP
+through the Stripe adapter; instructions completed (transferred and recorded) per second.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from services.ledger.acceptor import Ledger
 from services.ledger.app import windows
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
-from services.relay.app import PUBLISH_BATCH_BYTES
+from services.relay.app import DISPATCH_CHUNK, PUBLISH_BATCH_BYTES
 from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.outbox import OutboxPublisher
@@ -36,7 +36,7 @@ from services.shared.config import Settings, libpq_dsn
 from services.shared.kafka import idempotent_producer
 from services.shared.topics import EVENTS, ensure_topics
 
-CONCURRENT_DISPATCHES = 64
+CONCURRENT_CHUNKS = 4  # batches in flight, as a relay's trigger consumer runs them
 BATCH = 2000
 
 
@@ -89,7 +89,7 @@ def run_relay(settings: Settings, options: BenchOptions) -> BenchResult:
 
 
 async def _dispatch(settings: Settings, dsn: str, sim_url: str, count: int) -> float:
-    pool = await asyncpg.create_pool(dsn, min_size=2, max_size=CONCURRENT_DISPATCHES // 4)
+    pool = await asyncpg.create_pool(dsn, min_size=2, max_size=16)
     rail = StripeRail("sk_test_bench", api_base=sim_url)
     try:
         tenant, run = f"d{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:8]
@@ -102,14 +102,15 @@ async def _dispatch(settings: Settings, dsn: str, sim_url: str, count: int) -> f
         results = await Ledger(pool, Books(windows(settings))).accept_many(requests)
         ids = [r.settlement_id for r in results if r.settlement_id]
         dispatcher = Dispatcher(pool, rail, create_metrics(), "bench-dispatch")
-        gate = asyncio.Semaphore(CONCURRENT_DISPATCHES)
+        chunks = [ids[i : i + DISPATCH_CHUNK] for i in range(0, len(ids), DISPATCH_CHUNK)]
+        gate = asyncio.Semaphore(CONCURRENT_CHUNKS)
 
-        async def one(sid: str) -> None:
+        async def chunk_of(sids: list[str]) -> None:
             async with gate:
-                await dispatcher.dispatch(sid)
+                await dispatcher.dispatch_many(sids)
 
         started = time.monotonic()
-        await asyncio.gather(*(one(sid) for sid in ids))
+        await asyncio.gather(*(chunk_of(chunk) for chunk in chunks))
         elapsed = time.monotonic() - started
         async with pool.acquire() as conn:
             done = await conn.fetchval(
@@ -134,7 +135,8 @@ def run_dispatch(settings: Settings, options: BenchOptions) -> BenchResult:
         scenario="dispatch",
         parameters={
             "instructions": options.count,
-            "concurrency": CONCURRENT_DISPATCHES,
+            "batch": DISPATCH_CHUNK,
+            "batches_in_flight": CONCURRENT_CHUNKS,
             "rail": "railsim over HTTP, zero latency",
         },
         figures=[Figure("instructions completed", rate, "instructions/s")],

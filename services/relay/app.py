@@ -42,6 +42,7 @@ JobFactory = Callable[[], Awaitable[object]]
 CONSUMER_GROUP = "settle-relay"
 SIMULATOR_API = "http://127.0.0.1:12111"
 SWEEP_SECONDS = 1.0
+DISPATCH_CHUNK = 100  # settlements claimed, sent and recorded together
 PRUNE_SECONDS = 60.0
 RETENTION_SECONDS = 3_600.0
 KAFKA_RETRY_S = 2.0
@@ -94,13 +95,19 @@ async def trigger_dispatch(settings: Settings, dispatcher: Dispatcher) -> None:
                             continue
                         if event["type"] == "created":
                             created.append(str(event["settlement_id"]))
+                chunks = [
+                    created[i : i + DISPATCH_CHUNK] for i in range(0, len(created), DISPATCH_CHUNK)
+                ]
                 outcomes = await asyncio.gather(
-                    *(dispatcher.dispatch(sid) for sid in created), return_exceptions=True
+                    *(dispatcher.dispatch_many(chunk) for chunk in chunks), return_exceptions=True
                 )
-                for sid, outcome in zip(created, outcomes, strict=True):
+                for chunk, outcome in zip(chunks, outcomes, strict=True):
                     if isinstance(outcome, TRANSIENT):
-                        # Its claim, if made, waits for pass 2; nothing is lost by moving on.
-                        log.warning("dispatch of %s failed, pass 2 will retry: %s", sid, outcome)
+                        # Claims made wait for pass 2; nothing is lost by moving on.
+                        log.warning(
+                            "dispatch of %d settlements failed, pass 2 will retry: %s",
+                            len(chunk), outcome,
+                        )  # fmt: skip
                     elif isinstance(outcome, BaseException):
                         raise outcome
                 if batches:

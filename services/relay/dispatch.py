@@ -19,6 +19,8 @@ import asyncio
 import logging
 import random
 import time
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -30,7 +32,7 @@ from services.relay.rail import PayoutMethod, Rail, RailInstruction, RailOutcome
 from services.shared.domain.settlement import SettlementStatus
 from services.shared.errors import SettleError
 from services.shared.failpoints import failpoint
-from services.shared.transitions import apply_transition
+from services.shared.transitions import Move, apply_transition, apply_transitions
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,7 @@ class DispatchPolicy:
     stale_pending_seconds: float = 10.0  # pending this long without a claim: pass 2 takes it
     rail_key_window_seconds: float = 86_400.0  # how long the rail honours a key
     sweep_batch: int = 200
+    concurrent_calls: int = 64  # rail calls in flight at once from this dispatcher
     # After an ambiguous answer from a rail that ignores keys, the lookup that precedes the
     # re-issue waits this long at least: a request our client gave up on may still be running
     # at the rail, and a lookup that runs before it finishes would miss its transfer.
@@ -75,6 +78,7 @@ class Dispatcher:
         self.worker = worker
         self.rail_idempotent = rail_idempotent
         self.policy = policy or DispatchPolicy()
+        self._calls = asyncio.Semaphore(self.policy.concurrent_calls)
 
     async def dispatch(self, settlement_id: str) -> None:
         """Pass 1: claim the settlement's pending instruction, if any, and send it."""
@@ -88,6 +92,68 @@ class Dispatcher:
                 conn, settlement_id, SettlementStatus.DISPATCHING, actor=self.worker, now=_now()
             )
         await self._attempt(row)
+
+    async def dispatch_many(self, settlement_ids: Sequence[str]) -> None:
+        """Pass 1 for many settlements: one claim transaction, the calls side by side, and
+        the accepted ones recorded together; what the rail did not accept is handled one by
+        one as in `dispatch`."""
+        ids = [uuid.UUID(sid) for sid in settlement_ids]
+        async with self.pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                sql.CLAIM_PENDING_MANY, ids, self.policy.lease_seconds, self.worker
+            )
+            if not rows:
+                return
+            moves = [Move(r["settlement_id"], SettlementStatus.DISPATCHING) for r in rows]
+            await apply_transitions(conn, moves, actor=self.worker, now=_now())
+        async with self.pool.acquire() as conn:
+            holding = {
+                r["settlement_id"]
+                for r in await conn.fetch(
+                    sql.STILL_HOLDING_MANY, [r["settlement_id"] for r in rows],
+                    [r["fence"] for r in rows], self.policy.call_seconds,
+                )
+            }  # fmt: skip
+        self.metrics.fence_rejections.inc(len(rows) - len(holding))
+        sending = [r for r in rows if r["settlement_id"] in holding]
+        results = await asyncio.gather(*(self._send(_instruction(r)) for r in sending))
+        accepted = [
+            (row, result) for row, result in zip(sending, results, strict=True)
+            if result.outcome is RailOutcome.ACCEPTED
+        ]  # fmt: skip
+        for _ in accepted:
+            failpoint("dispatch.after_accept")  # the rail paid; nothing of it is recorded
+        if accepted:
+            await self._record_transferred(accepted)
+        await asyncio.gather(*(
+            self._record(_instruction(row), int(row["fence"]), row["attempts"], result)
+            for row, result in zip(sending, results, strict=True)
+            if result.outcome is not RailOutcome.ACCEPTED
+        ))  # fmt: skip
+
+    async def _send(self, instruction: RailInstruction) -> RailResult:
+        async with self._calls:
+            failpoint("dispatch.before_call")
+            started = time.monotonic()
+            failpoint("dispatch.during_call")  # with kill-in:S, lands while the call is out
+            result = await self.rail.send(instruction)
+        self.metrics.rail_seconds.observe(time.monotonic() - started)
+        self.metrics.rail_calls.labels(outcome=str(result.outcome)).inc()
+        return result
+
+    async def _record_transferred(self, accepted: list[tuple[asyncpg.Record, RailResult]]) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            recorded = await conn.fetch(
+                sql.RECORD_TRANSFERRED_MANY, [row["settlement_id"] for row, _ in accepted],
+                [row["fence"] for row, _ in accepted], [r.rail_reference for _, r in accepted],
+            )  # fmt: skip
+            moves = [
+                Move(r["settlement_id"], SettlementStatus.SUBMITTED, rail_reference=r["ref"])
+                for r in recorded
+            ]
+            await apply_transitions(conn, moves, actor=self.worker, now=_now())
+        # Another worker holds the rest now; its record stands.
+        self.metrics.fence_rejections.inc(len(accepted) - len(recorded))
 
     async def sweep(self) -> int:
         """Pass 2: take over due and forgotten instructions and send them again."""
@@ -141,12 +207,7 @@ class Dispatcher:
         if not await self._still_holder(instruction, fence):
             self.metrics.fence_rejections.inc()
             return
-        failpoint("dispatch.before_call")
-        started = time.monotonic()
-        failpoint("dispatch.during_call")  # with kill-in:S, lands while the call is out
-        result = await self.rail.send(instruction)
-        self.metrics.rail_seconds.observe(time.monotonic() - started)
-        self.metrics.rail_calls.labels(outcome=str(result.outcome)).inc()
+        result = await self._send(instruction)
         if result.outcome is RailOutcome.ACCEPTED:
             failpoint("dispatch.after_accept")  # the rail paid; nothing of it is recorded
         await self._record(instruction, fence, row["attempts"], result)

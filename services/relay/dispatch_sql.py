@@ -11,6 +11,17 @@ RETURNING settlement_id, tenant, idempotency_key, destination, amount, currency,
           attempts, false AS sent_before, 0::float8 AS sent_age
 """
 
+# Pass 1 for a batch of settlements at once.
+CLAIM_PENDING_MANY = """
+UPDATE rail_instructions
+   SET status = 'processing', fence = fence + 1, lease_until = now() + make_interval(secs => $2),
+       claimed_by = $3, attempts = attempts + 1, first_sent_at = coalesce(first_sent_at, now()),
+       updated_at = now()
+ WHERE settlement_id = ANY($1::uuid[]) AND status = 'pending'
+RETURNING settlement_id, tenant, idempotency_key, destination, amount, currency, method, fence,
+          attempts, false AS sent_before, 0::float8 AS sent_age
+"""
+
 # Pass 2: processing rows whose lease ran out (a crashed or stalled worker, or a retry that is
 # due) and pending rows nobody claimed, taken over with the fence moved on.
 RECLAIM_DUE = """
@@ -41,6 +52,23 @@ STILL_HOLDER = """
 SELECT 1 FROM rail_instructions
  WHERE settlement_id = $1 AND fence = $2 AND status = 'processing'
    AND lease_until > now() + make_interval(secs => $3)
+"""
+
+# Which of these claims this worker still holds, with time left for a call.
+STILL_HOLDING_MANY = """
+SELECT r.settlement_id FROM rail_instructions r
+  JOIN unnest($1::uuid[], $2::bigint[]) AS c(sid, fence)
+    ON r.settlement_id = c.sid AND r.fence = c.fence
+ WHERE r.status = 'processing' AND r.lease_until > now() + make_interval(secs => $3)
+"""
+
+RECORD_TRANSFERRED_MANY = """
+UPDATE rail_instructions AS r
+   SET status = 'transferred', rail_reference = c.ref, lease_until = NULL,
+       next_attempt_at = NULL, updated_at = now()
+  FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS c(sid, fence, ref)
+ WHERE r.settlement_id = c.sid AND r.fence = c.fence AND r.status = 'processing'
+RETURNING r.settlement_id, c.ref
 """
 
 RECORD_TRANSFERRED = """

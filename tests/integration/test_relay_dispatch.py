@@ -225,3 +225,45 @@ async def test_a_lookup_that_cannot_rule_a_transfer_out_goes_to_review(
     async with pool.acquire() as conn:
         reason = await conn.fetchval("SELECT reason FROM settlements WHERE id = $1", sid)
     assert "lookup incomplete" in reason
+
+
+async def test_a_batch_is_claimed_sent_and_recorded_together(pool: asyncpg.Pool) -> None:
+    sids = [await accept(pool) for _ in range(6)]
+    script = [RailOutcome.ACCEPTED, RailOutcome.REFUSED, RailOutcome.ACCEPTED,
+              RailOutcome.AMBIGUOUS, RailOutcome.ACCEPTED, RailOutcome.ACCEPTED]  # fmt: skip
+    rail = ScriptedRail(script)
+    d = dispatcher(pool, rail)
+    await d.dispatch_many(sids)
+    states = [await state(pool, sid) for sid in sids]
+    assert sorted(s[:2] for s in states) == sorted(
+        [("submitted", "transferred")] * 4 + [("failed", "failed"), ("dispatching", "processing")]
+    )
+    assert all(s[2] is not None for s in states if s[0] == "submitted")
+    await d.dispatch_many(sids)  # a second trigger for the same settlements claims nothing
+    assert rail.sends == 6
+    assert all(n == 1 for n in rail.effects.values())
+    for sid, (status, _, _) in zip(sids, states, strict=True):
+        if status == "submitted":
+            assert await net(pool, sid) == {"funding": -700, "in_transit": 700}
+
+
+async def test_a_batch_write_refused_by_the_fence_records_nothing_for_that_row(
+    pool: asyncpg.Pool,
+) -> None:
+    sid, rail = await accept(pool), ScriptedRail([])
+    d = dispatcher(pool, rail)
+
+    class TakenOver(ScriptedRail):
+        async def send(self, instruction: RailInstruction) -> RailResult:
+            # Another worker takes the claim over while this call is out.
+            async with pool.acquire() as conn:
+                await conn.execute(
+                    "UPDATE rail_instructions SET fence = fence + 1 WHERE settlement_id = $1",
+                    instruction.settlement_id,
+                )
+            return await rail.send(instruction)
+
+    d.rail = TakenOver([])
+    await d.dispatch_many([sid])
+    assert (await state(pool, sid))[:2] == ("dispatching", "processing")
+    assert d.metrics.registry.get_sample_value("settle_relay_fence_rejections_total") == 1
