@@ -14,7 +14,11 @@ from services.shared.migrate import upgrade
 
 @click.command()
 @click.option("--skip-topics", is_flag=True, help="Only migrate PostgreSQL.")
-def migrate(skip_topics: bool) -> None:
+@click.option(
+    "--replication-factor", default=1, show_default=True, type=click.IntRange(1, 7),
+    help="Replicas of each topic it creates (3 on a production cluster).",
+)  # fmt: skip
+def migrate(skip_topics: bool, replication_factor: int) -> None:
     """Migrate PostgreSQL to the latest schema and create the Kafka topics settle uses."""
     from services.shared.topics import ensure_topics
 
@@ -26,5 +30,7 @@ def migrate(skip_topics: bool) -> None:
     upgrade(settings.database_url)
     click.echo(f"database migrated to head ({time.monotonic() - started:.1f}s)")
     if not skip_topics:
-        created = asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_prefix))
+        created = asyncio.run(
+            ensure_topics(settings.kafka_bootstrap, settings.topic_prefix, replication_factor)
+        )
         click.echo(f"topics created: {', '.join(created) if created else 'none (all exist)'}")
