@@ -23,8 +23,19 @@ Choices a reviewer should know about:
   with other parameters. That earlier request may have moved money, so this is never a
   refusal (which would fail the settlement and reverse its postings): AMBIGUOUS sends it to
   lookup and review.
-- A connection error counts as "not sent" only when httpx says so by type (connect or pool
-  phase). Anything else that broke mid-call may have reached Stripe.
+- A connection error counts as "not sent" only when the HTTP library says so by type:
+
+    aiohttp error kept as the cause of APIConnectionError                  outcome     detail
+    ClientConnectorError and subclasses (refused, DNS, TLS handshake,      RETRYABLE   not_sent
+      proxy connect), ConnectionTimeoutError (connect or pool wait),
+      InvalidURL, NonHttpUrlClientError (a scheme it cannot speak)
+    SocketTimeoutError, ServerTimeoutError, TimeoutError (total bound)     AMBIGUOUS   timeout
+    ServerDisconnectedError, ClientOSError, ClientPayloadError, a          AMBIGUOUS   network_error
+      malformed answer, anything else
+
+  (httpx's ConnectError, ConnectTimeout, PoolTimeout and UnsupportedProtocol count as not
+  sent too, its TimeoutException as timeout.) Anything that broke mid-call may have reached
+  Stripe.
 """
 
 from __future__ import annotations
@@ -33,7 +44,7 @@ import httpx
 import stripe
 
 from services.relay.rail import RailOutcome, RailResult
-from services.relay.stripe_http import NOT_SENT
+from services.relay.stripe_http import sent_nothing
 
 REFUSAL_STATUSES = frozenset({400, 402, 404})
 RETRY_CODES = frozenset({"rate_limit", "lock_timeout"})
@@ -88,8 +99,9 @@ def error_code(err: stripe.StripeError) -> str:
 
 def _connection_failure(err: stripe.APIConnectionError) -> RailResult:
     cause = err.__cause__
-    if isinstance(cause, NOT_SENT):
+    if sent_nothing(cause):
         return RailResult(RailOutcome.RETRYABLE, detail="not_sent")
-    if isinstance(cause, httpx.TimeoutException):
+    # aiohttp's timeouts (ServerTimeoutError and its subclasses among them) are TimeoutErrors.
+    if isinstance(cause, TimeoutError | httpx.TimeoutException):
         return RailResult(RailOutcome.AMBIGUOUS, detail="timeout")
     return RailResult(RailOutcome.AMBIGUOUS, detail="network_error")

@@ -4,6 +4,9 @@ Stripe's library never retries here (``max_network_retries=0``): the relay's ret
 with its fence and lease, is the only one. Every create carries the instruction's
 deterministic key as ``Idempotency-Key``; the library would otherwise invent a random one
 per POST, which would defeat Stripe's deduplication across our attempts.
+
+HTTP goes through one aiohttp session per rail (``StripeAiohttp``), opened on the first call
+and closed by ``aclose``, with up to `connections` calls in flight on kept-alive connections.
 """
 
 from __future__ import annotations
@@ -12,12 +15,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import stripe
 from stripe.params import PayoutListParams, TransferListParams
 
 from services.relay.rail import PayoutMethod, RailInstruction, RailOutcome, RailResult
-from services.relay.stripe_http import StripeHttpx, httpx_timeout
+from services.relay.stripe_http import DEFAULT_CONNECTIONS, StripeAiohttp
 from services.relay.stripe_outcomes import outcome_of_created, outcome_of_error
 from services.shared.config import Settings
 from services.shared.errors import SettleError
@@ -63,7 +65,7 @@ class StripeRail:
         timeout: float = DEFAULT_TIMEOUT,
         payout_lookback: timedelta = DEFAULT_PAYOUT_LOOKBACK,
         max_pages: int = DEFAULT_MAX_PAGES,
-        transport: httpx.AsyncBaseTransport | None = None,
+        connections: int = DEFAULT_CONNECTIONS,
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         if not api_key:
@@ -82,9 +84,7 @@ class StripeRail:
         self._payout_lookback = payout_lookback
         self._max_pages = max_pages
         self._clock = clock
-        self._http = StripeHttpx(
-            httpx.AsyncClient(transport=transport, timeout=httpx_timeout(timeout))
-        )
+        self._http = StripeAiohttp(timeout, connections=connections)
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base.rstrip("/")} if api_base else None,
@@ -203,12 +203,12 @@ def stripe_rail(
     settings: Settings,
     *,
     timeout: float = DEFAULT_TIMEOUT,
-    transport: httpx.AsyncBaseTransport | None = None,
+    connections: int = DEFAULT_CONNECTIONS,
 ) -> StripeRail:
     """The Stripe rail for the relay's composition root, from STRIPE_API_KEY/STRIPE_API_BASE."""
     return StripeRail(
         settings.stripe_api_key,
         api_base=settings.stripe_api_base,
         timeout=timeout,
-        transport=transport,
+        connections=connections,
     )

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import pytest
 
 from services.relay.rail import PayoutMethod
 from services.relay.stripe_rail import RailLookupFailed, RailLookupIncomplete
-from tests.unit.test_stripe_rail import NOW, Handler, Recorder, answer, fail, instruction
+from tests.unit.test_stripe_rail import (
+    NOW,
+    SHORT,
+    Break,
+    Handler,
+    Reply,
+    Seen,
+    answer,
+    fail,
+    fake_stripe,
+    instruction,
+)
 
 
 def item(id_: str, settlement_id: str | None) -> dict[str, object]:
@@ -23,57 +34,60 @@ def page(*items: dict[str, object], has_more: bool = False) -> dict[str, object]
     return {"object": "list", "url": "/v1/x", "data": list(items), "has_more": has_more}
 
 
-def pages(*bodies: dict[str, object]) -> Recorder:
-    """A recorder answering successive list requests with successive pages."""
+def pages(*bodies: dict[str, object]) -> Handler:
+    """A handler answering successive list requests with successive pages."""
     remaining = list(bodies)
 
-    async def handle(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json=remaining.pop(0))
+    async def handle(request: Seen) -> Reply:
+        body = json.dumps(remaining.pop(0)).encode()
+        return Reply(200, body, {"Content-Type": "application/json"})
 
-    return Recorder(handle)
+    return handle
 
 
 async def test_a_transfer_is_found_by_group_and_matched_on_metadata() -> None:
-    recorder = pages(page(item("tr_other", "stl_0"), item("tr_bare", None), item("tr_9", "stl_1")))
-    rail = recorder.rail()
-    found = await rail.find(instruction())
-    await rail.aclose()
+    listed = page(item("tr_other", "stl_0"), item("tr_bare", None), item("tr_9", "stl_1"))
+    async with fake_stripe(pages(listed)) as fake:
+        rail = fake.rail()
+        found = await rail.find(instruction())
+        await rail.aclose()
 
     assert found == "tr_9"
-    [request] = recorder.requests
-    assert (request.method, request.url.path) == ("GET", "/v1/transfers")
-    assert dict(request.url.params) == {"transfer_group": "stl_1", "limit": "10"}
+    [request] = fake.requests
+    assert (request.method, request.path) == ("GET", "/v1/transfers")
+    assert request.params == {"transfer_group": "stl_1", "limit": "10"}
 
 
 async def test_no_matching_transfer_is_none() -> None:
     # Same transfer group but no metadata naming us: not ours to adopt.
-    recorder = pages(page(item("tr_bare", None)))
-    rail = recorder.rail()
-    found = await rail.find(instruction())
-    await rail.aclose()
+    async with fake_stripe(pages(page(item("tr_bare", None)))) as fake:
+        rail = fake.rail()
+        found = await rail.find(instruction())
+        await rail.aclose()
 
     assert found is None
 
 
 async def test_payouts_are_paged_from_the_lookback_until_a_match() -> None:
-    recorder = pages(
+    answers = pages(
         page(item("po_3", "stl_x"), item("po_2", None), has_more=True),
         page(item("po_1", "stl_1"), has_more=True),
     )
-    rail = recorder.rail()
-    found = await rail.find(instruction(PayoutMethod.PAYOUT, destination="ba_9"))
-    await rail.aclose()
+    async with fake_stripe(answers) as fake:
+        rail = fake.rail()
+        found = await rail.find(instruction(PayoutMethod.PAYOUT, destination="ba_9"))
+        await rail.aclose()
 
     assert found == "po_1"
-    first, second = recorder.requests
+    first, second = fake.requests
     week_ago = str(int((NOW - timedelta(days=7)).timestamp()))
-    assert first.url.path == "/v1/payouts"
-    assert dict(first.url.params) == {
+    assert first.path == "/v1/payouts"
+    assert first.params == {
         "created[gte]": week_ago,
         "destination": "ba_9",
         "limit": "100",
     }
-    assert dict(second.url.params) == {
+    assert second.params == {
         "created[gte]": week_ago,
         "destination": "ba_9",
         "limit": "100",
@@ -82,26 +96,27 @@ async def test_payouts_are_paged_from_the_lookback_until_a_match() -> None:
 
 
 async def test_payouts_are_searched_from_the_bound_given() -> None:
-    recorder = pages(page())
-    rail = recorder.rail()
-    since = datetime(2026, 11, 1, tzinfo=UTC)
-    found = await rail.find(instruction(PayoutMethod.PAYOUT), since=since)
-    await rail.aclose()
+    async with fake_stripe(pages(page())) as fake:
+        rail = fake.rail()
+        since = datetime(2026, 11, 1, tzinfo=UTC)
+        found = await rail.find(instruction(PayoutMethod.PAYOUT), since=since)
+        await rail.aclose()
 
     assert found is None
-    [request] = recorder.requests
-    assert request.url.params["created[gte]"] == str(int(since.timestamp()))
+    [request] = fake.requests
+    assert request.params["created[gte]"] == str(int(since.timestamp()))
 
 
 async def test_running_out_of_pages_is_not_proof_of_absence() -> None:
-    recorder = pages(*[page(item(f"po_{n}", None), has_more=True) for n in range(3)])
-    rail = recorder.rail(max_pages=2)
-    with pytest.raises(RailLookupIncomplete) as caught:
-        await rail.find(instruction(PayoutMethod.PAYOUT))
-    await rail.aclose()
+    endless = pages(*[page(item(f"po_{n}", None), has_more=True) for n in range(3)])
+    async with fake_stripe(endless) as fake:
+        rail = fake.rail(max_pages=2)
+        with pytest.raises(RailLookupIncomplete) as caught:
+            await rail.find(instruction(PayoutMethod.PAYOUT))
+        await rail.aclose()
 
     assert caught.value.retriable is False
-    assert len(recorder.requests) == 2
+    assert len(fake.requests) == 2
 
 
 @pytest.mark.parametrize(
@@ -112,17 +127,17 @@ async def test_running_out_of_pages_is_not_proof_of_absence() -> None:
         answer(401, {"error": {"type": "invalid_request_error"}}),
         answer(200, {"object": "list", "data": [item("tr_1", None)]}),  # no has_more
         answer(200, {"object": "list", "data": None, "has_more": False}),
-        fail(httpx.ConnectError),
-        fail(httpx.ReadTimeout),
+        None,  # nothing listens
+        fail(Break.HANG),
     ],
     ids=["500", "429", "401", "no-has-more", "no-data", "connect-error", "read-timeout"],
 )
-async def test_a_failed_lookup_raises_instead_of_saying_not_found(handler: Handler) -> None:
-    recorder = Recorder(handler)
-    rail = recorder.rail()
-    with pytest.raises(RailLookupFailed) as caught:
-        await rail.find(instruction())
-    await rail.aclose()
+async def test_a_failed_lookup_raises_instead_of_saying_not_found(handler: Handler | None) -> None:
+    async with fake_stripe(handler) as fake:
+        rail = fake.rail(timeout=SHORT)
+        with pytest.raises(RailLookupFailed) as caught:
+            await rail.find(instruction())
+        await rail.aclose()
 
     assert caught.value.retriable is True
     assert caught.value.settlement_id == "stl_1"
