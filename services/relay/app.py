@@ -164,12 +164,12 @@ async def serve(settings: Settings, host: str, port: int) -> None:
         settings = settings.model_copy(update={"stripe_api_base": SIMULATOR_API})
     # The rail call must end well inside the lease, or a live call could be taken over.
     call_seconds = min(10.0, settings.relay_lease_seconds / 3)
-    rail = stripe_rail(settings, timeout=call_seconds)
     policy = DispatchPolicy(
         lease_seconds=settings.relay_lease_seconds,
         call_seconds=call_seconds,
         ambiguous_pause_seconds=2 * call_seconds,
     )
+    rail = stripe_rail(settings, timeout=call_seconds, connections=policy.concurrent_calls)
     dispatcher = Dispatcher(pool, rail, metrics, worker_name(), settings.rail_idempotent, policy)
 
     def outbox_of(producer: AIOKafkaProducer) -> OutboxPublisher:
