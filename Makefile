@@ -6,8 +6,10 @@ STAMP := $(VENV)/.installed-stamp
 SETTLE := $(BIN)/settle
 PYTEST_ARGS ?=
 RUN_ARGS ?=
+SEED ?= 1
+CHAOS_ARGS ?=
 
-.PHONY: install run test unit integration lint format infra-up infra-down bench clean
+.PHONY: install run test unit integration lint format infra-up infra-down bench chaos clean
 
 install: $(STAMP)
 
@@ -48,6 +50,11 @@ infra-down: install
 
 bench: install
 	$(SETTLE) bench --scenario baseline
+
+# A long chaos run on private PostgreSQL and Kafka (the shared ones are not touched); the
+# short runs are part of `make test` (tests/e2e/test_chaos.py). CHAOS_ARGS="--rail-ignores-keys".
+chaos: install
+	$(SETTLE) chaos --count 5000 --seconds 180 --seed $(SEED) $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from services.bench.cli import bench
+from services.chaos.cli import chaos
 from services.check.cli import check
 from services.inbox.cli import inbox
 from services.infra.cli import infra
@@ -30,6 +31,7 @@ cli.add_command(inbox)
 cli.add_command(check)
 cli.add_command(run)
 cli.add_command(demo)
+cli.add_command(chaos)
 
 
 def main() -> None:

@@ -75,6 +75,9 @@ class RunPaths:
     # second, private broker beside the usual one, as the broker-restart tests do.
     kafka_bootstrap: str = LOCAL_KAFKA_BOOTSTRAP
     jars: Path | None = None  # a jar cache to share instead of <run>/kafka-lib
+    # Where the cluster listens and which role and database it serves; another value runs a
+    # private cluster beside the usual one, as `settle chaos` does.
+    database_url: str = LOCAL_DATABASE_URL
 
     @property
     def lock(self) -> Path:

@@ -13,7 +13,6 @@ from typing import Any
 from services.infra.model import ComponentStatus, State
 from services.infra.paths import PgEndpoint, RunPaths, log_tail, pg_endpoint
 from services.infra.procs import apt_install, is_root, live_pid, port_open
-from services.shared.config import LOCAL_DATABASE_URL
 from services.shared.errors import InfrastructureError
 
 START_TIMEOUT_S = 60
@@ -178,7 +177,7 @@ def _ensure_database(endpoint: PgEndpoint) -> None:
 
 def start(paths: RunPaths) -> tuple[bool, int]:
     """Run the cluster (initdb first if needed); (whether this call started it, postmaster pid)."""
-    endpoint = pg_endpoint(LOCAL_DATABASE_URL)
+    endpoint = pg_endpoint(paths.database_url)
     pid = server_pid(paths)
     if pid is not None:
         _wait_ready(paths, endpoint, START_TIMEOUT_S)
@@ -218,14 +217,26 @@ def stop(paths: RunPaths) -> int | None:
     raise InfrastructureError(f"pg_ctl stop failed: {out}\n{log_tail(paths.pg_log)}")
 
 
+def crash(paths: RunPaths) -> int | None:
+    """Stop our cluster the way a crash would (`-m immediate`, recovery on the next start)."""
+    pid = server_pid(paths)
+    if pid is None:
+        return None
+    args = [str(bindir() / "pg_ctl"), "-D", str(paths.pg_data), "-m", "immediate", "-w", "stop"]
+    code, out = _run_server_tool(paths, args, timeout=75)
+    if code != 0 and server_pid(paths) is not None:
+        raise InfrastructureError(f"pg_ctl stop -m immediate failed: {out}")
+    return pid
+
+
 def status(paths: RunPaths) -> ComponentStatus:
     """Whether our cluster runs and answers."""
-    endpoint = pg_endpoint(LOCAL_DATABASE_URL)
+    endpoint = pg_endpoint(paths.database_url)
     address = f"{endpoint.host}:{endpoint.port}"
     pid = server_pid(paths)
     if pid is None:
-        return ComponentStatus("postgres", State.DOWN, None, address, LOCAL_DATABASE_URL)
+        return ComponentStatus("postgres", State.DOWN, None, address, paths.database_url)
     answering = port_open(endpoint.host, endpoint.port)
     detail = "" if answering else "process runs but the port does not answer"
     state = State.UP if answering else State.DOWN
-    return ComponentStatus("postgres", state, pid, address, LOCAL_DATABASE_URL, detail)
+    return ComponentStatus("postgres", state, pid, address, paths.database_url, detail)

@@ -23,6 +23,7 @@ from services.shared.kafka import idempotent_producer
 CURRENCIES = ("USD", "EUR", "GBP")
 HTTP_CLIENTS = 16
 HTTP_ATTEMPTS = 6  # a 5xx, 409 in use or a dropped connection is retried under the same key
+HTTP_BACKOFF_MAX_S = 3.2
 KAFKA_REPEAT_EVERY, HTTP_RETRY_EVERY, HTTP_DUPLICATE_EVERY = 20, 10, 25
 
 
@@ -61,9 +62,9 @@ def key(batch: Batch, n: int) -> str:
 async def publish_commands(batch: Batch, numbers: range, bootstrap: str, topic: str) -> int:
     """Publish SettlementCommands for `numbers` (some twice); how many messages were sent."""
     producer = idempotent_producer(bootstrap, f"settle-demo-{batch.run_id}")
-    await producer.start()
     sent = 0
     try:
+        await producer.start()  # inside: a failed start must still close what it opened
         for n in numbers:
             command = {**body(batch, n), "tenant": batch.tenant, "idempotency_key": key(batch, n)}
             command["rail"] = None
@@ -77,22 +78,24 @@ async def publish_commands(batch: Batch, numbers: range, bootstrap: str, topic: 
     return sent
 
 
-async def _post(client: httpx.AsyncClient, idem_key: str, payload: bytes) -> httpx.Response:
-    for attempt in range(HTTP_ATTEMPTS):
+async def _post(
+    client: httpx.AsyncClient, idem_key: str, payload: bytes, attempts: int = HTTP_ATTEMPTS
+) -> httpx.Response:
+    for attempt in range(attempts):
         try:
             answer = await client.post(
                 "/v1/settlements", content=payload, headers={"Idempotency-Key": idem_key}
             )
         except httpx.TransportError:
-            if attempt == HTTP_ATTEMPTS - 1:
+            if attempt == attempts - 1:
                 raise
         else:
             in_use = answer.status_code == 409 and b"idempotency_key_in_use" in answer.content
             if answer.status_code < 500 and not in_use:
                 return answer
-            if attempt == HTTP_ATTEMPTS - 1:
+            if attempt == attempts - 1:
                 return answer
-        await asyncio.sleep(0.2 * 2**attempt)
+        await asyncio.sleep(min(0.2 * 2**attempt, HTTP_BACKOFF_MAX_S))
     raise AssertionError("unreachable")
 
 
@@ -108,9 +111,16 @@ def _outcome(answer: httpx.Response) -> str:
 
 
 async def post_settlements(
-    batch: Batch, numbers: range, ledger_url: str, on_answer: Callable[[], None]
+    batch: Batch,
+    numbers: range,
+    ledger_url: str,
+    on_answer: Callable[[], None],
+    attempts: int = HTTP_ATTEMPTS,
 ) -> Counter[str]:
-    """POST `numbers` to the ledger with retries and duplicates; answers counted by outcome."""
+    """POST `numbers` to the ledger with retries and duplicates; answers counted by outcome.
+
+    Each request is tried up to `attempts` times under its key (a longer outage needs more).
+    """
     outcomes: Counter[str] = Counter()
     gate = asyncio.Semaphore(HTTP_CLIENTS)
     auth = {"Authorization": f"Bearer {batch.token}", "Content-Type": "application/json"}
@@ -118,11 +128,13 @@ async def post_settlements(
     async def one(client: httpx.AsyncClient, n: int) -> None:
         payload = json.dumps(body(batch, n)).encode()
         async with gate:
-            outcomes[_outcome(await _post(client, key(batch, n), payload))] += 1
+            outcomes[_outcome(await _post(client, key(batch, n), payload, attempts))] += 1
             if n % HTTP_RETRY_EVERY == 0:  # the caller never saw the answer and retries
-                outcomes[_outcome(await _post(client, key(batch, n), payload))] += 1
+                outcomes[_outcome(await _post(client, key(batch, n), payload, attempts))] += 1
             if n % HTTP_DUPLICATE_EVERY == 0:  # the same payout asked for under a new key
-                outcomes[_outcome(await _post(client, key(batch, n) + "-again", payload))] += 1
+                outcomes[
+                    _outcome(await _post(client, key(batch, n) + "-again", payload, attempts))
+                ] += 1
         on_answer()
 
     limits = httpx.Limits(max_connections=HTTP_CLIENTS)

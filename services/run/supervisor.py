@@ -103,6 +103,11 @@ class Supervisor:
             await self.start(spec)
         await asyncio.gather(*(self._healthy(s) for s in specs if s.health_url))
 
+    async def wait_healthy(self, names: list[str] | None = None) -> None:
+        """Wait until the health URL of each named child (default: all) answers 200."""
+        specs = [c.spec for n, c in self._children.items() if names is None or n in names]
+        await asyncio.gather(*(self._healthy(s) for s in specs if s.health_url))
+
     async def stop_all(self, grace: float = 10.0) -> None:
         """SIGTERM every child, SIGKILL whichever is still alive after `grace` seconds."""
         self._stopping = True
@@ -142,6 +147,14 @@ class Supervisor:
         child = self._child(name)
         child.proc.send_signal(signal.SIGCONT)
         child.paused = False
+
+    def running(self, name: str) -> bool:
+        """Whether child `name` is alive now (not dead and waiting for its restart)."""
+        return self._child(name).proc.poll() is None
+
+    def is_paused(self, name: str) -> bool:
+        """Whether child `name` is frozen by `pause`."""
+        return self._child(name).paused
 
     def pid(self, name: str) -> int:
         """The current process id of child `name`."""

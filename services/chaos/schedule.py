@@ -1,0 +1,79 @@
+"""The faults of a chaos run, decided by the seed alone: the same seed, the same schedule.
+
+Pure code (no I/O): `fault_schedule(seed, seconds, lease_s)` returns the ordered actions the
+runner carries out. Every schedule holds, inside the first 85 % of the run:
+  - `kill` (SIGKILL, the supervisor restarts it) of the ledger, of a relay and of the inbox,
+    each at least twice (one more per minute of run),
+  - `pause` of one relay for longer than the relay lease, then its `resume`,
+  - `kafka_stop` (SIGKILL of the broker) then `kafka_start` a few seconds later,
+  - `postgres_stop` (`pg_ctl -m immediate`, a crash) then `postgres_start`,
+  - `rail_faults` at 0 (the simulator's `chaos` profile) and `rail_faults none` at the end of
+    the fault window, so the system can converge while webhooks already scheduled still land.
+The two infrastructure outages never overlap, and no relay is killed while it is paused.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import NamedTuple
+
+RELAYS = ("relay-1", "relay-2")
+KILLED = ("ledger", "relay", "inbox")
+WINDOW = (0.05, 0.85)  # fraction of the run in which faults happen
+OUTAGE_S = (3.0, 6.0)  # how long PostgreSQL or Kafka stays down
+PAUSE_BEYOND_LEASE_S = (2.0, 5.0)  # a paused relay sleeps its lease plus this
+MIN_SECONDS = 20.0
+RAIL_PROFILE = "chaos"
+
+
+class Fault(NamedTuple):
+    """One scheduled action."""
+
+    at: float  # seconds after the start of the run
+    action: str  # kill, pause, resume, kafka_stop, kafka_start, postgres_stop, ...
+    target: str  # a child's name, "kafka", "postgres" or "railsim"
+    detail: str = ""  # the simulator profile, the pause length, ...
+
+
+def kills_per_service(seconds: float) -> int:
+    """At least two kills of each service, one more per minute of run."""
+    return 2 + int(seconds // 60)
+
+
+def _outage(rng: random.Random, start: float, end: float) -> tuple[float, float]:
+    down = rng.uniform(start, end - OUTAGE_S[1])
+    return down, down + rng.uniform(*OUTAGE_S)
+
+
+def fault_schedule(seed: int, seconds: float, lease_s: float) -> list[Fault]:
+    """The run's faults, ordered by time; the same (seed, seconds, lease_s), the same list."""
+    if seconds < MIN_SECONDS:
+        raise ValueError(f"a chaos run needs at least {MIN_SECONDS:.0f} s, got {seconds}")
+    rng = random.Random(seed)
+    start, end = seconds * WINDOW[0], seconds * WINDOW[1]
+    middle = (start + end) / 2
+    faults = [Fault(0.0, "rail_faults", "railsim", RAIL_PROFILE)]
+    # One outage in each half of the window, which half is PostgreSQL's decided by the seed.
+    halves = [(start, middle), (middle, end)]
+    rng.shuffle(halves)
+    for name, (lo, hi) in zip(("postgres", "kafka"), halves, strict=True):
+        down, up = _outage(rng, lo, hi)
+        faults += [Fault(down, f"{name}_stop", name), Fault(up, f"{name}_start", name)]
+    paused = rng.choice(RELAYS)
+    asleep = lease_s + rng.uniform(*PAUSE_BEYOND_LEASE_S)
+    pause_at = rng.uniform(start, end - asleep)
+    faults += [
+        Fault(pause_at, "pause", paused, f"{asleep:.1f} s, lease {lease_s:.0f} s"),
+        Fault(pause_at + asleep, "resume", paused),
+    ]
+    for service in KILLED:
+        for _ in range(kills_per_service(seconds)):
+            at = rng.uniform(start, end)
+            target = service
+            if service == "relay":
+                target = rng.choice(RELAYS)
+                if target == paused and pause_at - 1 <= at <= pause_at + asleep + 1:
+                    target = next(r for r in RELAYS if r != paused)
+            faults.append(Fault(at, "kill", target, "SIGKILL"))
+    faults.append(Fault(end, "rail_faults", "railsim", "none"))
+    return sorted((f._replace(at=round(f.at, 2)) for f in faults), key=lambda f: (f.at, f.action))

@@ -1,0 +1,56 @@
+"""`settle chaos` as CI runs it: two short seeded runs, one with the rail honouring idempotency
+keys and one ignoring them, each under kills, a relay paused past its lease, a Kafka and a
+PostgreSQL restart and the simulator's faults. Each must pass every invariant and leave no
+process of its own behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from services.chaos.schedule import RELAYS, kills_per_service
+from services.infra.paths import run_paths
+from services.infra.procs import pids_matching
+
+pytestmark = pytest.mark.e2e
+SETTLE = str(Path(sys.executable).with_name("settle"))
+COUNT, SECONDS = 1500, 40
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    ("seed", "rail_ignores_keys"), [(101, False), (202, True)], ids=["keys", "no-keys"]
+)
+def test_chaos_run_keeps_every_guarantee(
+    seed: int, rail_ignores_keys: bool, tmp_path: Path
+) -> None:
+    report_file = tmp_path / "report.json"
+    args = [SETTLE, "chaos", "--count", str(COUNT), "--seconds", str(SECONDS)]
+    args += ["--seed", str(seed), "--report", str(report_file)]
+    if rail_ignores_keys:
+        args.append("--rail-ignores-keys")
+    done = subprocess.run(args, capture_output=True, text=True, timeout=280, check=False)
+    tail = (done.stdout + done.stderr)[-4000:]
+    assert done.returncode == 0, tail
+    report = json.loads(report_file.read_text())
+    assert report["ok"] and report["checks"]["ok"], tail
+    assert report["seed"] == seed and report["rail_ignores_keys"] is rail_ignores_keys
+    assert report["booked"] == {"rows": COUNT, "distinct_references": COUNT, "exactly_once": True}
+    assert sum(report["final_states"].values()) == COUNT
+    done_kinds = [
+        (f["action"], "relay" if f["target"] in RELAYS else f["target"]) for f in report["faults"]
+    ]
+    for service in ("ledger", "relay", "inbox"):
+        assert done_kinds.count(("kill", service)) == kills_per_service(SECONDS)
+    for kind in [("pause", "relay"), ("resume", "relay"), ("kafka_stop", "kafka"),
+                 ("kafka_start", "kafka"), ("postgres_stop", "postgres"),
+                 ("postgres_start", "postgres"), ("rail_faults", "railsim")]:  # fmt: skip
+        assert kind in done_kinds, kind
+    killed = sum(n for name, n in report["restarts"].items() if name != "railsim")
+    assert killed >= 3 * kills_per_service(SECONDS)  # each kill was followed by a restart
+    leftovers = pids_matching(str(run_paths().run / "chaos" / f"seed-{seed}"))
+    assert not leftovers, f"processes of the run still alive: {leftovers}"

@@ -1,0 +1,71 @@
+"""The chaos fault schedule: decided by the seed alone, and every required fault in it."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from services.chaos.schedule import RELAYS, WINDOW, Fault, fault_schedule, kills_per_service
+
+LEASE_S = 6.0
+SEEDS = range(60)
+
+
+def kinds(schedule: list[Fault]) -> Counter[str]:
+    counted: Counter[str] = Counter()
+    for f in schedule:
+        target = "relay" if f.target in RELAYS else f.target
+        counted[f"{f.action} {target}"] += 1
+    return counted
+
+
+def test_same_seed_same_schedule_and_another_seed_another() -> None:
+    assert fault_schedule(11, 40, LEASE_S) == fault_schedule(11, 40, LEASE_S)
+    assert fault_schedule(11, 40, LEASE_S) != fault_schedule(12, 40, LEASE_S)
+
+
+@pytest.mark.parametrize("seconds", [20.0, 40.0, 180.0])
+def test_every_required_fault_is_scheduled(seconds: float) -> None:
+    for seed in SEEDS:
+        got = kinds(fault_schedule(seed, seconds, LEASE_S))
+        for service in ("ledger", "relay", "inbox"):
+            assert got[f"kill {service}"] == kills_per_service(seconds) >= 2
+        assert got["pause relay"] == got["resume relay"] == 1
+        for server in ("kafka", "postgres"):
+            assert got[f"{server}_stop {server}"] == got[f"{server}_start {server}"] == 1
+        assert got["rail_faults railsim"] == 2
+
+
+def test_ordered_inside_the_window_and_the_rail_calmed_last() -> None:
+    for seed in SEEDS:
+        schedule = fault_schedule(seed, 40, LEASE_S)
+        assert [f.at for f in schedule] == sorted(f.at for f in schedule)
+        assert schedule[0] == Fault(0.0, "rail_faults", "railsim", "chaos")
+        assert schedule[-1] == Fault(40 * WINDOW[1], "rail_faults", "railsim", "none")
+        assert all(40 * WINDOW[0] <= f.at <= 40 * WINDOW[1] for f in schedule[1:])
+
+
+def test_paused_relay_sleeps_past_its_lease_and_is_not_killed_meanwhile() -> None:
+    for seed in SEEDS:
+        schedule = fault_schedule(seed, 40, LEASE_S)
+        pause = next(f for f in schedule if f.action == "pause")
+        resume = next(f for f in schedule if f.action == "resume")
+        assert resume.target == pause.target
+        assert resume.at - pause.at > LEASE_S + 1
+        killed = [f for f in schedule if f.action == "kill" and f.target == pause.target]
+        assert not [f for f in killed if pause.at <= f.at <= resume.at]
+
+
+def test_postgres_and_kafka_outages_do_not_overlap() -> None:
+    for seed in SEEDS:
+        at = {f.action: f.at for f in fault_schedule(seed, 40, LEASE_S)}
+        pg = (at["postgres_stop"], at["postgres_start"])
+        broker = (at["kafka_stop"], at["kafka_start"])
+        assert pg[0] < pg[1] and broker[0] < broker[1]
+        assert pg[1] <= broker[0] or broker[1] <= pg[0]
+
+
+def test_a_run_too_short_for_the_schedule_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 20 s"):
+        fault_schedule(1, 10, LEASE_S)
