@@ -44,9 +44,11 @@ async def _publish(
 ) -> None:
     while True:
         try:
-            out.kafka_messages += await asyncio.wait_for(
+            # Awaited first, added after: `x += await ...` would add to a stale value.
+            sent = await asyncio.wait_for(
                 publish_commands(batch, numbers, bootstrap, topic), KAFKA_ATTEMPT_S
             )
+            out.kafka_messages += sent
             return
         except (KafkaError, OSError, TimeoutError):
             out.kafka_resends += 1
