@@ -149,6 +149,16 @@ def test_events_still_in_the_outbox_may_be_missing_from_kafka() -> None:
     assert events_complete(replace(db, first_unpublished={"s-paid": 4}), trimmed).ok
 
 
+def test_events_of_moves_made_after_the_database_was_read_are_not_a_disagreement() -> None:
+    db, log, _ = world()
+    later = settlement("s-paid", (*PAID, "reversed"))
+    events = {**log.by_settlement, "s-paid": events_of(later)}
+    assert events_complete(db, replace(log, by_settlement=events)).ok
+    gap = {k: e for k, e in events_of(later).items() if e.sequence != 4}
+    gapped = replace(log, by_settlement={**log.by_settlement, "s-paid": gap})
+    assert events_complete(db, gapped).offenders == ("s-paid",)
+
+
 def test_duplicate_deliveries_under_one_event_id_are_not_a_repeat() -> None:
     db, log, _ = world()
     events = dict(log.by_settlement)
