@@ -17,6 +17,7 @@ import time
 import uuid
 
 import asyncpg
+import uvloop
 
 from services.bench.database import bench_database
 from services.bench.report import BenchResult, Figure
@@ -79,7 +80,7 @@ async def _publish(settings: Settings, dsn: str, count: int) -> float:
 
 def run_relay(settings: Settings, options: BenchOptions) -> BenchResult:
     """Outbox rows published to Kafka per second from a pre-filled outbox."""
-    rate = asyncio.run(_publish(settings, libpq_dsn(bench_database(settings.database_url)),
+    rate = uvloop.run(_publish(settings, libpq_dsn(bench_database(settings.database_url)),
                                 options.count))  # fmt: skip
     return BenchResult(
         scenario="relay",
@@ -130,7 +131,7 @@ def run_dispatch(settings: Settings, options: BenchOptions) -> BenchResult:
     url = bench_database(settings.database_url)
     log = run_paths().run / "bench" / "railsim-dispatch.log"
     with running(["railsim"], {}, log) as sim:
-        rate = asyncio.run(_dispatch(settings, libpq_dsn(url), sim.url, options.count))
+        rate = uvloop.run(_dispatch(settings, libpq_dsn(url), sim.url, options.count))
     return BenchResult(
         scenario="dispatch",
         parameters={

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import click
@@ -56,4 +55,6 @@ def railsim(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     target = webhook_url or "nowhere (no --webhook-url)"
     click.echo(f"railsim listening on http://{host}:{port}, webhooks to {target}", err=True)
-    asyncio.run(serve(options, host, port))
+    import uvloop  # event-loop and socket work dominate; uvloop halves its cost
+
+    uvloop.run(serve(options, host, port))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import click
@@ -32,4 +31,6 @@ def relay(host: str, port: int) -> None:
         raise click.ClickException(str(e)) from e
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     click.echo(f"relay metrics on http://{host}:{port}/metrics", err=True)
-    asyncio.run(serve(settings, host, port))
+    import uvloop  # event-loop and socket work dominate; uvloop halves its cost
+
+    uvloop.run(serve(settings, host, port))
