@@ -134,11 +134,22 @@ class RailSim:
             if self._dice.chance("fail_before", subject, self._faults.fail_before):
                 return api_error(request_id)
             wanted = Transfer if kind is Kind.TRANSFER else Payout
-            newest = [
-                o.to_wire() for o in reversed(self._objects.values()) if isinstance(o, wanted)
-            ]
             try:
-                return Reply(200, json_bytes(page(kind, newest, decode(pairs))), request_id)
+                form = decode(pairs)
+            except ApiError as e:
+                return error_reply(e, request_id)
+            # Filter on the objects before building their wire form: a lookup by transfer
+            # group among thousands of objects must not serialise them all under the lock.
+            equal = {
+                k: v for k in ("transfer_group", "destination", "status")
+                if isinstance(v := form.get(k), str)
+            }  # fmt: skip
+            newest = [
+                o.to_wire() for o in reversed(self._objects.values())
+                if isinstance(o, wanted) and all(getattr(o, k, None) == v for k, v in equal.items())
+            ]  # fmt: skip
+            try:
+                return Reply(200, json_bytes(page(kind, newest, form)), request_id)
             except ApiError as e:
                 return error_reply(e, request_id)
 
