@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 
 import asyncpg
 import pytest
@@ -52,6 +53,40 @@ async def drop_database(server_url: str, name: str) -> None:
         await conn.close()
 
 
+@asynccontextmanager
+async def scratch_database(
+    server_url: str, prefix: str, *, migrated: bool = True
+) -> AsyncIterator[str]:
+    """A database of its own on the server (migrated to head unless told not to); its URL.
+    Dropped on the way out, whoever still uses it."""
+    name = unique(prefix)
+    url = await create_database(server_url, name)
+    try:
+        if migrated:
+            await asyncio.to_thread(upgrade, url)
+        yield url
+    finally:
+        await drop_database(server_url, name)
+
+
+async def assert_books_balance(pool: asyncpg.Pool) -> None:
+    """Every journal entry sums to zero per currency, and every account's balance shards add
+    up to its postings."""
+    unbalanced = await pool.fetchval(
+        "SELECT count(*) FROM (SELECT entry_id FROM postings GROUP BY entry_id, currency "
+        "HAVING sum(amount) <> 0) u"
+    )
+    assert unbalanced == 0
+    drift = await pool.fetchval(
+        """SELECT count(*) FROM (SELECT account_id, sum(balance) AS b FROM account_balances
+                                 GROUP BY account_id) b
+             FULL JOIN (SELECT account_id, sum(amount) AS p FROM postings GROUP BY account_id) p
+             USING (account_id)
+            WHERE coalesce(b, 0) <> coalesce(p, 0)"""
+    )
+    assert drift == 0
+
+
 @pytest.fixture(scope="session")
 def infra() -> Iterator[Servers]:
     """The session's PostgreSQL server and Kafka broker (see tests/harness.py)."""
@@ -62,11 +97,8 @@ def infra() -> Iterator[Servers]:
 @pytest.fixture(scope="session")
 async def database_url(infra: Servers) -> AsyncIterator[str]:
     """A database of this session's own, migrated to head, dropped afterwards."""
-    name = unique("settle_test_")
-    url = await create_database(infra.database_url, name)
-    await asyncio.to_thread(upgrade, url)
-    yield url
-    await drop_database(infra.database_url, name)
+    async with scratch_database(infra.database_url, "settle_test_") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

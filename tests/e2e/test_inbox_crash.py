@@ -21,9 +21,8 @@ from services.railsim.params import Kind
 from services.railsim.replies import Delivery
 from services.railsim.webhooks import signature_header
 from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.migrate import upgrade
 from services.shared.transitions import apply_transition
-from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.conftest import assert_books_balance, asyncpg_dsn, scratch_database
 from tests.e2e.test_ledger_crash import free_port
 from tests.e2e.test_relay_crash import process
 from tests.harness import Servers
@@ -36,11 +35,8 @@ COUNT = 120
 
 @pytest.fixture
 async def database(infra: Servers) -> AsyncIterator[str]:
-    name = unique("settle_inbox_e2e_")
-    url = await create_database(infra.database_url, name)
-    await asyncio.to_thread(upgrade, url)
-    yield url
-    await drop_database(infra.database_url, name)
+    async with scratch_database(infra.database_url, "settle_inbox_e2e_") as url:
+        yield url
 
 
 async def rail_history(pool: asyncpg.Pool) -> tuple[dict[str, str], list[Delivery]]:
@@ -154,19 +150,7 @@ async def check_books(pool: asyncpg.Pool, expected: dict[str, str]) -> None:
     assert await pool.fetchval("SELECT count(*) FROM inbox_events WHERE status = 'applied'") == (
         await pool.fetchval("SELECT count(DISTINCT change_key) FROM inbox_events")
     )
-    unbalanced = await pool.fetchval(
-        "SELECT count(*) FROM (SELECT entry_id FROM postings GROUP BY entry_id, currency "
-        "HAVING sum(amount) <> 0) u"
-    )
-    assert unbalanced == 0
-    drift = await pool.fetchval(
-        """SELECT count(*) FROM (SELECT account_id, sum(balance) AS b FROM account_balances
-                                 GROUP BY account_id) b
-             FULL JOIN (SELECT account_id, sum(amount) AS p FROM postings GROUP BY account_id) p
-             USING (account_id)
-            WHERE coalesce(b, 0) <> coalesce(p, 0)"""
-    )
-    assert drift == 0
+    await assert_books_balance(pool)
     nets = await pool.fetch(
         """SELECT e.settlement_id::text AS sid, split_part(p.account_id, ':', 2) AS kind,
                   sum(p.amount) AS net

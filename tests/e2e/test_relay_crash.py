@@ -20,9 +20,8 @@ import pytest
 
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
-from services.shared.migrate import upgrade
 from services.shared.topics import ensure_topics
-from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.e2e.test_ledger_crash import free_port
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request
@@ -34,11 +33,8 @@ COUNT = 400
 
 @pytest.fixture
 async def database(infra: Servers) -> AsyncIterator[str]:
-    name = unique("settle_relay_")
-    url = await create_database(infra.database_url, name)
-    await asyncio.to_thread(upgrade, url)
-    yield url
-    await drop_database(infra.database_url, name)
+    async with scratch_database(infra.database_url, "settle_relay_") as url:
+        yield url
 
 
 @contextmanager

@@ -21,8 +21,7 @@ from services.ledger.booking import Books
 from services.relay.dispatch import Dispatcher, DispatchPolicy
 from services.relay.metrics import create_metrics
 from services.relay.stripe_rail import StripeRail
-from services.shared.migrate import upgrade
-from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.e2e.test_ledger_crash import free_port
 from tests.e2e.test_relay_crash import process, wait_healthy
 from tests.harness import Servers
@@ -39,13 +38,10 @@ POLICY = DispatchPolicy(
 
 @pytest.fixture
 async def pool(infra: Servers) -> AsyncIterator[asyncpg.Pool]:
-    name = unique("settle_faults_")
-    url = await create_database(infra.database_url, name)
-    await asyncio.to_thread(upgrade, url)
-    pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=12)
-    yield pool
-    await pool.close()
-    await drop_database(infra.database_url, name)
+    async with scratch_database(infra.database_url, "settle_faults_") as url:
+        pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=12)
+        yield pool
+        await pool.close()
 
 
 async def settle_all(

@@ -16,7 +16,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 
 pytestmark = pytest.mark.e2e
@@ -27,10 +27,8 @@ COUNT = 200
 @pytest.fixture
 async def database(infra: Servers) -> AsyncIterator[str]:
     """A fresh, unmigrated database: `settle run` migrates it."""
-    name = unique("settle_run_")
-    url = await create_database(infra.database_url, name)
-    yield url
-    await drop_database(infra.database_url, name)
+    async with scratch_database(infra.database_url, "settle_run_", migrated=False) as url:
+        yield url
 
 
 def free_ports_from(count: int = 5) -> int:

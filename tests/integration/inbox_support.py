@@ -3,7 +3,6 @@ rail events as the rail renders them, signed posts, and a worker on a clock the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -24,9 +23,8 @@ from services.ledger.booking import Books
 from services.railsim.objects import event, json_bytes
 from services.railsim.webhooks import signature_header
 from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.migrate import upgrade
 from services.shared.transitions import apply_transition
-from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request
 
@@ -38,14 +36,11 @@ T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 @pytest.fixture(scope="module")
 async def pool(infra: Servers) -> AsyncIterator[asyncpg.Pool]:
     """A pool on a database of this module's own: its workers see only its events."""
-    name = unique("settle_inbox_")
-    url = await create_database(infra.database_url, name)
-    await asyncio.to_thread(upgrade, url)
-    pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=6)
-    assert pool is not None
-    yield pool
-    await pool.close()
-    await drop_database(infra.database_url, name)
+    async with scratch_database(infra.database_url, "settle_inbox_") as url:
+        pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=6)
+        assert pool is not None
+        yield pool
+        await pool.close()
 
 
 class Clock:

@@ -24,7 +24,7 @@ from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.transitions import Move, apply_transitions
-from tests.conftest import unique
+from tests.conftest import assert_books_balance, unique
 from tests.integration.inbox_support import (
     T0,
     Inbox,
@@ -136,7 +136,7 @@ async def test_a_large_mixed_stream_applied_by_two_batching_workers(
         assert final in CASES[n % 6][3], (n, final)
         assert await nets(pool, sid) == (PAID if final == "paid" else {})
     await check_each_change_once(pool, metrics, made)
-    await check_books(pool)
+    await assert_books_balance(pool)
 
 
 async def check_each_change_once(
@@ -176,22 +176,6 @@ async def check_each_change_once(
     ]  # fmt: skip
     assert all(applied), f"both workers should have applied some: {applied}"
     assert sum(applied) == changes  # each change applied once, across both workers
-
-
-async def check_books(pool: asyncpg.Pool) -> None:
-    unbalanced = await pool.fetchval(
-        "SELECT count(*) FROM (SELECT entry_id FROM postings GROUP BY entry_id, currency "
-        "HAVING sum(amount) <> 0) u"
-    )
-    assert unbalanced == 0
-    drift = await pool.fetchval(
-        """SELECT count(*) FROM (SELECT account_id, sum(balance) AS b FROM account_balances
-                                 GROUP BY account_id) b
-             FULL JOIN (SELECT account_id, sum(amount) AS p FROM postings GROUP BY account_id) p
-             USING (account_id)
-            WHERE coalesce(b, 0) <> coalesce(p, 0)"""
-    )
-    assert drift == 0
 
 
 async def test_a_body_the_database_refuses_does_not_fail_its_group(pool: asyncpg.Pool) -> None:

@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from services.shared.migrate import downgrade, head_revision, upgrade
-from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 
 pytestmark = pytest.mark.integration
@@ -23,10 +23,8 @@ POSTING = "INSERT INTO postings (entry_id, account_id, amount, currency) VALUES 
 
 @pytest.fixture
 async def fresh_db(infra: Servers) -> AsyncIterator[str]:
-    name = unique("settle_mig_")
-    url = await create_database(infra.database_url, name)
-    yield url
-    await drop_database(infra.database_url, name)
+    async with scratch_database(infra.database_url, "settle_mig_", migrated=False) as url:
+        yield url
 
 
 @pytest.fixture

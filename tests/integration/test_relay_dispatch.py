@@ -3,7 +3,6 @@ per settlement through refusals, ambiguous answers, retries, budgets and stale w
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -17,8 +16,7 @@ from services.relay.dispatch import Dispatcher, DispatchPolicy
 from services.relay.metrics import create_metrics
 from services.relay.rail import RailInstruction, RailOutcome, RailResult
 from services.relay.stripe_rail import RailLookupIncomplete
-from services.shared.migrate import upgrade
-from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request
 
@@ -61,13 +59,10 @@ class ScriptedRail:
 @pytest.fixture(scope="module")
 async def pool(infra: Servers) -> AsyncIterator[asyncpg.Pool]:
     # A database of its own: the sweep takes over any forgotten instruction it can see.
-    name = unique("settle_dispatch_")
-    url = await create_database(infra.database_url, name)
-    await asyncio.to_thread(upgrade, url)
-    pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=6)
-    yield pool
-    await pool.close()
-    await drop_database(infra.database_url, name)
+    async with scratch_database(infra.database_url, "settle_dispatch_") as url:
+        pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=6)
+        yield pool
+        await pool.close()
 
 
 async def accept(pool: asyncpg.Pool) -> str:
