@@ -28,6 +28,9 @@ SELECT e.settlement_id::text AS sid, p.account_id, sum(p.amount) AS net
 TRANSFERRED = (
     "SELECT settlement_id::text AS sid FROM rail_instructions WHERE status = 'transferred'"
 )
+INSTRUCTION_FAILED = (
+    "SELECT settlement_id::text AS sid FROM rail_instructions WHERE status = 'failed'"
+)
 FIRST_UNPUBLISHED = """
 SELECT settlement_id::text AS sid, min(sequence) AS sequence
   FROM outbox WHERE published_at IS NULL GROUP BY 1
@@ -143,6 +146,7 @@ async def _read(
         unbalanced_entries=await _offenders(conn, UNBALANCED_ENTRIES),
         balance_mismatches=await _offenders(conn, BALANCE_MISMATCHES),
         webhooks_applied_twice=await _offenders(conn, APPLIED_TWICE),
+        instruction_failed=frozenset(r["sid"] for r in await conn.fetch(INSTRUCTION_FAILED)),
     )
 
 

@@ -62,6 +62,9 @@ class DatabaseFacts:
     unbalanced_entries: Offenders  # journal entries not summing to zero per currency
     balance_mismatches: Offenders  # accounts whose shard sum differs from their postings
     webhooks_applied_twice: Offenders  # settlement (or rail event) ids of repeated changes
+    # Settlements whose rail instruction ended `failed`: the rail refused it or it was never
+    # sent, so the rail must show nothing for them (the books were reversed).
+    instruction_failed: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

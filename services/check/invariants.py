@@ -72,9 +72,17 @@ def verdict(name: str, findings: Iterable[Finding]) -> CheckResult:
 
 
 def no_double_effect(db: DatabaseFacts, rail: RailFacts) -> CheckResult:
-    """At most one effect at the rail per settlement; exactly one per `transferred`
-    instruction when the rail's count is complete."""
-    findings = [finding("effects_over_one", (s for s, n in rail.effects.items() if n > 1))]
+    """At most one effect at the rail per settlement; none where the instruction `failed` (the
+    books were reversed, so money moved there would be paid without a record: the
+    fail-closed rule); exactly one per `transferred` instruction when the rail's count is
+    complete."""
+    findings = [
+        finding("effects_over_one", (s for s, n in rail.effects.items() if n > 1)),
+        finding(
+            "effects_behind_failed_instructions",
+            (s for s in db.instruction_failed if rail.effects.get(s, 0) > 0),
+        ),
+    ]
     if rail.exhaustive:
         unmatched = (s for s in db.transferred if rail.effects.get(s, 0) != 1)
         findings.append(finding("transferred_without_one_effect", unmatched))

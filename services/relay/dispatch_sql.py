@@ -37,6 +37,12 @@ WITH due AS (
 UPDATE rail_instructions AS r
    SET status = 'processing', fence = r.fence + 1,
        lease_until = now() + make_interval(secs => $1), claimed_by = $2,
+       -- A lease that ran out before its holder scheduled a retry: the holder died or stalled
+       -- mid-attempt, and the rail may have acted on it. Once so marked, the budget's end is
+       -- needs_review, never failed.
+       error_class = CASE WHEN due.was = 'processing'
+                           AND (r.next_attempt_at IS NULL OR r.next_attempt_at < r.lease_until)
+                          THEN 'ambiguous' ELSE r.error_class END,
        attempts = r.attempts + 1, first_sent_at = coalesce(r.first_sent_at, now()),
        updated_at = now()
   FROM due

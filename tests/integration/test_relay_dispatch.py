@@ -262,3 +262,24 @@ async def test_a_batch_write_refused_by_the_fence_records_nothing_for_that_row(
     await d.dispatch_many([sid])
     assert (await state(pool, sid))[:2] == ("dispatching", "processing")
     assert d.metrics.registry.get_sample_value("settle_relay_fence_rejections_total") == 1
+
+
+async def test_a_holder_lost_mid_attempt_makes_the_budget_end_in_review(
+    pool: asyncpg.Pool,
+) -> None:
+    # The first holder died after claiming (it may have reached the rail); every later
+    # attempt finds the rail unreachable. Failing the settlement could hide a payment.
+    sid, rail = await accept(pool), ScriptedRail([RailOutcome.RETRYABLE] * 5)
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE rail_instructions SET status = 'processing', fence = fence + 1, "
+            "lease_until = now() - interval '1 s', attempts = 1, first_sent_at = now() "
+            "WHERE settlement_id = $1",
+            sid,
+        )
+    d = dispatcher(pool, rail)
+    for _ in range(3):
+        await d.sweep()
+        await expire_leases(pool, sid)
+    assert (await state(pool, sid))[:2] == ("needs_review", "needs_review")
+    assert await net(pool, sid) == {"funding": -700, "payable": 700}

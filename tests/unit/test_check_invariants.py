@@ -92,6 +92,14 @@ def test_two_effects_for_one_settlement_break_no_double_effect() -> None:
     assert not result.ok and result.offenders == ("s-paid",)
 
 
+def test_money_moved_for_an_instruction_that_failed_breaks_no_double_effect() -> None:
+    db, _, rail = world()
+    failed = replace(db, instruction_failed=frozenset({"s-failed"}))
+    assert no_double_effect(failed, rail).ok
+    moved = replace(rail, effects={**rail.effects, "s-failed": 1}, exhaustive=False)
+    assert no_double_effect(failed, moved).offenders == ("s-failed",)
+
+
 def test_a_transferred_instruction_without_an_effect_is_caught_only_on_a_complete_count() -> None:
     db, _, rail = world()
     missing = replace(rail, effects={"s-paid": 1})
