@@ -1,4 +1,5 @@
-"""The benchmarks' own database beside the service's, so their rows never mix."""
+"""The benchmarks' own database beside the service's, so their rows never mix, made afresh for
+every run."""
 
 from __future__ import annotations
 
@@ -25,21 +26,22 @@ def libpq_args(database_url: str) -> list[str]:
     return [*args, str(url.database)]  # the database last: pgbench takes it only positionally
 
 
-async def _create_if_missing(server_url: str, name: str) -> None:
+async def _recreate(server_url: str, name: str) -> None:
     dsn = make_url(server_url).set(drivername="postgresql").render_as_string(hide_password=False)
     conn = await asyncpg.connect(dsn)
     try:
-        if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
-            await conn.execute(f'CREATE DATABASE "{name}"')
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
 
 
 def bench_database(database_url: str) -> str:
-    """URL of `<database>_bench` on the same server, created and migrated if need be."""
+    """URL of `<database>_bench` on the same server, made afresh and migrated: every run
+    starts from empty tables, so figures do not drift as earlier runs' rows pile up."""
     url = make_url(database_url)
     name = f"{url.database}_bench"
-    asyncio.run(_create_if_missing(database_url, name))
+    asyncio.run(_recreate(database_url, name))
     bench_url = url.set(database=name).render_as_string(hide_password=False)
     upgrade(bench_url)
     return bench_url
