@@ -17,9 +17,10 @@ import stripe
 
 from services.check.errors import SourceUnavailable
 from services.check.facts import RailFacts
-from services.relay.stripe_http import StripeHttpx, httpx_timeout
+from services.relay.stripe_http import StripeAiohttp
 
 PAGE_SIZE = 100  # Stripe's largest page
+LIST_CONNECTIONS = 2  # one listing at a time; a spare for a retry
 DEFAULT_LOOKBACK = timedelta(days=30)
 
 
@@ -83,7 +84,6 @@ class StripeEffects:
         api_base: str | None = None,
         timeout: float = 30.0,
         lookback: timedelta = DEFAULT_LOOKBACK,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if not api_key:
             raise ValueError(
@@ -91,9 +91,8 @@ class StripeEffects:
             )
         self._since = int((datetime.now(UTC) - lookback).timestamp())
         self._source = f"stripe {api_base or 'api.stripe.com'}"
-        self._http = StripeHttpx(
-            httpx.AsyncClient(transport=transport, timeout=httpx_timeout(timeout))
-        )
+        # The relay's transport: the same timeouts and error classes, read-only calls here.
+        self._http = StripeAiohttp(timeout, connections=LIST_CONNECTIONS)
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base.rstrip("/")} if api_base else None,

@@ -6,8 +6,7 @@ subclass of stripe's documented extension point, ``stripe.HTTPClient``, does nei
 keeps the transport error as the ``__cause__`` of every ``APIConnectionError``, which is
 what tells "never sent" from "sent, answer lost" (see ``sent_nothing``).
 
-``StripeHttpx`` serves the checker's read-only listings (services/check/rail.py), whose
-tests drive it through an httpx transport.
+The invariant checker's read-only listings (services/check/rail.py) use it too.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import ssl
 from collections.abc import Awaitable, Mapping
 
 import aiohttp
-import httpx
 import stripe
 
 CONNECT_TIMEOUT_CAP = 3.0  # seconds; a connect that never completes sent nothing, so fail it fast
@@ -47,26 +45,13 @@ def aiohttp_timeout(total: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=total, connect=early, sock_connect=early)
 
 
-def httpx_timeout(total: float) -> httpx.Timeout:
-    """Per-phase httpx timeouts for a call bounded by `total` seconds (see early_timeout)."""
-    early = early_timeout(total)
-    return httpx.Timeout(total, connect=early, pool=early)
-
-
 # Transport failures that happen before a single request byte reaches the rail: connecting
 # (DNS, TCP, TLS, proxy), waiting for a pooled connection, or a URL that cannot be sent to.
-HTTPX_NOT_SENT: tuple[type[Exception], ...] = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.PoolTimeout,
-    httpx.UnsupportedProtocol,
-)
 NOT_SENT: tuple[type[Exception], ...] = (
     aiohttp.ClientConnectorError,
     aiohttp.ConnectionTimeoutError,
     aiohttp.InvalidURL,
     aiohttp.NonHttpUrlClientError,
-    *HTTPX_NOT_SENT,
 )
 
 
@@ -146,39 +131,3 @@ class StripeAiohttp(stripe.HTTPClient):
         session, self._session = self._session, None
         if session is not None:
             await session.close()
-
-
-class StripeHttpx(stripe.HTTPClient):
-    """stripe's HTTP client port over an httpx.AsyncClient (async only)."""
-
-    name = "httpx"
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        super().__init__()
-        self._client = client
-
-    async def request_async(
-        self,
-        method: str,
-        url: str,
-        headers: Mapping[str, str],
-        post_data: object = None,
-    ) -> tuple[bytes, int, Mapping[str, str]]:
-        """Send one request; a transport failure becomes APIConnectionError caused by it."""
-        content = post_data if isinstance(post_data, str | bytes) else None
-        try:
-            response = await self._client.request(method, url, headers=headers, content=content)
-        except httpx.RequestError as e:
-            raise stripe.APIConnectionError(  # type: ignore[no-untyped-call]
-                f"network error talking to the rail: {type(e).__name__}: {e}",
-                should_retry=isinstance(e, HTTPX_NOT_SENT),
-            ) from e
-        return response.content, response.status_code, response.headers
-
-    def sleep_async(self, secs: float) -> Awaitable[None]:
-        """Sleep `secs` between stripe's retries, when a caller turns them on."""
-        return asyncio.sleep(secs)
-
-    async def close_async(self) -> None:
-        """Close the underlying httpx client and its pooled connections."""
-        await self._client.aclose()

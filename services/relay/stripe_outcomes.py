@@ -33,14 +33,11 @@ Choices a reviewer should know about:
     ServerDisconnectedError, ClientOSError, ClientPayloadError, a          AMBIGUOUS   network_error
       malformed answer, anything else
 
-  (httpx's ConnectError, ConnectTimeout, PoolTimeout and UnsupportedProtocol count as not
-  sent too, its TimeoutException as timeout.) Anything that broke mid-call may have reached
-  Stripe.
+  Anything that broke mid-call may have reached Stripe.
 """
 
 from __future__ import annotations
 
-import httpx
 import stripe
 
 from services.relay.rail import RailOutcome, RailResult
@@ -102,6 +99,6 @@ def _connection_failure(err: stripe.APIConnectionError) -> RailResult:
     if sent_nothing(cause):
         return RailResult(RailOutcome.RETRYABLE, detail="not_sent")
     # aiohttp's timeouts (ServerTimeoutError and its subclasses among them) are TimeoutErrors.
-    if isinstance(cause, TimeoutError | httpx.TimeoutException):
+    if isinstance(cause, TimeoutError):
         return RailResult(RailOutcome.AMBIGUOUS, detail="timeout")
     return RailResult(RailOutcome.AMBIGUOUS, detail="network_error")

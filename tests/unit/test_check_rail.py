@@ -3,8 +3,17 @@ count and Stripe's list API (paged) agree with what the rail made; a failing rai
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import httpx
 import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from services.check.errors import SourceUnavailable
 from services.check.rail import SimulatorEffects, StripeEffects
@@ -13,6 +22,21 @@ from services.railsim.http import create_app
 from services.railsim.params import Kind
 
 BASE = "http://railsim.test"
+
+
+@asynccontextmanager
+async def served(app: ASGIApp) -> AsyncIterator[str]:
+    """`app` on a loopback port, for clients that speak real HTTP (the Stripe listing does)."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:  # noqa: ASYNC110 - uvicorn offers no start event
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
 
 
 def made(sim: RailSim, kind: Kind, settlement_id: str, n: int = 1) -> None:
@@ -41,9 +65,10 @@ async def test_the_simulator_count_is_complete_and_per_settlement(sim: RailSim) 
 
 
 async def test_stripe_listing_pages_through_transfers_and_payouts(sim: RailSim) -> None:
-    transport = httpx.ASGITransport(app=create_app(sim))
-    facts = await StripeEffects("sk_test_x", api_base=BASE, transport=transport).effects()
-    simulated = await SimulatorEffects(BASE, transport=transport).effects()
+    app = create_app(sim)
+    async with served(app) as url:
+        facts = await StripeEffects("sk_test_x", api_base=url).effects()
+    simulated = await SimulatorEffects(BASE, transport=httpx.ASGITransport(app=app)).effects()
     assert not facts.exhaustive
     assert dict(facts.effects) == dict(simulated.effects)
 
@@ -56,6 +81,12 @@ async def test_a_rail_that_cannot_answer_is_named_as_the_source() -> None:
     with pytest.raises(SourceUnavailable) as raised:
         await SimulatorEffects(BASE, transport=transport).effects()
     assert raised.value.source == "rail"
-    with pytest.raises(SourceUnavailable) as raised:
-        await StripeEffects("sk_test_x", api_base=BASE, transport=transport).effects()
+
+    async def down(_: object) -> PlainTextResponse:
+        return PlainTextResponse("down", status_code=503)
+
+    routes = [Route("/v1/{kind}", down)]
+    async with served(Starlette(routes=routes)) as url:
+        with pytest.raises(SourceUnavailable) as raised:
+            await StripeEffects("sk_test_x", api_base=url).effects()
     assert raised.value.source == "rail"
