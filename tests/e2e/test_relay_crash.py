@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -77,24 +78,41 @@ async def wait_transferred(db: asyncpg.Connection, at_least: int, seconds: float
             await asyncio.sleep(0.1)
 
 
+@dataclass(frozen=True)
+class Stage:
+    """What a relay process test runs against: the services' environment (own topics, the
+    simulator as the rail, the lease) and how to start that simulator."""
+
+    env: dict[str, str]
+    sim_url: str
+    sim_args: list[str]
+
+
+async def stage(
+    database: str, kafka_bootstrap: str, *, lease: float, honours_keys: bool = True
+) -> Stage:
+    prefix = unique("t") + "."
+    await ensure_topics(kafka_bootstrap, prefix)
+    sim_port = free_port()
+    sim_url = f"http://127.0.0.1:{sim_port}"
+    env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
+           "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": sim_url,
+           "SETTLE_RAIL_IDEMPOTENT": str(honours_keys).lower(),
+           "SETTLE_RELAY_LEASE_SECONDS": str(lease)}  # fmt: skip
+    window = "86400" if honours_keys else "0"
+    return Stage(env, sim_url, ["railsim", "--port", str(sim_port), "--idempotency-window", window])
+
+
 @pytest.mark.parametrize(
     "honours_keys", [True, False], ids=["idempotent-rail", "rail-ignores-keys"]
 )
 async def test_relay_killed_mid_stream_pays_each_settlement_once(
     database: str, kafka_bootstrap: str, tmp_path: Path, honours_keys: bool
 ) -> None:
-    prefix = unique("t") + "."
-    await ensure_topics(kafka_bootstrap, prefix)
+    on = await stage(database, kafka_bootstrap, lease=6, honours_keys=honours_keys)
+    env, sim_url, sim_args = on.env, on.sim_url, on.sim_args
     pool = await asyncpg.create_pool(asyncpg_dsn(database), min_size=1, max_size=4)
     db = await asyncpg.connect(asyncpg_dsn(database))
-    sim_port = free_port()
-    sim_url = f"http://127.0.0.1:{sim_port}"
-    env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
-           "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": sim_url,
-           "SETTLE_RAIL_IDEMPOTENT": str(honours_keys).lower(),
-           "SETTLE_RELAY_LEASE_SECONDS": "6"}  # fmt: skip
-    window = "86400" if honours_keys else "0"
-    sim_args = ["railsim", "--port", str(sim_port), "--idempotency-window", window]
     try:
         with process(sim_args, env, tmp_path / "railsim.log"):
             async with httpx.AsyncClient(base_url=sim_url) as sim:
@@ -128,17 +146,12 @@ async def test_paused_relay_is_fenced_off_when_it_wakes(
     database: str, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     count, lease = 60, 9
-    prefix = unique("t") + "."
-    await ensure_topics(kafka_bootstrap, prefix)
+    on = await stage(database, kafka_bootstrap, lease=lease)
+    env, sim_url, paused_port = on.env, on.sim_url, free_port()
     pool = await asyncpg.create_pool(asyncpg_dsn(database), min_size=1, max_size=4)
     db = await asyncpg.connect(asyncpg_dsn(database))
-    sim_port, paused_port = free_port(), free_port()
-    sim_url = f"http://127.0.0.1:{sim_port}"
-    env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
-           "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": sim_url,
-           "SETTLE_RELAY_LEASE_SECONDS": str(lease)}  # fmt: skip
     try:
-        with process(["railsim", "--port", str(sim_port)], env, tmp_path / "railsim.log"):
+        with process(on.sim_args, env, tmp_path / "railsim.log"):
             async with httpx.AsyncClient(base_url=sim_url) as sim:
                 await wait_healthy(sim)
                 # Calls take a second, so the pause lands while some are in flight.
@@ -201,18 +214,10 @@ async def test_relay_killed_at_each_step_pays_once(
 ) -> None:
     count, lease = 30, 3
     failpoints, latency_ms = CRASH_STEPS[step]
-    prefix = unique("t") + "."
-    await ensure_topics(kafka_bootstrap, prefix)
+    on = await stage(database, kafka_bootstrap, lease=lease, honours_keys=honours_keys)
+    env, sim_url, sim_args = on.env, on.sim_url, on.sim_args
     pool = await asyncpg.create_pool(asyncpg_dsn(database), min_size=1, max_size=4)
     db = await asyncpg.connect(asyncpg_dsn(database))
-    sim_port = free_port()
-    sim_url = f"http://127.0.0.1:{sim_port}"
-    env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
-           "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": sim_url,
-           "SETTLE_RAIL_IDEMPOTENT": str(honours_keys).lower(),
-           "SETTLE_RELAY_LEASE_SECONDS": str(lease)}  # fmt: skip
-    window = "86400" if honours_keys else "0"
-    sim_args = ["railsim", "--port", str(sim_port), "--idempotency-window", window]
     try:
         with process(sim_args, env, tmp_path / "railsim.log"):
             async with httpx.AsyncClient(base_url=sim_url) as sim:
