@@ -81,26 +81,17 @@ class Dispatcher:
         self._calls = asyncio.Semaphore(self.policy.concurrent_calls)
 
     async def dispatch(self, settlement_id: str) -> None:
-        """Pass 1: claim the settlement's pending instruction, if any, and send it."""
-        async with self.pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(
-                sql.CLAIM_PENDING, settlement_id, self.policy.lease_seconds, self.worker
-            )
-            if row is None:
-                return  # already claimed, done, or not ours to send yet
-            await apply_transition(
-                conn, settlement_id, SettlementStatus.DISPATCHING, actor=self.worker, now=_now()
-            )
-        await self._attempt(row)
+        """Pass 1 for one settlement: claim its pending instruction, if any, and send it."""
+        await self.dispatch_many([settlement_id])
 
     async def dispatch_many(self, settlement_ids: Sequence[str]) -> None:
-        """Pass 1 for many settlements: one claim transaction, the calls side by side, and
-        the accepted ones recorded together; what the rail did not accept is handled one by
-        one as in `dispatch`."""
+        """Pass 1: claim the settlements' pending instructions (one transaction), send them
+        side by side, and record the accepted ones together; what the rail did not accept is
+        handled one by one. Instructions already claimed, done, or not pending are skipped."""
         ids = [uuid.UUID(sid) for sid in settlement_ids]
         async with self.pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(
-                sql.CLAIM_PENDING_MANY, ids, self.policy.lease_seconds, self.worker
+                sql.CLAIM_PENDING, ids, self.policy.lease_seconds, self.worker
             )
             if not rows:
                 return
@@ -124,7 +115,9 @@ class Dispatcher:
         for _ in accepted:
             failpoint("dispatch.after_accept")  # the rail paid; nothing of it is recorded
         if accepted:
-            await self._record_transferred(accepted)
+            await self._record_transferred(
+                [(row["settlement_id"], int(row["fence"]), result) for row, result in accepted]
+            )
         await asyncio.gather(*(
             self._record(_instruction(row), int(row["fence"]), row["attempts"], result)
             for row, result in zip(sending, results, strict=True)
@@ -141,17 +134,28 @@ class Dispatcher:
         self.metrics.rail_calls.labels(outcome=str(result.outcome)).inc()
         return result
 
-    async def _record_transferred(self, accepted: list[tuple[asyncpg.Record, RailResult]]) -> None:
+    async def _record_transferred(
+        self, accepted: Sequence[tuple[uuid.UUID | str, int, RailResult]]
+    ) -> None:
+        """Record transfers the rail accepted, each under its fence, and move the settlements
+        to `submitted` with the rail's reference, in one transaction."""
+        sids = [uuid.UUID(str(sid)) for sid, _, _ in accepted]
+        references = [result.rail_reference for _, _, result in accepted]
         async with self.pool.acquire() as conn, conn.transaction():
             recorded = await conn.fetch(
-                sql.RECORD_TRANSFERRED_MANY, [row["settlement_id"] for row, _ in accepted],
-                [row["fence"] for row, _ in accepted], [r.rail_reference for _, r in accepted],
-            )  # fmt: skip
+                sql.RECORD_TRANSFERRED_MANY, sids, [fence for _, fence, _ in accepted], references
+            )
             moves = [
                 Move(r["settlement_id"], SettlementStatus.SUBMITTED, rail_reference=r["ref"])
                 for r in recorded
             ]
             await apply_transitions(conn, moves, actor=self.worker, now=_now())
+            # A settlement the inbox moved on first (the webhook beat this record) keeps its
+            # status but learns its reference, if it has none yet.
+            await conn.execute(
+                sql.SET_RAIL_REFERENCES, [r["settlement_id"] for r in recorded],
+                [r["ref"] for r in recorded],
+            )  # fmt: skip
         # Another worker holds the rest now; its record stands.
         self.metrics.fence_rejections.inc(len(accepted) - len(recorded))
 
@@ -223,34 +227,24 @@ class Dispatcher:
         self, instruction: RailInstruction, fence: int, attempts: int, result: RailResult
     ) -> None:
         if result.outcome is RailOutcome.ACCEPTED:
-            await self._finish(instruction, fence, result, "transferred")
+            await self._record_transferred([(instruction.settlement_id, fence, result)])
         elif result.outcome is RailOutcome.REFUSED:
-            await self._finish(instruction, fence, result, "failed")
+            await self._refused(instruction, fence, result)
         else:
             await self._retry_later(instruction, fence, attempts, result)
 
-    async def _finish(
-        self, instruction: RailInstruction, fence: int, result: RailResult, status: str
-    ) -> None:
+    async def _refused(self, instruction: RailInstruction, fence: int, result: RailResult) -> None:
         sid = instruction.settlement_id
         async with self.pool.acquire() as conn, conn.transaction():
-            if status == "transferred":
-                done = await conn.execute(sql.RECORD_TRANSFERRED, sid, fence, result.rail_reference)
-            else:
-                done = await conn.execute(
-                    sql.RECORD_FINAL, sid, fence, status, result.detail, str(result.outcome)
-                )
+            done = await conn.execute(
+                sql.RECORD_FINAL, sid, fence, "failed", result.detail, str(result.outcome)
+            )
             if done != "UPDATE 1":
                 self.metrics.fence_rejections.inc()
                 return  # another worker holds it now; its record stands
-            if status == "transferred":
-                await conn.execute(sql.SET_RAIL_REFERENCE, sid, result.rail_reference)
-                target, reason = SettlementStatus.SUBMITTED, None
-            else:
-                target, reason = SettlementStatus.FAILED, result.detail or "refused by the rail"
             await apply_transition(
-                conn, sid, target, actor=self.worker, now=_now(), reason=reason,
-                rail_reference=result.rail_reference,
+                conn, sid, SettlementStatus.FAILED, actor=self.worker, now=_now(),
+                reason=result.detail or "refused by the rail",
             )  # fmt: skip
 
     async def _retry_later(

@@ -1,18 +1,7 @@
 """SQL of the rail dispatcher; every write to a claimed instruction checks its fence."""
 
-# Pass 1: a pending instruction, claimed with a new fence and a lease.
+# Pass 1: pending instructions, claimed with a new fence and a lease.
 CLAIM_PENDING = """
-UPDATE rail_instructions
-   SET status = 'processing', fence = fence + 1, lease_until = now() + make_interval(secs => $2),
-       claimed_by = $3, attempts = attempts + 1, first_sent_at = coalesce(first_sent_at, now()),
-       updated_at = now()
- WHERE settlement_id = $1 AND status = 'pending'
-RETURNING settlement_id, tenant, idempotency_key, destination, amount, currency, method, fence,
-          attempts, false AS sent_before, 0::float8 AS sent_age
-"""
-
-# Pass 1 for a batch of settlements at once.
-CLAIM_PENDING_MANY = """
 UPDATE rail_instructions
    SET status = 'processing', fence = fence + 1, lease_until = now() + make_interval(secs => $2),
        claimed_by = $3, attempts = attempts + 1, first_sent_at = coalesce(first_sent_at, now()),
@@ -77,13 +66,6 @@ UPDATE rail_instructions AS r
 RETURNING r.settlement_id, c.ref
 """
 
-RECORD_TRANSFERRED = """
-UPDATE rail_instructions
-   SET status = 'transferred', rail_reference = $3, lease_until = NULL, next_attempt_at = NULL,
-       updated_at = now()
- WHERE settlement_id = $1 AND fence = $2 AND status = 'processing'
-"""
-
 RECORD_FINAL = """
 UPDATE rail_instructions
    SET status = $3, last_error = $4,
@@ -104,8 +86,10 @@ UPDATE rail_instructions
 RETURNING error_class
 """
 
-SET_RAIL_REFERENCE = """
-UPDATE settlements SET rail_reference = $2 WHERE id = $1 AND rail_reference IS NULL
+SET_RAIL_REFERENCES = """
+UPDATE settlements AS s SET rail_reference = c.ref
+  FROM unnest($1::uuid[], $2::text[]) AS c(sid, ref)
+ WHERE s.id = c.sid AND s.rail_reference IS NULL
 """
 
 GAUGES = """
