@@ -90,9 +90,7 @@ class Dispatcher:
         handled one by one. Instructions already claimed, done, or not pending are skipped."""
         ids = [uuid.UUID(sid) for sid in settlement_ids]
         async with self.pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(
-                sql.CLAIM_PENDING, ids, self.policy.lease_seconds, self.worker
-            )
+            rows = await conn.fetch(sql.CLAIM_PENDING, ids, self.policy.lease_seconds, self.worker)
             if not rows:
                 return
             moves = [Move(r["settlement_id"], SettlementStatus.DISPATCHING) for r in rows]
