@@ -56,11 +56,13 @@ def ensure_jars(paths: RunPaths) -> Path:
         mvn = shutil.which("mvn")
     if mvn is None:
         raise InfrastructureError("mvn is still not on PATH after installing it")
-    # Resolve beside the cache and swap it in whole, so an interrupted run never looks complete.
-    staging = paths.kafka_lib.with_name(paths.kafka_lib.name + ".partial")
+    # Resolve beside the cache and swap it in whole, so an interrupted run never looks complete;
+    # the staging directory is this process's own, as two fetches may run at once (a chaos run
+    # beside `settle infra up`).
+    staging = paths.kafka_lib.with_name(f"{paths.kafka_lib.name}.partial-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    log = paths.run / "maven.log"
+    log = paths.run / f"maven-{os.getpid()}.log"
     args = [mvn, "-q", "-B", "-f", str(paths.pom), "dependency:copy-dependencies"]
     args += [f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
     with log.open("w") as sink:
@@ -77,6 +79,10 @@ def ensure_jars(paths: RunPaths) -> Path:
         tail = log.read_text(errors="replace").splitlines()[-40:]
         raise InfrastructureError("mvn could not resolve the Kafka jars:\n" + "\n".join(tail))
     (staging / STAMP_NAME).write_text(pom_hash(paths.pom) + "\n")
+    log.unlink(missing_ok=True)
+    if jars_cached(paths.kafka_lib, paths.pom):  # another fetch finished first; keep its copy
+        shutil.rmtree(staging, ignore_errors=True)
+        return paths.kafka_lib
     shutil.rmtree(paths.kafka_lib, ignore_errors=True)
     staging.rename(paths.kafka_lib)
     return paths.kafka_lib

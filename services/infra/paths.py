@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pwd
+import stat
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +15,11 @@ import services
 from services.shared.config import LOCAL_DATABASE_URL, LOCAL_KAFKA_BOOTSTRAP
 
 RUN_DIR_ENV = "SETTLE_RUN_DIR"
+# initdb and postgres refuse root, so as root the cluster belongs to this user.
+SERVER_USER_WHEN_ROOT = "postgres"
+# Where a cluster goes when that user cannot reach the run directory (a checkout under
+# /root or a `mktemp -d` folder, both mode 700): one directory per run directory.
+CLUSTERS_HOME = Path("/var/lib/settle/clusters")
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,12 @@ class RunPaths:
 
     @property
     def pg(self) -> Path:
-        """Directory of the PostgreSQL cluster, owned by the server's user."""
+        """Directory of the PostgreSQL cluster, owned by the server's user (see cluster_dir)."""
+        return cluster_dir(self.run)
+
+    @property
+    def pg_link(self) -> Path:
+        """<run>/pg: the cluster itself, or a symbolic link to it when it lives elsewhere."""
         return self.run / "pg"
 
     @property
@@ -143,6 +156,40 @@ class RunPaths:
     def log4j(self) -> Path:
         """Broker logging configuration."""
         return self.root / "deploy" / "kafka" / "log4j2.properties"
+
+
+def reachable_by(path: Path, user: str) -> bool:
+    """Whether `user` may traverse every existing directory from / down to `path`."""
+    try:
+        record = pwd.getpwnam(user)
+    except KeyError:
+        return True  # no such user: whoever needs it says so with a better message
+    if record.pw_uid == 0:
+        return True
+    groups = set(os.getgrouplist(user, record.pw_gid))
+    for directory in (path, *path.parents):
+        try:
+            mode = directory.stat()
+        except FileNotFoundError:
+            continue  # made later by root, with the modes checked here for its parents
+        if mode.st_uid == record.pw_uid:
+            bit = stat.S_IXUSR
+        elif mode.st_gid in groups:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not mode.st_mode & bit:
+            return False
+    return True
+
+
+def cluster_dir(run: Path) -> Path:
+    """Where the PostgreSQL cluster of `run` lives: <run>/pg, or, when we are root and the
+    server's user cannot reach <run>, CLUSTERS_HOME/<name of run>-<hash of its path>."""
+    if os.geteuid() != 0 or reachable_by(run, SERVER_USER_WHEN_ROOT):
+        return run / "pg"
+    digest = hashlib.sha256(str(run).encode()).hexdigest()[:16]
+    return CLUSTERS_HOME / f"{run.name.lstrip('.')}-{digest}"
 
 
 def run_paths() -> RunPaths:

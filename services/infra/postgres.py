@@ -11,12 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from services.infra.model import ComponentStatus, State
-from services.infra.paths import PgEndpoint, RunPaths, log_tail, pg_endpoint
+from services.infra.paths import (
+    SERVER_USER_WHEN_ROOT,
+    PgEndpoint,
+    RunPaths,
+    log_tail,
+    pg_endpoint,
+)
 from services.infra.procs import apt_install, is_root, live_pid, port_open
 from services.shared.errors import InfrastructureError
 
 START_TIMEOUT_S = 60
-SERVER_USER_WHEN_ROOT = "postgres"
 # sun_path holds 108 bytes; past that PostgreSQL refuses the socket and TCP must do.
 _MAX_SOCKET_PATH = 100
 SETTINGS = {"max_connections": "200", "shared_buffers": "512MB", "fsync": "on"}
@@ -101,7 +106,22 @@ def render_conf(endpoint: PgEndpoint, sock: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _make_home(paths: RunPaths) -> None:
+    # A cluster outside the run directory: its parents made traversable whatever the umask,
+    # and <run>/pg made a link to it so that the run directory still shows where it is.
+    if paths.pg == paths.pg_link:
+        return
+    for directory in reversed((paths.pg.parent, *paths.pg.parent.parents)):
+        if not directory.exists():
+            directory.mkdir()
+            directory.chmod(0o755)
+    if not paths.pg_link.is_symlink():
+        paths.pg_link.unlink(missing_ok=True)
+        paths.pg_link.symlink_to(paths.pg, target_is_directory=True)
+
+
 def _prepare(paths: RunPaths, endpoint: PgEndpoint) -> None:
+    _make_home(paths)
     paths.pg_sock.mkdir(parents=True, exist_ok=True)
     if is_root():
         record = pwd.getpwnam(SERVER_USER_WHEN_ROOT)
@@ -112,7 +132,7 @@ def _prepare(paths: RunPaths, endpoint: PgEndpoint) -> None:
         if subprocess.run(probe, cwd="/", check=False, **_server_user()).returncode != 0:
             raise InfrastructureError(
                 f"user {SERVER_USER_WHEN_ROOT} cannot write {paths.pg}: make its parent "
-                "directories world-traversable (chmod o+x) or set SETTLE_RUN_DIR elsewhere"
+                "directories traversable (chmod o+x) or set SETTLE_RUN_DIR elsewhere"
             )
     bins = bindir()
     if not (paths.pg_data / "PG_VERSION").exists():

@@ -8,7 +8,7 @@ import os
 import shlex
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
 from services.infra import kafka, postgres
@@ -28,6 +28,7 @@ __all__ = [
     "ensure_topics",
     "env_lines",
     "kafka_bootstrap",
+    "not_running",
     "status",
     "up",
 ]
@@ -36,6 +37,7 @@ DATABASE_ENV = "SETTLE_DATABASE_URL"
 KAFKA_ENV = "SETTLE_KAFKA_BOOTSTRAP"
 PREFIX_ENV = "SETTLE_TOPIC_PREFIX"
 Progress = Callable[[str], None]
+COMPONENTS = ("postgres", "kafka")
 
 
 @dataclass(frozen=True)
@@ -115,19 +117,34 @@ def up(*, progress: Progress | None = None) -> StackReport:
     return StackReport(pg, broker, tuple(created), time.monotonic() - began)
 
 
-def down(*, purge: bool = False, progress: Progress | None = None) -> None:
-    """Stop the servers `up` started (data stays unless `purge`); safe when nothing runs."""
+def down(
+    *,
+    purge: bool = False,
+    progress: Progress | None = None,
+    components: Collection[str] = COMPONENTS,
+) -> None:
+    """Stop the servers `up` started (data stays unless `purge`); safe when nothing runs.
+    `components` narrows it to some of them ("postgres", "kafka")."""
     say = progress or _quiet
     paths = run_paths()
     with _locked(paths):
-        pids = kafka.stop(paths)
-        say(f"kafka: stopped pid {', '.join(map(str, pids))}" if pids else "kafka: not running")
-        pid = postgres.stop(paths) if paths.pg_data.exists() else None
-        say(f"postgres: stopped pid {pid}" if pid else "postgres: not running")
+        if "kafka" in components:
+            pids = kafka.stop(paths)
+            say(f"kafka: stopped pid {', '.join(map(str, pids))}" if pids else "kafka: not running")
+        if "postgres" in components:
+            pid = postgres.stop(paths) if paths.pg_data.exists() else None
+            say(f"postgres: stopped pid {pid}" if pid else "postgres: not running")
         if purge:
             for directory in (paths.kafka, paths.pg):
                 shutil.rmtree(directory, ignore_errors=True)
+            if paths.pg_link.is_symlink():
+                paths.pg_link.unlink()
             say(f"purged {paths.kafka} and {paths.pg}")
+
+
+def not_running() -> frozenset[str]:
+    """Names of the local servers that do not run now; external ones are never named."""
+    return frozenset(c.name for c in status() if c.state is State.DOWN)
 
 
 def _address(name: str, value: str) -> str:

@@ -1,8 +1,9 @@
 """`settle run`: the whole local stack, a demo batch, served until Ctrl-C; `settle demo`.
 
-`settle run` leaves PostgreSQL and Kafka running when it stops, as `settle infra up` does;
-`settle infra down` stops them. Exit status: 0 after a clean stop, 1 when the demo batch
-broke a guarantee or the stack could not start.
+`settle run` leaves things as it found them: when it stops (Ctrl-C, SIGTERM, or a failure) it
+stops the local PostgreSQL and Kafka it started itself, and leaves running those that were
+already up before it began. Exit status: 0 after a clean stop, 1 when the demo batch broke a
+guarantee or the stack could not start.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ async def _until(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> tuple[boo
 
 
 async def _serve(
-    ports: Ports, options: StackOptions, count: int | None, log_dir: Path, console: Console
-) -> int:
+    ports: Ports, options: StackOptions, count: int | None, log_dir: Path, console: Console,
+    started_infra: frozenset[str],
+) -> int:  # fmt: skip
     import asyncpg
     import httpx
     from aiokafka.errors import KafkaError
@@ -93,10 +95,7 @@ async def _serve(
                 print_demo(report, console)
                 status = 0 if report.ok else 1
         if started:
-            console.print(
-                "serving; Ctrl-C stops the services. PostgreSQL and Kafka keep running "
-                "(`settle infra down` stops them)."
-            )
+            console.print(f"serving; Ctrl-C stops the services{_and_infra(started_infra)}.")
             await stop.wait()
     except SupervisorError as e:
         console.print(f"[red]{e}[/]")
@@ -106,6 +105,11 @@ async def _serve(
         await supervisor.stop_all(grace=STOP_GRACE_S)
         console.print("all services stopped")
     return status
+
+
+def _and_infra(started: frozenset[str]) -> str:
+    names = " and ".join(n for n in ("postgres", "kafka") if n in started)
+    return f" and the {names} this run started" if names else ""
 
 
 @click.command()
@@ -153,21 +157,39 @@ def run(
 
     console = Console()
     settings = _settings()
+    idle = stack.not_running()
+    status = 1
     try:
-        infra = stack.up(progress=lambda line: console.print(f"  .. {line}", style="dim"))
-    except InfrastructureError as e:
-        raise click.ClickException(str(e)) from e
-    for component in infra.components:
-        console.print(f"{component.name}: {component.outcome}, {component.url}", soft_wrap=True)
-    upgrade(settings.database_url)
-    console.print("database migrated to head; topics ready")
-    ports = Ports() if ports_from is None else Ports.from_base(ports_from)
-    logs = run_paths().run / "logs"
-    log_dir = logs if ports_from is None else logs / f"ports-{ports_from}"
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    options = StackOptions(fault_profile, rail_ignores_keys, seed)
-    demo_count = None if no_demo else count
-    raise SystemExit(asyncio.run(_serve(ports, options, demo_count, log_dir, console)))
+        try:
+            infra = stack.up(progress=lambda line: console.print(f"  .. {line}", style="dim"))
+        except InfrastructureError as e:
+            raise click.ClickException(str(e)) from e
+        for component in infra.components:
+            line = f"{component.name}: {component.outcome}, {component.url}"
+            console.print(line, soft_wrap=True)
+        upgrade(settings.database_url)
+        console.print("database migrated to head; topics ready")
+        ports = Ports() if ports_from is None else Ports.from_base(ports_from)
+        logs = run_paths().run / "logs"
+        log_dir = logs if ports_from is None else logs / f"ports-{ports_from}"
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+        options = StackOptions(fault_profile, rail_ignores_keys, seed)
+        demo_count = None if no_demo else count
+        status = asyncio.run(_serve(ports, options, demo_count, log_dir, console, idle))
+    finally:
+        _stop_started_infra(idle, console)
+    raise SystemExit(status)
+
+
+def _stop_started_infra(idle: frozenset[str], console: Console) -> None:
+    """Stop the local servers that were down when the run began (so this run started them)."""
+    from services.infra import stack
+
+    if idle:
+        console.print(f"stopping {' and '.join(sorted(idle))}, which this run started")
+        stack.down(components=idle, progress=lambda line: console.print(f"  .. {line}"))
+    else:
+        console.print("PostgreSQL and Kafka were up (or external) before this run; left as they are")
 
 
 @click.command()
