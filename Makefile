@@ -3,21 +3,32 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# The versions the suite was last run with; `make install` takes exactly these.
+LOCK := requirements.lock
 SETTLE := $(BIN)/settle
 PYTEST_ARGS ?=
 RUN_ARGS ?=
 SEED ?= 1
 CHAOS_ARGS ?=
 
-.PHONY: install run test unit integration lint format infra-up infra-down bench chaos clean
+.PHONY: install lock run test unit integration lint format infra-up infra-down bench chaos clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(LOCK) -e '.[dev]'
 	@touch $(STAMP)
+
+# Resolve the newest versions pyproject.toml allows into $(LOCK), in a scratch virtualenv;
+# run `make test` on the result before committing it.
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@echo "# make lock: every package make install takes, at the version last tested" > $(LOCK)
+	.lock-venv/bin/python -m pip freeze --exclude-editable >> $(LOCK)
+	rm -rf .lock-venv
 
 # settle run: PostgreSQL and Kafka up, migrations, every service supervised, a demo batch,
 # then serving until Ctrl-C (RUN_ARGS="--no-demo", "--count 5000", "--ports-from 23000" ...).
@@ -57,4 +68,4 @@ chaos: install
 	$(SETTLE) chaos --count 5000 --seconds 180 --seed $(SEED) $(CHAOS_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) .lock-venv build *.egg-info

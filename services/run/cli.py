@@ -189,7 +189,9 @@ def _stop_started_infra(idle: frozenset[str], console: Console) -> None:
         console.print(f"stopping {' and '.join(sorted(idle))}, which this run started")
         stack.down(components=idle, progress=lambda line: console.print(f"  .. {line}"))
     else:
-        console.print("PostgreSQL and Kafka were up (or external) before this run; left as they are")
+        console.print(
+            "PostgreSQL and Kafka were up (or external) before this run; left as they are"
+        )
 
 
 @click.command()

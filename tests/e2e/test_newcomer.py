@@ -124,9 +124,7 @@ def test_infra_up_from_a_folder_the_server_user_cannot_enter(newcomer: Newcomer)
     assert not cluster.exists()
 
 
-def test_run_stops_on_interrupt_the_servers_it_started(
-    newcomer: Newcomer, tmp_path: Path
-) -> None:
+def test_run_stops_on_interrupt_the_servers_it_started(newcomer: Newcomer, tmp_path: Path) -> None:
     assert newcomer.states() == {"postgres": "down", "kafka": "down"}
     out = run_until_interrupted(newcomer, tmp_path / "run.out")
     assert "all services stopped" in out, out

@@ -19,7 +19,6 @@ from services.infra.paths import (
 )
 
 
-
 @pytest.fixture
 def open_dir() -> Iterator[Path]:
     """A folder everyone may traverse (pytest's own open_dir sits under a mode-700 one)."""
