@@ -8,36 +8,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from services.infra import kafka, postgres
 from services.infra.paths import RunPaths, run_paths
+from services.infra.procs import free_ports
 from services.shared.topics import ensure_topics
 
 PORT_RANGE = (20000, 40000)
 SERVICE_PORTS = 5  # ledger, inbox, simulator, two relays (topology.Ports.from_base)
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_ports(count: int, avoid: set[int]) -> int:
-    """The first of `count` consecutive free ports (none in `avoid`), chosen by the kernel."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1])
-        block = range(base, base + count)
-        if block[-1] < 65535 and not avoid & set(block) and all(map(_free, block)):
-            return base
 
 
 @dataclass(frozen=True)

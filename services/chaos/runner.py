@@ -27,6 +27,7 @@ from services.check.cli import effect_source
 from services.check.report import as_json
 from services.check.run import CheckOptions, run_check
 from services.infra import kafka, postgres
+from services.infra.procs import free_ports
 from services.run.demo import FINAL, STATUS_COUNTS
 from services.run.submit import Batch
 from services.run.supervisor import Supervisor
@@ -122,7 +123,7 @@ async def _stack(
     pg_port = int(infra.database_url.rsplit(":", 1)[1].split("/")[0])
     kafka_port = int(infra.bootstrap.rsplit(":", 1)[1])
     avoid = {pg_port, kafka_port, kafka_port + 1}
-    ports = Ports.from_base(private.free_ports(private.SERVICE_PORTS, avoid))
+    ports = Ports.from_base(free_ports(private.SERVICE_PORTS, avoid))
     stack = StackOptions("none", options.rail_ignores_keys, options.seed)
     await supervisor.start_all(service_specs(ports, env, stack))
     say(f"services up on ports {ports.ledger}..{ports.relays[-1]}; logs in {supervisor.log_dir}")

@@ -1,4 +1,4 @@
-"""Process plumbing: pid files, liveness, ports, stopping, and running as another user."""
+"""Process plumbing: pid files, liveness (psutil), ports, stopping, running as another user."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Collection
 from pathlib import Path
 
-from services.shared.errors import InfrastructureError
+import psutil
 
-_PROC = Path("/proc")
+from services.shared.errors import InfrastructureError
 
 
 def read_pid(pid_file: Path) -> int | None:
@@ -28,15 +29,6 @@ def read_pid(pid_file: Path) -> int | None:
     return int(first)
 
 
-def _is_zombie(pid: int) -> bool:
-    try:
-        stat = (_PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return False
-    # The state letter follows the parenthesised command, which may itself hold spaces.
-    return stat.rpartition(")")[2].split()[:1] == ["Z"]
-
-
 def pid_alive(pid: int) -> bool:
     """Whether `pid` names a running (not zombie) process."""
     # A child of ours that exited stays a zombie until reaped and would look alive.
@@ -45,21 +37,19 @@ def pid_alive(pid: int) -> bool:
         if done == pid:
             return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    return not _is_zombie(pid)
 
 
 def cmdline(pid: int) -> str | None:
-    """The command line of `pid` joined by spaces, or None where /proc cannot tell."""
+    """The command line of `pid` joined by spaces, or None where it cannot be read."""
     try:
-        raw = (_PROC / str(pid) / "cmdline").read_bytes()
-    except OSError:
+        return " ".join(psutil.Process(pid).cmdline()).strip()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
 def live_pid(pid_file: Path, marker: str | None = None) -> int | None:
@@ -69,23 +59,41 @@ def live_pid(pid_file: Path, marker: str | None = None) -> int | None:
         return None
     if marker is not None:
         line = cmdline(pid)
-        # A recycled pid after a reboot belongs to someone else; /proc lets us tell.
+        # A recycled pid after a reboot belongs to someone else; the command line tells.
         if line is not None and marker not in line:
             return None
     return pid
 
 
 def pids_matching(marker: str) -> list[int]:
-    """Pids of live processes whose command line holds `marker` (Linux /proc only)."""
-    found: list[int] = []
-    if not _PROC.is_dir():
-        return found
-    for entry in _PROC.iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            line = cmdline(int(entry.name))
-            if line and marker in line and pid_alive(int(entry.name)):
-                found.append(int(entry.name))
+    """Pids of live processes (not this one) whose command line holds `marker`."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        line = " ".join(process.info["cmdline"] or ())
+        if process.pid != os.getpid() and marker in line and pid_alive(process.pid):
+            found.append(process.pid)
     return sorted(found)
+
+
+def free_ports(count: int = 1, avoid: Collection[int] = ()) -> int:
+    """The first of `count` consecutive free loopback ports (none in `avoid`), chosen by the
+    kernel."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = int(s.getsockname()[1])
+        block = range(base, base + count)
+        if block[-1] < 65535 and not set(avoid) & set(block) and all(map(_free, block)):
+            return base
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:

@@ -1,17 +1,14 @@
 """Child processes of the local stack: started, health-checked, restarted, paused, stopped.
 
-Process group: children stay in ours (no `setsid`). A Ctrl-C typed at the terminal therefore
-reaches them as well as us, and we still stop each one explicitly (SIGTERM, then SIGKILL after
-a grace period), so whichever of the two lands first, nothing of ours is left behind. On Linux
-each child is also asked (PR_SET_PDEATHSIG) to receive SIGTERM should the supervisor itself
-die without stopping it, e.g. when it is SIGKILLed.
+Spawning, health waits and stopping are `services.infra.children`'s (children die with the
+supervisor, and a Ctrl-C reaches them too); this module adds restarts with backoff, pauses,
+and names.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import shutil
 import signal
@@ -21,17 +18,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+from services.infra import children
+from services.shared.errors import InfrastructureError
 
 log = logging.getLogger(__name__)
 WATCH_SECONDS = 0.2
 BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0)  # before the 1st, 2nd, 3rd, later restarts in a row
 STABLE_SECONDS = 30.0  # a child up this long has its backoff reset
 HEALTH_TIMEOUT_S = 60.0
-PR_SET_PDEATHSIG = 1
 
 
-class SupervisorError(Exception):
+class SupervisorError(InfrastructureError):
     """A child could not be started or did not become healthy."""
 
     retriable = False
@@ -74,12 +71,6 @@ class _Child:
     paused: bool = False
 
 
-def _die_with_parent() -> None:
-    # Runs in the child between fork and exec; Linux only, ignored elsewhere.
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 class Supervisor:
     """Runs ServiceSpecs as child processes, logging to `log_dir/<name>.log`."""
 
@@ -115,22 +106,9 @@ class Supervisor:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
-        for child in self._children.values():
-            if child.proc.poll() is None:
-                if child.paused:  # a stopped process would hold SIGTERM until continued
-                    child.proc.send_signal(signal.SIGCONT)
-                child.proc.terminate()
-        deadline = time.monotonic() + grace
-        while any(c.proc.poll() is None for c in self._children.values()):
-            if time.monotonic() >= deadline:
-                for child in self._children.values():
-                    if child.proc.poll() is None:
-                        log.warning("%s: still alive after %.0f s, killing", child.spec.name, grace)
-                        child.proc.kill()
-                for child in self._children.values():
-                    child.proc.wait()
-                break
-            await asyncio.sleep(0.05)
+        procs = [child.proc for child in self._children.values()]
+        for pid in await children.stop(procs, grace):
+            log.warning("pid %d: still alive after %.0f s, killed", pid, grace)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Send `sig` to child `name` (the watcher restarts it if it dies)."""
@@ -199,29 +177,21 @@ class Supervisor:
             raise SupervisorError(f"no child named {name!r}") from None
 
     def _spawn(self, spec: ServiceSpec) -> subprocess.Popen[bytes]:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        with (self.log_dir / f"{spec.name}.log").open("ab") as out:
-            try:
-                return subprocess.Popen(
-                    spec.argv(),
-                    env=spec.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-                )
-            except OSError as e:
-                raise SupervisorError(f"{spec.name}: cannot start {spec.argv()[0]}: {e}") from e
+        try:
+            return children.spawn(spec.argv(), spec.env, self._log(spec))
+        except OSError as e:
+            raise SupervisorError(f"{spec.name}: cannot start {spec.argv()[0]}: {e}") from e
+
+    def _log(self, spec: ServiceSpec) -> Path:
+        return self.log_dir / f"{spec.name}.log"
 
     async def _healthy(self, spec: ServiceSpec) -> None:
-        assert spec.health_url is not None
-        deadline = time.monotonic() + HEALTH_TIMEOUT_S
-        async with httpx.AsyncClient(timeout=2.0) as client:
-            while time.monotonic() < deadline:
-                with contextlib.suppress(httpx.TransportError):
-                    if (await client.get(spec.health_url)).status_code == 200:
-                        return
-                await asyncio.sleep(0.2)
-        where = self.log_dir / f"{spec.name}.log"
-        late = f"not healthy after {HEALTH_TIMEOUT_S:.0f} s"
-        raise SupervisorError(f"{spec.name}: {spec.health_url} {late}; see {where}")
+        if spec.health_url is None:
+            return
+        try:
+            await children.wait_healthy(
+                spec.name, spec.health_url, self._log(spec), timeout_s=HEALTH_TIMEOUT_S,
+                running=lambda: not self._stopping,
+            )  # fmt: skip
+        except children.ChildUnhealthy as e:
+            raise SupervisorError(str(e)) from e
