@@ -10,7 +10,7 @@ import pytest
 
 from services.infra import stack
 from services.infra.model import State
-from services.infra.paths import kafka_endpoint, log_tail, pg_endpoint, run_paths
+from services.infra.paths import cluster_dir, kafka_endpoint, log_tail, pg_endpoint, run_paths
 from services.infra.postgres import render_conf, socket_dir_setting
 from services.shared.config import LOCAL_DATABASE_URL, LOCAL_KAFKA_BOOTSTRAP
 
@@ -65,7 +65,8 @@ def test_status_reports_external_servers_without_probing(
 def test_run_dir_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SETTLE_RUN_DIR", str(tmp_path))
     paths = run_paths()
-    assert paths.pg_data == tmp_path / "pg" / "data"
+    assert paths.pg_link == tmp_path / "pg"  # the cluster itself, or a link to it
+    assert paths.pg_data == cluster_dir(tmp_path) / "data"
     assert paths.kafka_pid == tmp_path / "kafka" / "broker.pid"
     assert paths.pom.is_file()
     assert paths.log4j.is_file()
