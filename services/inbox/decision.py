@@ -29,7 +29,6 @@ The inbox row's own states (SPEC 4.4): received -> applied | ignored | parked ->
 
 from __future__ import annotations
 
-import random
 from enum import StrEnum
 
 from services.shared.domain.settlement import TERMINAL, SettlementStatus, is_transition_valid
@@ -100,12 +99,3 @@ def _check(current: SettlementStatus, steps: tuple[SettlementStatus, ...]) -> No
         if not is_transition_valid(current, target):  # a bug in the table above, never input
             raise AssertionError(f"plan would move {current} to {target}")
         current = target
-
-
-def retry_delay(
-    attempts: int, base_seconds: float, cap_seconds: float, rng: random.Random
-) -> float:
-    """Seconds before retry number `attempts` (1-based) of a parked event: doubling, capped,
-    with jitter in [half, full] so replicas do not retry a burst in lockstep."""
-    ceiling = min(base_seconds * 2.0 ** max(attempts - 1, 0), cap_seconds)
-    return ceiling * rng.uniform(0.5, 1.0)
