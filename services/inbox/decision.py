@@ -31,7 +31,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from services.shared.domain.settlement import TERMINAL, SettlementStatus, is_transition_valid
+from services.shared.domain.settlement import (
+    TERMINAL,
+    IllegalTransition,
+    SettlementStatus,
+    is_transition_valid,
+)
 
 _S = SettlementStatus
 
@@ -97,5 +102,5 @@ def plan(current: SettlementStatus, signal: Signal) -> tuple[SettlementStatus, .
 def _check(current: SettlementStatus, steps: tuple[SettlementStatus, ...]) -> None:
     for target in steps:
         if not is_transition_valid(current, target):  # a bug in the table above, never input
-            raise AssertionError(f"plan would move {current} to {target}")
+            raise IllegalTransition(current, target)
         current = target
