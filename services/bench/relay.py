@@ -28,11 +28,11 @@ from services.ledger.acceptor import Ledger
 from services.ledger.app import windows
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
-from services.relay.app import DISPATCH_CHUNK, PUBLISH_BATCH_BYTES
 from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
-from services.relay.outbox import OutboxPublisher
+from services.relay.outbox import PUBLISH_BATCH_BYTES, OutboxPublisher
 from services.relay.stripe_rail import StripeRail
+from services.relay.triggers import DISPATCH_CHUNK
 from services.shared.config import Settings, libpq_dsn
 from services.shared.kafka import idempotent_producer
 from services.shared.topics import EVENTS, ensure_topics

@@ -10,6 +10,7 @@ from services.check.errors import SourceUnavailable
 from services.check.facts import DatabaseFacts, Offenders, SettlementFact
 from services.check.invariants import FIRST
 from services.shared.config import libpq_dsn
+from services.shared.store_errors import UNREACHABLE
 
 SETTLEMENTS = """
 SELECT s.id::text AS id, s.tenant, s.amount, s.currency::text AS currency, s.status, s.reason,
@@ -81,7 +82,8 @@ SELECT (SELECT count(*) FROM rail_instructions WHERE status IN ('pending', 'proc
        (SELECT count(*) FROM settlements
          WHERE status NOT IN ('paid', 'failed', 'reversed', 'needs_review')) AS settlements
 """
-_DRIVER_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+# The database away, or refusing our session or a statement: no verdict can be read from it.
+_DRIVER_ERRORS = (*UNREACHABLE, asyncpg.PostgresError)
 
 
 def _offenders_of(select: str) -> str:

@@ -29,10 +29,14 @@ The inbox row's own states (SPEC 4.4): received -> applied | ignored | parked ->
 
 from __future__ import annotations
 
-import random
 from enum import StrEnum
 
-from services.shared.domain.settlement import TERMINAL, SettlementStatus, is_transition_valid
+from services.shared.domain.settlement import (
+    TERMINAL,
+    IllegalTransition,
+    SettlementStatus,
+    is_transition_valid,
+)
 
 _S = SettlementStatus
 
@@ -98,14 +102,5 @@ def plan(current: SettlementStatus, signal: Signal) -> tuple[SettlementStatus, .
 def _check(current: SettlementStatus, steps: tuple[SettlementStatus, ...]) -> None:
     for target in steps:
         if not is_transition_valid(current, target):  # a bug in the table above, never input
-            raise AssertionError(f"plan would move {current} to {target}")
+            raise IllegalTransition(current, target)
         current = target
-
-
-def retry_delay(
-    attempts: int, base_seconds: float, cap_seconds: float, rng: random.Random
-) -> float:
-    """Seconds before retry number `attempts` (1-based) of a parked event: doubling, capped,
-    with jitter in [half, full] so replicas do not retry a burst in lockstep."""
-    ceiling = min(base_seconds * 2.0 ** max(attempts - 1, 0), cap_seconds)
-    return ceiling * rng.uniform(0.5, 1.0)

@@ -6,7 +6,10 @@ InboxError (SettleError)    base; `status` and `code` are what the HTTP layer se
 ├── BodyTooLarge            413: the body is over SETTLE_INBOX_MAX_BODY_BYTES
 ├── NotFound                404: no inbox event with that id
 ├── NotReplayable           409: the event is not dead or parked
-└── StoreUnavailable        503 with Retry-After: PostgreSQL did not answer; retriable
+└── ClaimedEventChanged     an inbox row changed while a worker held it; never retried
+
+PostgreSQL out of reach is the shared StoreUnavailable (services.shared.errors): 503 with
+Retry-After, answered in the same shape.
 """
 
 from __future__ import annotations
@@ -55,17 +58,12 @@ class NotReplayable(InboxError):
     code = "not_replayable"
 
 
-class StoreUnavailable(InboxError):
-    """PostgreSQL did not answer; nothing was stored and the rail will redeliver."""
-
-    status = 503
-    code = "store_unavailable"
-    retriable = True
-    retry_after_seconds = 2
-
-
 class BodyTooLarge(InboxError):
     """The body is over the configured limit; 413 and nothing stored."""
 
     status = 413
     code = "body_too_large"
+
+
+class ClaimedEventChanged(InboxError):
+    """A claimed row was not in the status it was claimed in: a bug or a manual edit."""

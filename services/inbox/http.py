@@ -16,12 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.inbox.decision import InboxStatus
-from services.inbox.errors import (
-    BodyTooLarge,
-    InboxError,
-    MalformedEvent,
-    StoreUnavailable,
-)
+from services.inbox.errors import BodyTooLarge, InboxError, MalformedEvent
 from services.inbox.events import parse_event
 from services.inbox.intake import EventStore
 from services.inbox.metrics import InboxMetrics
@@ -35,11 +30,15 @@ from services.ledger.http.body import read_capped_body
 from services.ledger.http.errors import JSON, error_response, install_error_handlers
 from services.ledger.http.security import tenant_dependency
 from services.ledger.responses import error_body
+from services.shared.errors import StoreUnavailable
+from services.shared.store_errors import UNREACHABLE
 
 DESCRIPTION = """Takes Stripe (and rail simulator) webhooks: signature checked first, stored
 under the rail's event id, applied to settlements by the apply worker. Operator endpoints
 take `Authorization: Bearer <operator token>` (SETTLE_OPERATOR_TOKENS)."""
-STORE_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+# Answered 503: PostgreSQL away, or a statement it refused (a webhook body it cannot hold,
+# while the rest of its group is stored); the rail redelivers.
+STORE_FAILURES = (*UNREACHABLE, asyncpg.PostgresError)
 READY_TIMEOUT_S = 2.0
 WEBHOOK_PATH = "/v1/webhooks/stripe"
 
@@ -53,7 +52,7 @@ def _json(value: object, status: int = 200) -> Response:
 
 
 async def _inbox_error(_: Request, error: Exception) -> Response:
-    assert isinstance(error, InboxError)
+    assert isinstance(error, InboxError | StoreUnavailable)
     headers = {}
     if isinstance(error, StoreUnavailable):
         headers["Retry-After"] = str(error.retry_after_seconds)
@@ -75,6 +74,7 @@ def create_app(
     app = FastAPI(title="settle inbox", version="1", description=DESCRIPTION)
     install_error_handlers(app)
     app.add_exception_handler(InboxError, _inbox_error)
+    app.add_exception_handler(StoreUnavailable, _inbox_error)
     webhooks = Webhooks(pool, signatures, metrics, max_body_bytes, on_stored, clock)
     app.include_router(_webhook_routes(webhooks))
     app.include_router(_operator_routes(pool, operators, clock))
@@ -115,7 +115,7 @@ class Webhooks:
                 metrics.received.labels(outcome="rejected").inc()
                 raise
             stored, status = await self._store.store(event, body, self._clock())
-        except STORE_ERRORS as e:
+        except STORE_FAILURES as e:
             raise StoreUnavailable("the inbox cannot store events right now; retry") from e
         if not stored:
             metrics.received.labels(outcome="duplicate").inc()
@@ -149,7 +149,7 @@ class WebhookFastPath:
             if read is None:
                 return  # the client went away before its body came; the rail redelivers
             status, payload = 200, await self._webhooks.receive(*read)
-        except InboxError as e:
+        except (InboxError, StoreUnavailable) as e:
             status, payload = e.status, error_body(e.code, e.message, None)
             if isinstance(e, StoreUnavailable):
                 headers.append((b"retry-after", str(e.retry_after_seconds).encode()))
@@ -212,7 +212,7 @@ def _operator_routes(pool: asyncpg.Pool, operators: BearerAuth, clock: Clock) ->
     ) -> Response:
         try:
             return _json(await list_events(pool, status, int(cursor), limit))
-        except STORE_ERRORS as e:
+        except STORE_FAILURES as e:
             raise StoreUnavailable("the inbox store does not answer") from e
 
     @router.post("/v1/inbox/{event}/replay", summary="Send a dead or parked event back to apply")
@@ -220,7 +220,7 @@ def _operator_routes(pool: asyncpg.Pool, operators: BearerAuth, clock: Clock) ->
         try:
             async with pool.acquire() as conn:
                 row_id = await replay(conn, event, operator, clock())
-        except STORE_ERRORS as e:
+        except STORE_FAILURES as e:
             raise StoreUnavailable("the inbox store does not answer") from e
         return _json({"id": row_id, "status": "received"}, 202)
 
@@ -239,7 +239,7 @@ def _ops_routes(pool: asyncpg.Pool, metrics: InboxMetrics) -> APIRouter:
         try:
             async with asyncio.timeout(READY_TIMEOUT_S):
                 ok = await pool.fetchval("SELECT true") is True
-        except (TimeoutError, *STORE_ERRORS):
+        except STORE_FAILURES:
             ok = False
         return _json({"postgres": ok}, 200 if ok else 503)
 

@@ -27,6 +27,7 @@ import asyncpg
 from services.inbox.decision import InboxStatus, ignore_reason, signal_of
 from services.inbox.events import RailEvent
 from services.inbox.store import RAIL, store_event
+from services.shared.store_errors import REFUSED, retry_contended
 
 INSERT_EVENTS = """
 INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key, settlement_id,
@@ -37,9 +38,6 @@ SELECT $1, e, t, o, c, s, p, st, r, at, at
 ON CONFLICT DO NOTHING
 RETURNING rail_event_id
 """
-CONTENDED = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
-REFUSED = (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError)
-ATTEMPTS = 3
 
 
 def initial_status(event: RailEvent) -> tuple[InboxStatus, str | None]:
@@ -125,20 +123,18 @@ class EventStore:
         return answers
 
     async def _insert(self, rows: Sequence[_Waiting]) -> dict[str, bool | Exception]:
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                async with self._pool.acquire() as conn:
-                    new = await conn.fetch(INSERT_EVENTS, RAIL, *_columns(rows))
-                inserted = {r["rail_event_id"] for r in new}
-                return {w.event.event_id: w.event.event_id in inserted for w in rows}
-            except REFUSED:
-                if len(rows) == 1:
-                    raise
-                return await self._one_by_one(rows)
-            except CONTENDED:
-                if attempt == ATTEMPTS:
-                    raise
-        raise AssertionError("unreachable")
+        async def insert() -> dict[str, bool | Exception]:
+            async with self._pool.acquire() as conn:
+                new = await conn.fetch(INSERT_EVENTS, RAIL, *_columns(rows))
+            inserted = {r["rail_event_id"] for r in new}
+            return {w.event.event_id: w.event.event_id in inserted for w in rows}
+
+        try:
+            return await retry_contended(insert)
+        except REFUSED:
+            if len(rows) == 1:
+                raise
+        return await self._one_by_one(rows)
 
     async def _one_by_one(self, rows: Sequence[_Waiting]) -> dict[str, bool | Exception]:
         answers: dict[str, bool | Exception] = {}

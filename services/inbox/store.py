@@ -13,6 +13,7 @@ from typing import NamedTuple
 import asyncpg
 
 from services.inbox.decision import InboxStatus, ignore_reason, signal_of
+from services.inbox.errors import ClaimedEventChanged
 from services.inbox.events import RailEvent
 
 RAIL = "stripe"
@@ -135,7 +136,7 @@ async def record(
         RECORD, event.id, event.status, status, reason, settlement_id, now, next_attempt_at
     )
     if done != "UPDATE 1":
-        raise AssertionError(f"inbox event {event.id} changed while claimed")
+        raise ClaimedEventChanged(f"inbox event {event.id} changed while claimed")
 
 
 class Recorded(NamedTuple):
@@ -156,7 +157,7 @@ async def record_many(conn: asyncpg.Connection, outcomes: list[Recorded], now: d
         [o.settlement_id for o in outcomes], [o.next_attempt_at for o in outcomes],
     )  # fmt: skip
     if done != f"UPDATE {len(outcomes)}":
-        raise AssertionError(f"inbox events changed while claimed ({done} of {len(outcomes)})")
+        raise ClaimedEventChanged(f"inbox events changed while claimed ({done} of {len(outcomes)})")
 
 
 async def oldest_parked(conn: asyncpg.Connection | asyncpg.Pool) -> datetime | None:

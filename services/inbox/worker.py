@@ -26,7 +26,7 @@ from typing import NamedTuple
 import asyncpg
 
 from services.inbox.apply import Outcome, apply_event, apply_events
-from services.inbox.decision import InboxStatus, retry_delay
+from services.inbox.decision import InboxStatus
 from services.inbox.metrics import InboxMetrics
 from services.inbox.store import (
     Recorded,
@@ -37,23 +37,16 @@ from services.inbox.store import (
     record,
     record_many,
 )
+from services.shared.backoff import backoff
+from services.shared.errors import SettleError
 from services.shared.running import run_until_first_exits
-from services.shared.transitions import TransitionConflict
+from services.shared.store_errors import UNREACHABLE, is_retriable, retry_contended
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 POLL_SECONDS = 0.5  # parked rows come due, and other replicas store rows we are not told of
 STORE_RETRY_SECONDS = 1.0
 BATCH_SIZE = 500
-# The store itself is unreachable: the loop waits and retries, nothing is rolled per event.
-UNREACHABLE = (
-    OSError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.AdminShutdownError,
-)
-CONTENDED = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 
 
 def utc_now() -> datetime:
@@ -67,6 +60,11 @@ class RetryPolicy(NamedTuple):
     attempts: int = 10  # attempts before the event goes dead
     base_seconds: float = 1.0  # delay before the second attempt; doubles each time
     max_seconds: float = 300.0  # the doubling stops here
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """Seconds before retry `attempt` (1-based): doubling, capped, jittered between half
+        and all of it, so parked events are spread and still spaced by at least half."""
+        return backoff(attempt - 1, self.base_seconds, self.max_seconds, rng, least=0.5)
 
 
 class InboxWorker:
@@ -105,9 +103,12 @@ class InboxWorker:
             try:
                 async with conn.transaction():  # a savepoint: a failed apply keeps the claim
                     outcome = await apply_event(conn, event, now)
-            except (asyncpg.PostgresError, TransitionConflict) as e:
+            except (asyncpg.PostgresError, SettleError) as e:
+                # Retriable: parked for a later attempt; else (a settlement changed under its
+                # lock, data refused) no attempt can mend it: dead, for an operator.
                 log.warning("applying inbox event %s failed: %s", event.id, e)
-                outcome = Outcome(InboxStatus.PARKED, f"apply failed: {e}")
+                status = InboxStatus.PARKED if is_retriable(e) else InboxStatus.DEAD
+                outcome = Outcome(status, f"apply failed: {e}")
             outcome = await self._record(conn, event, outcome, now)
         self._count(event, outcome, time.perf_counter() - started)
         return outcome
@@ -115,18 +116,12 @@ class InboxWorker:
     async def apply_batch(self) -> list[Outcome]:
         """Claim, apply and record up to `batch_size` due events in one transaction (one per
         transaction if the batch fails); their outcomes, [] when none is due."""
-        for attempt in (1, 2):
-            try:
-                return await self._apply_batch()
-            except UNREACHABLE:
-                raise
-            except CONTENDED as e:
-                if attempt == 1:
-                    continue
-                failed: Exception = e
-            except (asyncpg.PostgresError, TransitionConflict) as e:
-                failed = e
-            break
+        try:
+            return await retry_contended(self._apply_batch, attempts=2)
+        except UNREACHABLE:
+            raise  # the store is away: the loop waits, nothing is rolled per event
+        except (asyncpg.PostgresError, SettleError) as e:
+            failed = e
         log.warning("applying a batch of inbox events failed (%s); applying one by one", failed)
         outcomes = []
         for _ in range(self._batch_size):
@@ -167,7 +162,9 @@ class InboxWorker:
         while True:
             try:
                 await self.drain()
-            except (*UNREACHABLE, asyncpg.PostgresError) as e:
+            except Exception as e:
+                if not is_retriable(e):
+                    raise
                 log.warning("inbox store unavailable (%s); retrying", e)
                 await asyncio.sleep(STORE_RETRY_SECONDS)
                 continue
@@ -179,7 +176,7 @@ class InboxWorker:
         while True:
             try:
                 since = await oldest_parked(self._pool)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            except (*UNREACHABLE, asyncpg.PostgresError):
                 since = None
             age = (self._clock() - since).total_seconds() if since else 0.0
             self._metrics.oldest_parked.set(max(age, 0.0))
@@ -206,9 +203,7 @@ class InboxWorker:
                 reason = f"{outcome.reason} (given up after {attempt} attempts)"
                 outcome = outcome._replace(status=InboxStatus.DEAD, reason=reason)
             else:
-                p = self._policy
-                delay = retry_delay(attempt, p.base_seconds, p.max_seconds, self._rng)
-                due = now + timedelta(seconds=delay)
+                due = now + timedelta(seconds=self._policy.delay(attempt, self._rng))
         recorded = Recorded(event, outcome.status, outcome.reason, outcome.settlement_id, due)
         return recorded, outcome
 

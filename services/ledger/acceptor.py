@@ -16,22 +16,10 @@ from collections.abc import Sequence
 import asyncpg
 
 from services.ledger.booking import Books, in_use_result, unbookable_result
-from services.ledger.errors import StoreUnavailable
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
-
-# Connection trouble: PostgreSQL is down or restarting. Nothing was booked; fail closed.
-UNAVAILABLE = (
-    OSError,
-    asyncio.TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.AdminShutdownError,
-)
-# Worth running the same batch again: another transaction got in the way.
-CONTENDED = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
-ATTEMPTS = 3
+from services.shared.errors import StoreUnavailable
+from services.shared.store_errors import REFUSED, retry_contended, unavailable_when_down
 
 _Pending = tuple[SettlementRequest, "asyncio.Future[AcceptResult]"]
 
@@ -137,30 +125,28 @@ class Ledger:
         return results
 
     async def _book(self, batch: list[SettlementRequest]) -> list[AcceptResult]:
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                async with self.pool.acquire() as conn:
-                    results = await self.books.book(conn, batch)
-                self.metrics.batch_size.observe(len(batch))
-                return results
-            except UNAVAILABLE as e:
-                raise StoreUnavailable("PostgreSQL is unreachable; nothing was booked") from e
-            except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as e:
-                # One request the books cannot hold must not fail its batch-mates: book one
-                # by one, and refuse only the request that fails alone.
-                if len(batch) == 1:
-                    return [unbookable_result(e)]
-                return [r for one in batch for r in await self._book([one])]
-            except asyncpg.LockNotAvailableError:
-                # A same-key request of another process held us past the bounded wait. Book
-                # one by one so only the held requests answer 409.
-                if len(batch) == 1:
-                    return [in_use_result()]
-                return [r for one in batch for r in await self._book([one])]
-            except CONTENDED:
-                if attempt == ATTEMPTS:
-                    raise
-        raise AssertionError("unreachable")
+        # PostgreSQL down or restarting: nothing was booked; fail closed. Contended: the same
+        # batch runs again, as another transaction got in the way.
+        try:
+            with unavailable_when_down("PostgreSQL is unreachable; nothing was booked"):
+                return await retry_contended(lambda: self._book_once(batch))
+        except REFUSED as e:
+            # One request the books cannot hold must not fail its batch-mates: book one
+            # by one, and refuse only the request that fails alone.
+            if len(batch) == 1:
+                return [unbookable_result(e)]
+        except asyncpg.LockNotAvailableError:
+            # A same-key request of another process held us past the bounded wait. Book
+            # one by one so only the held requests answer 409.
+            if len(batch) == 1:
+                return [in_use_result()]
+        return [r for one in batch for r in await self._book([one])]
+
+    async def _book_once(self, batch: list[SettlementRequest]) -> list[AcceptResult]:
+        async with self.pool.acquire() as conn:
+            results = await self.books.book(conn, batch)
+        self.metrics.batch_size.observe(len(batch))
+        return results
 
 
 def _as_replay(result: AcceptResult) -> AcceptResult:

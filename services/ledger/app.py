@@ -6,20 +6,17 @@ down: requests then fail closed with 503 and /readyz says which dependency is mi
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 
 import asyncpg
 import uvicorn
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.errors import KafkaError
 
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books, Windows
-from services.ledger.commands import CommandIntake
+from services.ledger.commands import CONSUMER_GROUP, CommandIntake, consume_commands
 from services.ledger.http import create_app
 from services.ledger.metrics import create_metrics
 from services.ledger.reads import Readiness, SettlementReads
@@ -29,9 +26,6 @@ from services.shared.running import run_until_first_exits
 from services.shared.topics import COMMANDS, COMMANDS_DLQ
 
 log = logging.getLogger(__name__)
-IntakeFactory = Callable[[AIOKafkaConsumer, AIOKafkaProducer], CommandIntake]
-CONSUMER_GROUP = "settle-ledger"
-KAFKA_RETRY_S = 2.0
 
 
 async def create_pool(
@@ -54,27 +48,6 @@ def windows(settings: Settings) -> Windows:
     )
 
 
-async def run_command_intake(settings: Settings, intake_of: IntakeFactory) -> None:
-    """Consume commands until cancelled, reconnecting while Kafka is unreachable."""
-    while True:
-        consumer = manual_commit_consumer(
-            settings.kafka_bootstrap, settings.topic(CONSUMER_GROUP), [settings.topic(COMMANDS)]
-        )
-        producer = idempotent_producer(settings.kafka_bootstrap, "settle-ledger-dlq")
-        try:
-            await consumer.start()
-            await producer.start()
-            await intake_of(consumer, producer).run()
-        except KafkaError as e:
-            log.warning("Kafka unavailable for command intake (%s); retrying", e)
-        finally:
-            with contextlib.suppress(KafkaError):
-                await consumer.stop()
-            with contextlib.suppress(KafkaError):
-                await producer.stop()
-        await asyncio.sleep(KAFKA_RETRY_S)
-
-
 async def serve(settings: Settings, host: str, port: int, consume: bool = True) -> None:
     """Run the ledger's HTTP API (and, with `consume`, its Kafka intake) until cancelled."""
     metrics = create_metrics()
@@ -91,11 +64,18 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
     loops = [server.serve()]
     if consume:
         dlq = settings.topic(COMMANDS_DLQ)
-        loops.append(
-            run_command_intake(
-                settings, lambda c, p: CommandIntake(c, p, ledger, dlq, metrics=metrics)
-            )
-        )
+
+        def consumer() -> AIOKafkaConsumer:
+            return manual_commit_consumer(
+                settings.kafka_bootstrap, settings.topic(CONSUMER_GROUP),
+                [settings.topic(COMMANDS)],
+            )  # fmt: skip
+
+        def intake_of(consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> CommandIntake:
+            return CommandIntake(consumer, producer, ledger, dlq, metrics=metrics)
+
+        dlq_producer = partial(idempotent_producer, settings.kafka_bootstrap, "settle-ledger-dlq")
+        loops.append(consume_commands(consumer, dlq_producer, intake_of))
     try:
         await run_until_first_exits(*loops)
     finally:

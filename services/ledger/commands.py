@@ -9,21 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
-from services.ledger.errors import InvalidRequest, StoreUnavailable
+from services.ledger.errors import InvalidRequest
 from services.ledger.intake import parse_settlement_command
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.ports import Acceptor
 from services.shared import avro
 from services.shared.errors import SchemaError
+from services.shared.kafka import run_reconnecting, started
+from services.shared.store_errors import is_retriable
 
 log = logging.getLogger(__name__)
+CONSUMER_GROUP = "settle-ledger"
 
 # A command whose key is still in flight elsewhere is retried; these outcomes are final and,
 # being the sender's mistake, dead-lettered so the sender can see them.
@@ -99,14 +103,17 @@ class CommandIntake:
         await self._commit(records)
 
     async def _book_until_done(self, requests: list[SettlementRequest]) -> list[AcceptResult]:
-        # PostgreSQL down: hold the batch and its offsets, retry until it answers (fail closed).
+        # PostgreSQL down or contended: hold the batch and its offsets, retry until it books
+        # (fail closed); a failure retrying cannot mend stops the intake instead.
         results: list[AcceptResult | None] = [None] * len(requests)
         todo = list(range(len(requests)))
         while todo:
             try:
                 booked = await self.acceptor.accept_many([requests[i] for i in todo])
-            except StoreUnavailable:
-                log.warning("PostgreSQL unavailable; holding %d commands", len(todo))
+            except Exception as e:
+                if not is_retriable(e):
+                    raise
+                log.warning("cannot book now (%s); holding %d commands", e, len(todo))
                 await asyncio.sleep(UNAVAILABLE_BACKOFF_S)
                 continue
             retry = []
@@ -149,3 +156,18 @@ class CommandIntake:
         except (CommitFailedError, KafkaError) as e:
             # A rebalance took the partitions: the new owner redelivers, the keys dedupe.
             log.warning("offset commit failed, batch will be redelivered: %s", e)
+
+
+async def consume_commands(
+    consumer_of: Callable[[], AIOKafkaConsumer],
+    producer_of: Callable[[], AIOKafkaProducer],
+    intake_of: Callable[[AIOKafkaConsumer, AIOKafkaProducer], CommandIntake],
+) -> None:
+    """Consume commands until cancelled, on fresh clients whenever Kafka failed them."""
+
+    async def session(clients: AsyncExitStack) -> None:
+        consumer = await started(clients, consumer_of())
+        producer = await started(clients, producer_of())
+        await intake_of(consumer, producer).run()
+
+    await run_reconnecting("command intake", session)

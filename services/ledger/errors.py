@@ -1,8 +1,11 @@
 """Errors of the ledger service, each mapped to an HTTP status and a machine-readable code.
 
-LedgerError                 base; `status` and `code` are what the HTTP layer sends
+LedgerError (SettleError)   base; `status` and `code` are what the HTTP layer sends
 ├── InvalidRequest          400 (413 for a body too large): bad body, header or field
-└── StoreUnavailable        503 with Retry-After: PostgreSQL cannot be reached; retriable
+└── Unauthorized            401: no or unknown API token (ledger.auth)
+
+PostgreSQL out of reach is the shared StoreUnavailable (services.shared.errors): 503 with
+Retry-After, answered in the same shape.
 """
 
 from __future__ import annotations
@@ -35,12 +38,3 @@ class InvalidRequest(LedgerError):
     ) -> None:
         super().__init__(message, code=code, field=field)
         self.status = status
-
-
-class StoreUnavailable(LedgerError):
-    """PostgreSQL did not answer; nothing was booked, the caller should retry later."""
-
-    status = 503
-    code = "store_unavailable"
-    retriable = True
-    retry_after_seconds = 2

@@ -3,7 +3,7 @@ and entries, each scoped to the caller's tenant; plus the readiness probe of the
 
 Pages are keyset-paginated under an opaque cursor (base64url of the last row's key), so a
 page never skips or repeats a row however many rows arrive meanwhile. Driver errors that mean
-"PostgreSQL cannot be reached" become StoreUnavailable at this edge.
+"PostgreSQL cannot be reached" become StoreUnavailable at this edge (`unavailable_when_down`).
 """
 
 from __future__ import annotations
@@ -22,24 +22,16 @@ from typing import Annotated, Any, Literal, Protocol
 import asyncpg
 from pydantic import PlainSerializer
 
-from services.ledger.errors import InvalidRequest, StoreUnavailable
+from services.ledger.errors import InvalidRequest
 from services.ledger.responses import timestamp
 from services.shared.domain.settlement import SettlementStatus
+from services.shared.store_errors import UNREACHABLE, unavailable_when_down
 
 SETTLEMENT_STATUSES = frozenset(status.value for status in SettlementStatus)
 MAX_PAGE = 100
 
 # Rendered like the POST response's timestamps, so a settlement reads the same either way.
 Timestamp = Annotated[datetime, PlainSerializer(timestamp, return_type=str, when_used="json")]
-
-STORE_DOWN: tuple[type[BaseException], ...] = (
-    OSError,
-    TimeoutError,
-    asyncpg.exceptions.CannotConnectNowError,
-    asyncpg.exceptions.TooManyConnectionsError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,11 +292,9 @@ class SettlementReads:
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[Any]:
-        try:
+        with unavailable_when_down("PostgreSQL did not answer"):
             async with asyncio.timeout(self._timeout), self._pool.acquire() as conn:
                 yield conn
-        except STORE_DOWN as e:
-            raise StoreUnavailable(f"PostgreSQL did not answer: {type(e).__name__}") from e
 
     async def settlement(self, tenant: str, settlement_id: str) -> Settlement | None:
         """The settlement of `tenant` with id `settlement_id`, or None (malformed ids too)."""
@@ -425,7 +415,7 @@ class Readiness:
         try:
             async with asyncio.timeout(self._timeout):
                 return bool(await self._pool.fetchval("SELECT 1") == 1)
-        except (*STORE_DOWN, asyncpg.PostgresError):
+        except (*UNREACHABLE, asyncpg.PostgresError):
             return False
 
     async def _kafka(self) -> bool:

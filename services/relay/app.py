@@ -7,18 +7,13 @@ of the dispatcher, and a timer runs pass 2 (reclaim and forgotten pending rows) 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
 
 import asyncpg
 import stripe
 import uvicorn
-from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -27,35 +22,23 @@ from starlette.routing import Route
 from services.ledger.app import create_pool
 from services.relay.dispatch import Dispatcher, DispatchPolicy
 from services.relay.metrics import RelayMetrics, create_metrics
-from services.relay.outbox import OutboxPublisher, prune_published
+from services.relay.outbox import (
+    PUBLISH_BATCH_BYTES,
+    OutboxPublisher,
+    prune_published,
+    publish_forever,
+)
 from services.relay.stripe_rail import stripe_rail
-from services.shared import avro
+from services.relay.triggers import CONSUMER_GROUP, trigger_dispatch
 from services.shared.config import RailKind, Settings
-from services.shared.errors import SchemaError, SettleError
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
-from services.shared.running import run_until_first_exits
+from services.shared.running import every, run_until_first_exits
 from services.shared.topics import EVENTS
 
-log = logging.getLogger(__name__)
-OutboxPublisherFactory = Callable[[AIOKafkaProducer], OutboxPublisher]
-JobFactory = Callable[[], Awaitable[object]]
-CONSUMER_GROUP = "settle-relay"
 SIMULATOR_API = "http://127.0.0.1:12111"
 SWEEP_SECONDS = 1.0
-DISPATCH_CHUNK = 100  # settlements claimed, sent and recorded together
 PRUNE_SECONDS = 60.0
 RETENTION_SECONDS = 3_600.0
-KAFKA_RETRY_S = 2.0
-PUBLISH_BATCH_BYTES = 512 * 1024  # a claimed batch leaves in a few record batches
-# Failures a later round repairs: PostgreSQL busy, restarting or away; a rail lookup failing.
-# A session PostgreSQL ended mid-statement (a stalled replica) surfaces as InternalClientError.
-TRANSIENT = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.exceptions.InternalClientError,
-    OSError,
-    SettleError,
-)
 
 
 def worker_name() -> str:
@@ -75,83 +58,8 @@ def metrics_app(metrics: RelayMetrics) -> Starlette:
     return Starlette(routes=[Route("/metrics", prometheus), Route("/healthz", healthz)])
 
 
-async def trigger_dispatch(settings: Settings, dispatcher: Dispatcher) -> None:
-    """Pass 1 on every `created` event; offsets move once each claim is durable."""
-    while True:
-        consumer = manual_commit_consumer(
-            settings.kafka_bootstrap, settings.topic(CONSUMER_GROUP), [settings.topic(EVENTS)]
-        )
-        try:
-            await consumer.start()
-            while True:
-                batches = await consumer.getmany(timeout_ms=500, max_records=500)
-                created = []
-                for records in batches.values():
-                    for record in records:
-                        try:
-                            event = avro.decode(record.value or b"", "SettlementEvent")
-                        except SchemaError as e:
-                            log.warning("undecodable settlement event skipped: %s", e)
-                            continue
-                        if event["type"] == "created":
-                            created.append(str(event["settlement_id"]))
-                chunks = [
-                    created[i : i + DISPATCH_CHUNK] for i in range(0, len(created), DISPATCH_CHUNK)
-                ]
-                outcomes = await asyncio.gather(
-                    *(dispatcher.dispatch_many(chunk) for chunk in chunks), return_exceptions=True
-                )
-                for chunk, outcome in zip(chunks, outcomes, strict=True):
-                    if isinstance(outcome, TRANSIENT):
-                        # Claims made wait for pass 2; nothing is lost by moving on.
-                        log.warning(
-                            "dispatch of %d settlements failed, pass 2 will retry: %s",
-                            len(chunk), outcome,
-                        )  # fmt: skip
-                    elif isinstance(outcome, BaseException):
-                        raise outcome
-                if batches:
-                    await consumer.commit()
-        except KafkaError as e:
-            log.warning("Kafka unavailable for dispatch triggers (%s); retrying", e)
-        finally:
-            with contextlib.suppress(KafkaError):
-                await consumer.stop()
-        await asyncio.sleep(KAFKA_RETRY_S)
-
-
-async def publish_forever(settings: Settings, publisher_of: OutboxPublisherFactory) -> None:
-    """Run the outbox publisher, reconnecting its producer while Kafka is unreachable."""
-    while True:
-        producer = idempotent_producer(
-            settings.kafka_bootstrap, "settle-relay-outbox", max_batch_bytes=PUBLISH_BATCH_BYTES
-        )
-        try:
-            await producer.start()
-            await publisher_of(producer).run()
-        except (KafkaError, TimeoutError, *TRANSIENT) as e:
-            # Nothing was marked published that Kafka did not acknowledge; start afresh.
-            log.warning("publishing interrupted (%s: %s); retrying", type(e).__name__, e)
-        finally:
-            with contextlib.suppress(KafkaError, TimeoutError):
-                await asyncio.wait_for(producer.stop(), KAFKA_RETRY_S)
-        await asyncio.sleep(KAFKA_RETRY_S)
-
-
-async def every(seconds: float, job: JobFactory) -> None:
-    """Run `job` every `seconds`, logging (not dying on) a failed round."""
-    while True:
-        try:
-            await job()
-        except (*TRANSIENT, KafkaError) as e:
-            log.warning("periodic job failed, next round in %.0f s: %s", seconds, e)
-        await asyncio.sleep(seconds)
-
-
-async def serve(settings: Settings, host: str, port: int) -> None:
-    """Run the relay until cancelled, with /metrics on `port`."""
-    stripe.enable_telemetry = False  # nothing about our calls leaves but the calls
-    metrics = create_metrics()
+async def relay_pool(settings: Settings) -> asyncpg.Pool:
+    """The relay's pool, its sessions bounded so a stalled relay holds no rows for long."""
     # A relay paused or stalled inside a transaction must not hold rows from the replica that
     # takes its leases over: PostgreSQL ends such a session, and the fence refuses its writes.
     # A pause in the middle of sending a statement is beyond every timeout: pass 2 ends such
@@ -159,18 +67,35 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     stall_ms = str(int(settings.relay_lease_seconds * 1000 / 3))
     bounds = ("idle_in_transaction_session_timeout", "lock_timeout", "statement_timeout")
     server_settings = {**dict.fromkeys(bounds, stall_ms), "application_name": worker_name()}
-    pool = await create_pool(settings, max_size=12, server_settings=server_settings)
-    if settings.rail is RailKind.SIM and settings.stripe_api_base is None:
-        settings = settings.model_copy(update={"stripe_api_base": SIMULATOR_API})
+    return await create_pool(settings, max_size=12, server_settings=server_settings)
+
+
+def dispatch_policy(settings: Settings) -> DispatchPolicy:
+    """Leases and call timeouts from the settings."""
     # The rail call must end well inside the lease, or a live call could be taken over.
     call_seconds = min(10.0, settings.relay_lease_seconds / 3)
-    policy = DispatchPolicy(
+    return DispatchPolicy(
         lease_seconds=settings.relay_lease_seconds,
         call_seconds=call_seconds,
         ambiguous_pause_seconds=2 * call_seconds,
     )
-    rail = stripe_rail(settings, timeout=call_seconds, connections=policy.concurrent_calls)
+
+
+async def serve(settings: Settings, host: str, port: int) -> None:
+    """Run the relay until cancelled, with /metrics on `port`."""
+    stripe.enable_telemetry = False  # nothing about our calls leaves but the calls
+    metrics = create_metrics()
+    pool = await relay_pool(settings)
+    if settings.rail is RailKind.SIM and settings.stripe_api_base is None:
+        settings = settings.model_copy(update={"stripe_api_base": SIMULATOR_API})
+    policy = dispatch_policy(settings)
+    rail = stripe_rail(settings, timeout=policy.call_seconds, connections=policy.concurrent_calls)
     dispatcher = Dispatcher(pool, rail, metrics, worker_name(), settings.rail_idempotent, policy)
+
+    def producer() -> AIOKafkaProducer:
+        return idempotent_producer(
+            settings.kafka_bootstrap, "settle-relay-outbox", max_batch_bytes=PUBLISH_BATCH_BYTES
+        )
 
     def outbox_of(producer: AIOKafkaProducer) -> OutboxPublisher:
         return OutboxPublisher(
@@ -178,16 +103,24 @@ async def serve(settings: Settings, host: str, port: int) -> None:
             ack_seconds=settings.relay_lease_seconds / 6,
         )  # fmt: skip
 
+    def consumer() -> AIOKafkaConsumer:
+        return manual_commit_consumer(
+            settings.kafka_bootstrap, settings.topic(CONSUMER_GROUP), [settings.topic(EVENTS)]
+        )
+
+    async def prune() -> int:
+        return await prune_published(pool, metrics, RETENTION_SECONDS)
+
     server = uvicorn.Server(
         uvicorn.Config(metrics_app(metrics), host=host, port=port, log_level="warning")
     )
     try:
         await run_until_first_exits(
             server.serve(),
-            publish_forever(settings, outbox_of),
-            trigger_dispatch(settings, dispatcher),
-            every(SWEEP_SECONDS, dispatcher.sweep),
-            every(PRUNE_SECONDS, lambda: prune_published(pool, metrics, RETENTION_SECONDS)),
+            publish_forever(producer, outbox_of),
+            trigger_dispatch(consumer, dispatcher),
+            every(SWEEP_SECONDS, dispatcher.sweep, "pass 2"),
+            every(PRUNE_SECONDS, prune, "pruning published outbox rows"),
         )
     finally:
         server.should_exit = True

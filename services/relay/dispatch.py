@@ -29,6 +29,7 @@ import asyncpg
 from services.relay import dispatch_sql as sql
 from services.relay.metrics import RelayMetrics
 from services.relay.rail import PayoutMethod, Rail, RailInstruction, RailOutcome, RailResult
+from services.shared.backoff import backoff
 from services.shared.domain.settlement import SettlementStatus
 from services.shared.errors import SettleError
 from services.shared.failpoints import failpoint
@@ -55,10 +56,6 @@ class DispatchPolicy:
     # at the rail, and a lookup that runs before it finishes would miss its transfer.
     ambiguous_pause_seconds: float = 20.0
 
-    def backoff(self, attempt: int) -> float:
-        """Full jitter: a uniform delay up to base * 2**attempt, capped."""
-        return random.uniform(0, min(self.backoff_cap, self.backoff_base * 2**attempt))
-
 
 class Dispatcher:
     """Moves rail instructions from pending to transferred or failed; see the module docstring."""
@@ -79,6 +76,7 @@ class Dispatcher:
         self.rail_idempotent = rail_idempotent
         self.policy = policy or DispatchPolicy()
         self._calls = asyncio.Semaphore(self.policy.concurrent_calls)
+        self._rng = random.Random()
 
     async def dispatch(self, settlement_id: str) -> None:
         """Pass 1 for one settlement: claim its pending instruction, if any, and send it."""
@@ -252,9 +250,10 @@ class Dispatcher:
         if attempts >= self.policy.max_attempts:
             await self._give_up(instruction, fence, result)
             return
-        delay = self.policy.backoff(attempts)
+        p = self.policy
+        delay = backoff(attempts, p.backoff_base, p.backoff_cap, self._rng)
         if result.outcome is RailOutcome.AMBIGUOUS and not self.rail_idempotent:
-            delay = max(delay, self.policy.ambiguous_pause_seconds)
+            delay = max(delay, p.ambiguous_pause_seconds)
         async with self.pool.acquire() as conn:
             marked = await conn.fetchval(
                 sql.SCHEDULE_RETRY, sid, fence, delay, result.detail, str(result.outcome)

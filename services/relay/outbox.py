@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 
 import asyncpg
 from aiokafka import AIOKafkaProducer
@@ -23,10 +25,12 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 
 from services.relay.metrics import RelayMetrics
 from services.shared.failpoints import failpoint
+from services.shared.kafka import run_reconnecting, started
 from services.shared.partitions import partition_for
 
 log = logging.getLogger(__name__)
 CHANNEL = "settle_outbox"
+PUBLISH_BATCH_BYTES = 512 * 1024  # a claimed batch leaves in a few record batches
 
 # Claimed and marked in one statement; the mark is part of the transaction, which commits only
 # after Kafka acknowledged every row, so a failed send leaves the rows unpublished.
@@ -159,6 +163,20 @@ class OutboxPublisher:
 
     def _notified(self, *_: object) -> None:
         self._wake.set()
+
+
+async def publish_forever(
+    producer_of: Callable[[], AIOKafkaProducer],
+    publisher_of: Callable[[AIOKafkaProducer], OutboxPublisher],
+) -> None:
+    """Run the outbox publisher until cancelled, on a fresh producer whenever Kafka or
+    PostgreSQL interrupted it; nothing Kafka did not acknowledge was marked published."""
+
+    async def session(clients: AsyncExitStack) -> None:
+        producer = await started(clients, producer_of())
+        await publisher_of(producer).run()
+
+    await run_reconnecting("outbox publishing", session)
 
 
 async def prune_published(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import shutil
 import signal
 import subprocess
@@ -19,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.infra import children
+from services.shared.backoff import backoff
 from services.shared.errors import InfrastructureError
 
 log = logging.getLogger(__name__)
 WATCH_SECONDS = 0.2
-BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0)  # before the 1st, 2nd, 3rd, later restarts in a row
+RESTART_BASE_S = 0.5  # the first restart in a row comes within this; each later one doubles
+RESTART_CAP_S = 5.0  # the most a restart waits
 STABLE_SECONDS = 30.0  # a child up this long has its backoff reset
 HEALTH_TIMEOUT_S = 60.0
 
@@ -79,6 +82,7 @@ class Supervisor:
         self._children: dict[str, _Child] = {}
         self._stopping = False
         self._watcher: asyncio.Task[None] | None = None
+        self._rng = random.Random()
 
     async def start(self, spec: ServiceSpec) -> None:
         """Start `spec` as a child (not waiting for health); a name may be started once."""
@@ -155,7 +159,7 @@ class Supervisor:
                     continue
                 up_for = time.monotonic() - child.started_at
                 child.streak = 0 if up_for >= STABLE_SECONDS else child.streak
-                delay = BACKOFF_SECONDS[min(child.streak, len(BACKOFF_SECONDS) - 1)]
+                delay = backoff(child.streak, RESTART_BASE_S, RESTART_CAP_S, self._rng)
                 log.warning(
                     "%s (pid %d) exited with %d after %.1f s; restarting in %.1f s",
                     child.spec.name, child.proc.pid, code, up_for, delay,

@@ -1,12 +1,26 @@
-"""Errors shared by every settle service.
+"""Errors shared by every settle service, and the tree every settle error hangs in.
 
-    SettleError                 base of every error settle raises on purpose
-    ├── ConfigError             bad configuration, names the variable; fatal at start-up
-    ├── SchemaError             an Avro payload or schema settle cannot use; never retried
-    └── InfrastructureError     a local server (PostgreSQL, Kafka) did not come up
+    SettleError                         base of every error settle raises on purpose
+    ├── ConfigError                     bad configuration, names the variable; fatal at start-up
+    ├── SchemaError                     an Avro payload or schema settle cannot use; never retried
+    ├── InfrastructureError             a local server (PostgreSQL, Kafka) did not start; retriable
+    │   └── SupervisorError             a child process did not start or become healthy (run)
+    ├── StoreUnavailable                PostgreSQL out of reach; 503 with Retry-After; retriable
+    ├── DomainError                     a settlement rule refused the input (shared.domain)
+    │   ├── IllegalTransition
+    │   └── ReasonRequired
+    ├── TransitionConflict              a settlement changed under its row lock; never retried
+    ├── LedgerError                     ledger HTTP errors with status and code (ledger.errors)
+    ├── InboxError                      inbox HTTP errors with status and code (inbox.errors)
+    │   └── ClaimedEventChanged         an inbox row changed while claimed; never retried
+    ├── RailLookupFailed                the rail could not be searched; retriable (relay)
+    │   └── RailLookupIncomplete        the search ran out of pages; never retried
+    └── CheckError                      the invariant checker (check.errors)
 
 Each class says with ``retriable`` whether doing the same thing again may succeed, so callers
-decide retry versus dead-letter without matching on messages.
+decide retry versus give-up without matching on messages. Driver errors (asyncpg, OSError) are
+sorted the same way in ``services.shared.store_errors``, which also turns "the database is
+down" into StoreUnavailable with ``raise ... from``.
 """
 
 from __future__ import annotations
@@ -35,3 +49,19 @@ class InfrastructureError(SettleError):
     """A local server did not start or answer in time; carries the log tail in the message."""
 
     retriable = True
+
+
+class StoreUnavailable(SettleError):
+    """PostgreSQL did not answer: nothing was stored or booked; the caller should retry later.
+
+    `status`, `code` and `retry_after_seconds` are what an HTTP edge answers with."""
+
+    retriable = True
+    status = 503
+    code = "store_unavailable"
+    field: str | None = None
+    retry_after_seconds = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

@@ -1,17 +1,51 @@
-"""Kafka clients configured the one way settle uses them.
+"""Kafka clients configured the one way settle uses them, and kept connected the one way.
 
 Producers are idempotent with ``acks=all``: a retried send never duplicates or reorders a
 partition's messages. Consumers never auto-commit: offsets move only after the work they
-stand for is durable.
+stand for is durable. A service's Kafka loop is a session (`run_reconnecting`): it starts its
+clients (`started`) and works; when Kafka, or a retriable error of the work, ends it, its
+clients are stopped and a new session starts after a jittered backoff.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AsyncExitStack
+from typing import Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import KafkaError
 
+from services.shared.backoff import backoff
+from services.shared.store_errors import is_retriable
+
+log = logging.getLogger(__name__)
 Headers = Sequence[tuple[str, bytes]]
+Session = Callable[[AsyncExitStack], Awaitable[None]]
+RECONNECT_BASE_S = 0.5  # the first new session starts within this
+RECONNECT_CAP_S = 5.0  # and none waits longer than this while Kafka stays away
+STABLE_SECONDS = 30.0  # a session that ran this long starts the backoff over
+STOP_SECONDS = 2.0  # a client of a dead broker may never finish stopping
+
+
+class KafkaClient(Protocol):
+    """A producer or consumer: started before use, stopped after."""
+
+    async def start(self) -> None:
+        """Connect to the cluster."""
+        ...
+
+    async def stop(self) -> None:
+        """Flush what is pending and disconnect."""
+        ...
+
+
+C = TypeVar("C", bound=KafkaClient)
 
 
 def idempotent_producer(
@@ -47,3 +81,37 @@ def manual_commit_consumer(
 def header(headers: Headers, name: str) -> bytes | None:
     """The value of the first header called `name`, or None."""
     return next((value for key, value in headers if key == name), None)
+
+
+async def started(clients: AsyncExitStack, client: C) -> C:
+    """Start `client`; `clients` stops it when the session ends, even if starting failed."""
+    clients.push_async_callback(_stop, client)
+    await client.start()
+    return client
+
+
+async def _stop(client: KafkaClient) -> None:
+    with contextlib.suppress(KafkaError, TimeoutError):
+        await asyncio.wait_for(client.stop(), STOP_SECONDS)
+
+
+async def run_reconnecting(what: str, session: Session, rng: random.Random | None = None) -> None:
+    """Run `session` until it returns; after a Kafka error or a retriable one, stop its clients
+    and run a new session after a jittered backoff; raise any other error."""
+    rng = rng or random.Random()
+    attempt = 0
+    while True:
+        began = time.monotonic()
+        try:
+            async with AsyncExitStack() as clients:
+                await session(clients)
+            return
+        except Exception as e:
+            # Any Kafka error: new clients are the remedy, whatever the error says of itself.
+            if not (isinstance(e, KafkaError) or is_retriable(e)):
+                raise
+            log.warning("%s interrupted (%s: %s); reconnecting", what, type(e).__name__, e)
+        if time.monotonic() - began >= STABLE_SECONDS:
+            attempt = 0
+        await asyncio.sleep(backoff(attempt, RECONNECT_BASE_S, RECONNECT_CAP_S, rng))
+        attempt += 1

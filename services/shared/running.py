@@ -1,10 +1,16 @@
-"""Running a service's concurrent loops as one unit: the first to stop stops them all."""
+"""Running a service's loops: concurrent loops as one unit (the first to stop stops them
+all), and a job repeated on a timer."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
+
+from services.shared.store_errors import is_retriable
+
+log = logging.getLogger(__name__)
 
 
 async def run_until_first_exits(*loops: Coroutine[Any, Any, object]) -> None:
@@ -18,3 +24,16 @@ async def run_until_first_exits(*loops: Coroutine[Any, Any, object]) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def every(seconds: float, job: Callable[[], Awaitable[object]], what: str) -> None:
+    """Run `job` every `seconds` until cancelled; a round that failed with a retriable error is
+    logged and the next one runs on time, any other error is raised."""
+    while True:
+        try:
+            await job()
+        except Exception as e:
+            if not is_retriable(e):
+                raise
+            log.warning("%s failed, next round in %.0f s: %s", what, seconds, e)
+        await asyncio.sleep(seconds)

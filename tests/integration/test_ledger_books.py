@@ -13,10 +13,10 @@ import pytest
 
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books, Windows
-from services.ledger.errors import StoreUnavailable
 from services.ledger.intake import parse_settlement_body
 from services.ledger.model import Outcome, SettlementRequest
 from services.shared import avro
+from services.shared.errors import StoreUnavailable
 from tests.conftest import asyncpg_dsn, unique
 
 pytestmark = pytest.mark.integration

@@ -4,8 +4,6 @@ with the same net postings and never an illegal move or a posting rule applied t
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,7 +12,6 @@ from services.inbox.decision import (
     Signal,
     ignore_reason,
     plan,
-    retry_delay,
     signal_of,
 )
 from services.inbox.errors import MalformedEvent
@@ -59,13 +56,6 @@ def test_event_types_map_to_signals_or_are_ignored_with_a_reason() -> None:
     assert "informational" in ignore_reason("payout.created")
     assert signal_of("charge.succeeded") is None
     assert "unknown event type" in ignore_reason("charge.succeeded")
-
-
-def test_retry_delay_doubles_up_to_the_cap_with_jitter() -> None:
-    rng = random.Random(1)
-    delays = [retry_delay(n, 1.0, 8.0, rng) for n in range(1, 7)]
-    ceilings = [1, 2, 4, 8, 8, 8]
-    assert all(c / 2 <= d <= c for d, c in zip(delays, ceilings, strict=True))
 
 
 def test_parse_reads_the_fields_and_refuses_what_is_not_an_event() -> None:

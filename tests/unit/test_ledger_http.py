@@ -13,7 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from services.ledger.errors import InvalidRequest, StoreUnavailable
+from services.ledger.errors import InvalidRequest
 from services.ledger.http import create_app
 from services.ledger.intake import MAX_BODY_BYTES
 from services.ledger.metrics import LedgerMetrics, create_metrics
@@ -27,6 +27,7 @@ from services.ledger.reads import (
     Transition,
 )
 from services.shared.config import load_settings
+from services.shared.errors import StoreUnavailable
 
 TOKEN = "tok-acme"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

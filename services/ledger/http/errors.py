@@ -9,8 +9,9 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
 from services.ledger.auth import Unauthorized
-from services.ledger.errors import LedgerError, StoreUnavailable
+from services.ledger.errors import LedgerError
 from services.ledger.responses import error_body
+from services.shared.errors import StoreUnavailable
 
 JSON = "application/json"
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
@@ -27,8 +28,9 @@ def error_response(
     return Response(error_body(code, message, field), status, headers, media_type=JSON)
 
 
-def ledger_error_response(error: LedgerError) -> Response:
-    """The response a LedgerError maps to, with the headers its status requires."""
+def ledger_error_response(error: LedgerError | StoreUnavailable) -> Response:
+    """The response a LedgerError (or StoreUnavailable) maps to, with the headers its status
+    requires."""
     headers: dict[str, str] = {}
     if isinstance(error, Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"
@@ -38,7 +40,7 @@ def ledger_error_response(error: LedgerError) -> Response:
 
 
 async def _ledger_error(_: Request, error: Exception) -> Response:
-    assert isinstance(error, LedgerError)
+    assert isinstance(error, LedgerError | StoreUnavailable)
     return ledger_error_response(error)
 
 
@@ -67,6 +69,7 @@ async def _unexpected(_: Request, error: Exception) -> Response:
 def install_error_handlers(app: FastAPI) -> None:
     """Make `app` answer every failure in the API's error shape."""
     app.add_exception_handler(LedgerError, _ledger_error)
+    app.add_exception_handler(StoreUnavailable, _ledger_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -20,6 +20,7 @@ from services.ledger.model import AcceptResult, Outcome
 from services.ledger.ports import Acceptor
 from services.ledger.reads import MAX_PAGE, Settlement, SettlementPage, SettlementReader
 from services.shared.domain.settlement import SettlementStatus
+from services.shared.errors import StoreUnavailable
 
 _SETTLEMENT = TypeAdapter(Settlement)
 _PAGE = TypeAdapter(SettlementPage)
@@ -79,7 +80,7 @@ def settlement_routes(
             settlement = parse_settlement_body(tenant, key, raw)
             with metrics.accept_seconds.time():
                 result = await acceptor.accept(settlement)
-        except LedgerError as e:
+        except (LedgerError, StoreUnavailable) as e:
             metrics.count_request(_outcome_of(e))
             raise
         metrics.count_request(result.outcome.value)
@@ -122,7 +123,7 @@ def settlement_routes(
     return router
 
 
-def _outcome_of(error: LedgerError) -> str:
+def _outcome_of(error: LedgerError | StoreUnavailable) -> str:
     if isinstance(error, Unauthorized):
         return "unauthorized"
     if isinstance(error, InvalidRequest):

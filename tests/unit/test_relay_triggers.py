@@ -1,0 +1,36 @@
+"""Pass 1's trigger reads only `created` events and skips what it cannot decode."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from aiokafka import ConsumerRecord
+
+from services.relay.triggers import created_settlements
+from services.shared import avro
+
+
+def record(value: bytes) -> ConsumerRecord:
+    return ConsumerRecord("settlement.events", 0, 0, 0, 0, None, value, None, 0, len(value), [])
+
+
+def event(settlement_id: str, kind: str) -> bytes:
+    return avro.encode("SettlementEvent", {
+        "event_id": str(uuid.uuid4()), "settlement_id": settlement_id, "tenant": "acme",
+        "reference": "payout-42", "type": kind, "sequence": 1, "amount": 12_345,
+        "currency": "EUR", "occurred_at": datetime(2026, 11, 26, tzinfo=UTC),
+        "rail_reference": None, "reason": None,
+        "status": "accepted" if kind == "created" else kind,
+    })  # fmt: skip
+
+
+def test_only_created_events_trigger_dispatch_and_garbage_is_skipped() -> None:
+    first, second, paid = (str(uuid.uuid4()) for _ in range(3))
+    records = [
+        record(event(first, "created")),
+        record(b"\x00not avro"),
+        record(event(paid, "paid")),
+        record(event(second, "created")),
+    ]
+    assert created_settlements(records) == [first, second]
