@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 
-import asyncpg
 import uvicorn
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
@@ -23,7 +22,8 @@ from services.ledger.commands import CommandIntake
 from services.ledger.http import create_app
 from services.ledger.metrics import create_metrics
 from services.ledger.reads import Readiness, SettlementReads
-from services.shared.config import Settings, libpq_dsn
+from services.shared.config import Settings
+from services.shared.database import create_pool
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.running import run_until_first_exits
 from services.shared.topics import COMMANDS, COMMANDS_DLQ
@@ -32,18 +32,6 @@ log = logging.getLogger(__name__)
 IntakeFactory = Callable[[AIOKafkaConsumer, AIOKafkaProducer], CommandIntake]
 CONSUMER_GROUP = "settle-ledger"
 KAFKA_RETRY_S = 2.0
-
-
-async def create_pool(
-    settings: Settings, max_size: int = 10, server_settings: dict[str, str] | None = None
-) -> asyncpg.Pool:
-    """A connection pool that opens connections on demand, so start-up never needs PostgreSQL."""
-    pool = await asyncpg.create_pool(
-        libpq_dsn(settings.database_url), min_size=0, max_size=max_size, command_timeout=30,
-        server_settings=server_settings,
-    )  # fmt: skip
-    assert pool is not None
-    return pool
 
 
 def windows(settings: Settings) -> Windows:

@@ -24,13 +24,13 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from services.ledger.app import create_pool
 from services.relay.dispatch import Dispatcher, DispatchPolicy
 from services.relay.metrics import RelayMetrics, create_metrics
 from services.relay.outbox import OutboxPublisher, prune_published
 from services.relay.stripe_rail import stripe_rail
 from services.shared import avro
 from services.shared.config import RailKind, Settings
+from services.shared.database import create_pool
 from services.shared.errors import SchemaError, SettleError
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.running import run_until_first_exits
