@@ -24,6 +24,7 @@ from services.ledger.idempotency import Decision, KeyState, StoredKey, decide
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import error_body, settlement_body
 from services.shared import avro
+from services.shared.domain.payout import PayoutMethod
 from services.shared.domain.postings import AccountKind, Posting, accept_postings, account_id
 from services.shared.domain.rail_key import rail_idempotency_key
 from services.shared.ids import uuid7
@@ -60,7 +61,12 @@ async def _transaction(conn: asyncpg.Connection) -> AsyncIterator[None]:
 class Books:
     """Books batches of settlement requests on PostgreSQL; see the module docstring."""
 
-    def __init__(self, windows: Windows, method: str = "transfer", shards: int = BALANCE_SHARDS):
+    def __init__(
+        self,
+        windows: Windows,
+        method: PayoutMethod = PayoutMethod.TRANSFER,
+        shards: int = BALANCE_SHARDS,
+    ) -> None:
         self.windows = windows
         self.method = method
         self.shards = shards

@@ -28,7 +28,8 @@ import asyncpg
 
 from services.relay import dispatch_sql as sql
 from services.relay.metrics import RelayMetrics
-from services.relay.rail import PayoutMethod, Rail, RailInstruction, RailOutcome, RailResult
+from services.relay.rail import Rail, RailInstruction, RailOutcome, RailResult
+from services.shared.domain.payout import PayoutMethod
 from services.shared.domain.settlement import SettlementStatus
 from services.shared.errors import SettleError
 from services.shared.failpoints import failpoint
