@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from services.ledger.auth import BearerAuth
 from services.ledger.http.accounts import account_routes
-from services.ledger.http.errors import install_error_handlers
 from services.ledger.http.ops import ops_routes
 from services.ledger.http.settlements import settlement_routes
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.ports import Acceptor
 from services.ledger.reads import ReadinessProbe, SettlementReader
 from services.shared.config import Settings
+from services.shared.edge import BearerAuth, install_error_handlers
 
 DESCRIPTION = """Books settlements in the settle ledger, exactly once per idempotency key.
 

@@ -7,9 +7,9 @@ import json
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from services.ledger.http.errors import JSON
 from services.ledger.metrics import LedgerMetrics
 from services.ledger.reads import ReadinessProbe
+from services.shared.edge import JSON
 
 
 def ops_routes(readiness: ReadinessProbe, metrics: LedgerMetrics) -> APIRouter:
