@@ -12,7 +12,6 @@ from typing import Annotated
 
 import asyncpg
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -37,6 +36,7 @@ from services.shared.edge import (
     read_capped,
     tenant_dependency,
 )
+from services.shared.metrics import mount_metrics
 
 DESCRIPTION = """Takes Stripe (and rail simulator) webhooks: signature checked first, stored
 under the rail's event id, applied to settlements by the apply worker. Operator endpoints
@@ -71,7 +71,8 @@ def create_app(
     webhooks = Webhooks(pool, signatures, metrics, max_body_bytes, on_stored, clock)
     app.include_router(_webhook_routes(webhooks))
     app.include_router(_operator_routes(pool, operators, clock))
-    app.include_router(_ops_routes(pool, metrics))
+    app.include_router(_ops_routes(pool))
+    mount_metrics(app, metrics.registry)
     return WebhookFastPath(app, webhooks)
 
 
@@ -205,7 +206,7 @@ def _operator_routes(pool: asyncpg.Pool, operators: BearerAuth, clock: Clock) ->
     return router
 
 
-def _ops_routes(pool: asyncpg.Pool, metrics: InboxMetrics) -> APIRouter:
+def _ops_routes(pool: asyncpg.Pool) -> APIRouter:
     router = APIRouter(tags=["operations"])
 
     @router.get("/healthz", summary="The process is alive")
@@ -220,9 +221,5 @@ def _ops_routes(pool: asyncpg.Pool, metrics: InboxMetrics) -> APIRouter:
         except (TimeoutError, *STORE_ERRORS):
             ok = False
         return _json({"postgres": ok}, 200 if ok else 503)
-
-    @router.get("/metrics", summary="Prometheus metrics")
-    async def prometheus() -> Response:
-        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return router

@@ -19,13 +19,9 @@ import stripe
 import uvicorn
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
 
 from services.relay.dispatch import Dispatcher, DispatchPolicy
-from services.relay.metrics import RelayMetrics, create_metrics
+from services.relay.metrics import create_metrics, metrics_app
 from services.relay.outbox import OutboxPublisher, prune_published
 from services.relay.stripe_rail import stripe_rail
 from services.shared import avro
@@ -61,18 +57,6 @@ TRANSIENT = (
 def worker_name() -> str:
     """A name for this relay process in claims and audit rows."""
     return f"settle-relay-{socket.gethostname()}-{os.getpid()}"
-
-
-def metrics_app(metrics: RelayMetrics) -> Starlette:
-    """/metrics and /healthz of the relay."""
-
-    async def prometheus(_: Request) -> Response:
-        return Response(metrics.exposition(), media_type="text/plain; version=0.0.4")
-
-    async def healthz(_: Request) -> Response:
-        return PlainTextResponse("ok")
-
-    return Starlette(routes=[Route("/metrics", prometheus), Route("/healthz", healthz)])
 
 
 async def trigger_dispatch(settings: Settings, dispatcher: Dispatcher) -> None:
