@@ -26,7 +26,7 @@ import asyncpg
 
 from services.inbox.decision import InboxStatus, ignore_reason, signal_of
 from services.inbox.events import RailEvent
-from services.inbox.store import RAIL, store_event
+from services.inbox.store import RAIL
 
 INSERT_EVENTS = """
 INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key, settlement_id,
@@ -144,8 +144,7 @@ class EventStore:
         answers: dict[str, bool | Exception] = {}
         for w in rows:
             try:
-                row_id, _ = await store_event(self._pool, w.event, w.payload, w.now)
-                answers[w.event.event_id] = row_id is not None
+                answers.update(await self._insert([w]))
             except REFUSED as e:
                 answers[w.event.event_id] = e
         return answers
