@@ -68,7 +68,6 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
     metrics = create_metrics()
     pool = await create_pool(settings)
     ledger = Ledger(pool, Books(windows(settings), settings.stripe_method), metrics=metrics)
-    await ledger.start()
     app = create_app(
         ledger, SettlementReads(pool), settings, Readiness(pool, settings.kafka_bootstrap),
         metrics=metrics,

@@ -88,7 +88,6 @@ async def running_ledger(settings: Settings, **ledger_options: int) -> AsyncIter
     pool = await create_pool(settings)
     books = Books(windows(settings), settings.stripe_method)
     ledger = Ledger(pool, books, metrics=metrics, **ledger_options)
-    await ledger.start()
     try:
         app = create_app(
             ledger,
