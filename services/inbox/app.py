@@ -24,9 +24,9 @@ from services.inbox.http import create_app
 from services.inbox.metrics import create_metrics
 from services.inbox.signature import SignatureCheck
 from services.inbox.worker import InboxWorker, RetryPolicy
-from services.ledger.app import create_pool
-from services.ledger.auth import BearerAuth
 from services.shared.config import Settings
+from services.shared.database import create_pool
+from services.shared.edge import BearerAuth
 from services.shared.running import run_until_first_exits
 
 HTTP_CONNECTIONS = 8

@@ -1,9 +1,8 @@
 """Errors of the inbox, each with the HTTP status and machine-readable code it answers with.
 
-InboxError (SettleError)    base; `status` and `code` are what the HTTP layer sends
+InboxError (ApiError)       base; `status` and `code` are what the HTTP edge sends
 ├── BadSignature            400: missing, wrong or stale Stripe-Signature; nothing stored
 ├── MalformedEvent          400: signed, but not an event; stored `rejected` with the reason
-├── BodyTooLarge            413: the body is over SETTLE_INBOX_MAX_BODY_BYTES
 ├── NotFound                404: no inbox event with that id
 ├── NotReplayable           409: the event is not dead or parked
 └── ClaimedEventChanged     an inbox row changed while a worker held it; never retried
@@ -14,20 +13,11 @@ Retry-After, answered in the same shape.
 
 from __future__ import annotations
 
-from services.shared.errors import SettleError
+from services.shared.errors import ApiError
 
 
-class InboxError(SettleError):
+class InboxError(ApiError):
     """Base of the inbox's errors; `status` and `code` map it to an HTTP response."""
-
-    status: int = 500
-    code: str = "internal_error"
-
-    def __init__(self, message: str, *, code: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        if code is not None:
-            self.code = code
 
 
 class BadSignature(InboxError):
@@ -56,13 +46,6 @@ class NotReplayable(InboxError):
 
     status = 409
     code = "not_replayable"
-
-
-class BodyTooLarge(InboxError):
-    """The body is over the configured limit; 413 and nothing stored."""
-
-    status = 413
-    code = "body_too_large"
 
 
 class ClaimedEventChanged(InboxError):

@@ -1,22 +1,22 @@
 """The inbox's HTTP API: the Stripe webhook endpoint, the operator view, and operations.
 
-Errors leave in the ledger's shape, `{"error": {"code", "message", "field"}}`.
+Errors leave in the shared edge's shape, `{"error": {"code", "message", "field"}}`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterable, Callable
 from typing import Annotated
 
 import asyncpg
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.inbox.decision import InboxStatus
-from services.inbox.errors import BodyTooLarge, InboxError, MalformedEvent
+from services.inbox.errors import InboxError, MalformedEvent
 from services.inbox.events import parse_event
 from services.inbox.intake import EventStore
 from services.inbox.metrics import InboxMetrics
@@ -24,13 +24,19 @@ from services.inbox.operator import list_events, replay
 from services.inbox.signature import SignatureCheck
 from services.inbox.store import store_rejected
 from services.inbox.worker import Clock, utc_now
-from services.ledger.auth import BearerAuth
-from services.ledger.errors import InvalidRequest
-from services.ledger.http.body import read_capped_body
-from services.ledger.http.errors import JSON, error_response, install_error_handlers
-from services.ledger.http.security import tenant_dependency
-from services.ledger.responses import error_body
-from services.shared.errors import StoreUnavailable
+from services.shared.edge import (
+    JSON,
+    BearerAuth,
+    BodyTooLarge,
+    asgi_body_chunks,
+    error_body,
+    error_headers,
+    install_error_handlers,
+    read_capped,
+    tenant_dependency,
+)
+from services.shared.errors import ApiError, StoreUnavailable
+from services.shared.metrics import mount_metrics
 from services.shared.store_errors import UNREACHABLE
 
 DESCRIPTION = """Takes Stripe (and rail simulator) webhooks: signature checked first, stored
@@ -51,14 +57,6 @@ def _json(value: object, status: int = 200) -> Response:
     return Response(_dumps(value), status, media_type=JSON)
 
 
-async def _inbox_error(_: Request, error: Exception) -> Response:
-    assert isinstance(error, InboxError | StoreUnavailable)
-    headers = {}
-    if isinstance(error, StoreUnavailable):
-        headers["Retry-After"] = str(error.retry_after_seconds)
-    return error_response(error.status, error.code, error.message, None, headers)
-
-
 def create_app(
     pool: asyncpg.Pool,
     signatures: SignatureCheck,
@@ -73,12 +71,11 @@ def create_app(
     app, `.api`); `on_stored` is told whenever a row awaits applying."""
     app = FastAPI(title="settle inbox", version="1", description=DESCRIPTION)
     install_error_handlers(app)
-    app.add_exception_handler(InboxError, _inbox_error)
-    app.add_exception_handler(StoreUnavailable, _inbox_error)
     webhooks = Webhooks(pool, signatures, metrics, max_body_bytes, on_stored, clock)
     app.include_router(_webhook_routes(webhooks))
     app.include_router(_operator_routes(pool, operators, clock))
-    app.include_router(_ops_routes(pool, metrics))
+    app.include_router(_ops_routes(pool))
+    mount_metrics(app, metrics.registry)
     return WebhookFastPath(app, webhooks)
 
 
@@ -94,10 +91,15 @@ class Webhooks:
         self._on_stored, self._clock = on_stored, clock
         self._store = EventStore(pool)
 
-    def too_large(self) -> BodyTooLarge:
-        """The error of a body over the limit, counted."""
-        self._metrics.too_large.inc()
-        return BodyTooLarge(f"the body is larger than {self.max_body_bytes} bytes")
+    async def read(
+        self, chunks: AsyncIterable[bytes], declared_length: str | bytes | None
+    ) -> bytes:
+        """The body, capped at `max_body_bytes`; BodyTooLarge (counted) past it."""
+        try:
+            return await read_capped(chunks, declared_length, self.max_body_bytes)
+        except BodyTooLarge:
+            self._metrics.too_large.inc()
+            raise
 
     async def receive(self, body: bytes, signature: str | None) -> bytes:
         """The 200 answer's body once the event is stored (or known); InboxError otherwise."""
@@ -143,22 +145,6 @@ class WebhookFastPath:
         if scope["type"] != "http" or scope["path"] != WEBHOOK_PATH or scope["method"] != "POST":
             await self._app(scope, receive, send)
             return
-        headers: list[tuple[bytes, bytes]] = [(b"content-type", JSON.encode())]
-        try:
-            read = await self._read(scope, receive)
-            if read is None:
-                return  # the client went away before its body came; the rail redelivers
-            status, payload = 200, await self._webhooks.receive(*read)
-        except (InboxError, StoreUnavailable) as e:
-            status, payload = e.status, error_body(e.code, e.message, None)
-            if isinstance(e, StoreUnavailable):
-                headers.append((b"retry-after", str(e.retry_after_seconds).encode()))
-        headers.append((b"content-length", str(len(payload)).encode()))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": payload})
-
-    async def _read(self, scope: Scope, receive: Receive) -> tuple[bytes, str | None] | None:
-        limit = self._webhooks.max_body_bytes
         declared, signature = None, None
         for name, value in scope["headers"]:
             name = name.lower()
@@ -166,20 +152,19 @@ class WebhookFastPath:
                 declared = value
             elif name == b"stripe-signature":
                 signature = value.decode("latin-1")
-        # A declared length over the limit is refused before a byte is read.
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise self._webhooks.too_large()
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunk = message.get("body", b"")
-            if len(body) + len(chunk) > limit:  # chunked or lying senders
-                raise self._webhooks.too_large()
-            body += chunk
-            if not message.get("more_body", False):
-                return bytes(body), signature
+        headers = {"content-type": JSON}
+        try:
+            body = await self._webhooks.read(asgi_body_chunks(receive), declared)
+            status, payload = 200, await self._webhooks.receive(body, signature)
+        except ClientDisconnect:
+            return  # the client went away before its body came; the rail redelivers
+        except ApiError as e:
+            status, payload = e.status, error_body(e.code, e.message, e.field)
+            headers.update(error_headers(e))
+        headers["content-length"] = str(len(payload))
+        raw = [(name.lower().encode(), value.encode()) for name, value in headers.items()]
+        await send({"type": "http.response.start", "status": status, "headers": raw})
+        await send({"type": "http.response.body", "body": payload})
 
 
 def _webhook_routes(webhooks: Webhooks) -> APIRouter:
@@ -188,10 +173,7 @@ def _webhook_routes(webhooks: Webhooks) -> APIRouter:
     # Served by WebhookFastPath; declared here for the OpenAPI document and any other mount.
     @router.post(WEBHOOK_PATH, summary="Receive one signed rail event")
     async def stripe_webhook(request: Request) -> Response:
-        try:
-            body = await read_capped_body(request, webhooks.max_body_bytes)
-        except InvalidRequest as e:
-            raise webhooks.too_large() from e
+        body = await webhooks.read(request.stream(), request.headers.get("content-length"))
         signature = request.headers.get("stripe-signature")
         return Response(await webhooks.receive(body, signature), media_type=JSON)
 
@@ -227,7 +209,7 @@ def _operator_routes(pool: asyncpg.Pool, operators: BearerAuth, clock: Clock) ->
     return router
 
 
-def _ops_routes(pool: asyncpg.Pool, metrics: InboxMetrics) -> APIRouter:
+def _ops_routes(pool: asyncpg.Pool) -> APIRouter:
     router = APIRouter(tags=["operations"])
 
     @router.get("/healthz", summary="The process is alive")
@@ -242,9 +224,5 @@ def _ops_routes(pool: asyncpg.Pool, metrics: InboxMetrics) -> APIRouter:
         except STORE_FAILURES:
             ok = False
         return _json({"postgres": ok}, 200 if ok else 503)
-
-    @router.get("/metrics", summary="Prometheus metrics")
-    async def prometheus() -> Response:
-        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return router

@@ -1,11 +1,11 @@
 """Storing webhooks in groups: concurrent requests share one INSERT and one commit.
 
-Each webhook request hands its event to `EventStore.store` and waits; a few flushers take
+Each webhook request hands its event to `EventStore.store` and waits; a few workers take
 whatever is waiting, up to `max_batch`, and store it with one multi-row
 `INSERT ... ON CONFLICT DO NOTHING` (its own transaction, committed with synchronous commit
-before anyone is answered). So a request still answers only once its row is durable, or
-once it is known to be a duplicate, but under load many webhooks share one fsync. Alone, a
-request pays one INSERT as before.
+before anyone is answered; `shared.group_commit`). So a request still answers only once its
+row is durable, or once it is known to be a duplicate, but under load many webhooks share one
+fsync. Alone, a request pays one INSERT as before.
 
 Within a group, a second event with the id or the change of an earlier one is answered as
 that one's duplicate without being sent (the database would refuse it the same way). Rows go
@@ -17,7 +17,6 @@ event at a time, so only the bad event fails.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
@@ -26,7 +25,9 @@ import asyncpg
 
 from services.inbox.decision import InboxStatus, ignore_reason, signal_of
 from services.inbox.events import RailEvent
-from services.inbox.store import RAIL, store_event
+from services.inbox.store import RAIL
+from services.shared.errors import StoreUnavailable
+from services.shared.group_commit import GroupCommit
 from services.shared.store_errors import REFUSED, retry_contended
 
 INSERT_EVENTS = """
@@ -48,56 +49,33 @@ def initial_status(event: RailEvent) -> tuple[InboxStatus, str | None]:
 
 
 class _Waiting(NamedTuple):
+    """A webhook waiting for its group's INSERT."""
+
     event: RailEvent
     payload: bytes
     now: datetime
-    future: asyncio.Future[bool]
+
+
+def _stopping() -> StoreUnavailable:
+    return StoreUnavailable("the inbox is shutting down; retry")
 
 
 class EventStore:
     """Stores rail events for concurrent requests in groups; see the module docstring."""
 
-    def __init__(self, pool: asyncpg.Pool, *, flushers: int = 2, max_batch: int = 500) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, workers: int = 2, max_batch: int = 500) -> None:
         self._pool = pool
-        self._flushers = flushers
-        self._max_batch = max_batch
-        self._waiting: list[_Waiting] = []
-        self._running = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._groups: GroupCommit[_Waiting, bool] = GroupCommit(
+            self._store_group, workers=workers, max_batch=max_batch, stopping=_stopping
+        )
 
     async def store(
         self, event: RailEvent, payload: bytes, now: datetime
     ) -> tuple[bool, InboxStatus]:
         """Store `event` durably unless its id or change is stored already: (stored, status).
         Raises what the store raised (connection trouble) if it could not be stored."""
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiting.append(_Waiting(event, payload, now, future))
-        if self._running < self._flushers:
-            self._running += 1
-            task = asyncio.create_task(self._flush())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        stored = await future
+        stored = await self._groups.submit(_Waiting(event, payload, now))
         return stored, initial_status(event)[0]
-
-    async def _flush(self) -> None:
-        try:
-            while self._waiting:
-                group = self._waiting[: self._max_batch]
-                del self._waiting[: self._max_batch]
-                try:
-                    answers = await self._store_group(group)
-                except Exception as e:  # noqa: BLE001 - not swallowed: every waiter gets it
-                    answers = [e] * len(group)
-                for waiting, answer in zip(group, answers, strict=True):
-                    if waiting.future.done():
-                        continue
-                    if isinstance(answer, Exception):
-                        waiting.future.set_exception(answer)
-                    else:
-                        waiting.future.set_result(answer)
-        finally:
-            self._running -= 1
 
     async def _store_group(self, group: Sequence[_Waiting]) -> list[bool | Exception]:
         """Per waiter: True if stored now, False if a duplicate, or the error it gets."""
@@ -140,8 +118,7 @@ class EventStore:
         answers: dict[str, bool | Exception] = {}
         for w in rows:
             try:
-                row_id, _ = await store_event(self._pool, w.event, w.payload, w.now)
-                answers[w.event.event_id] = row_id is not None
+                answers.update(await self._insert([w]))
             except REFUSED as e:
                 answers[w.event.event_id] = e
         return answers

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.inbox.decision import SIGNALS
 
@@ -29,10 +29,6 @@ class InboxMetrics:
     dead: Counter  # settle_inbox_dead_total: events given up, waiting for an operator
     apply_seconds: Histogram  # settle_inbox_apply_seconds: one apply transaction
     oldest_parked: Gauge  # settle_inbox_oldest_parked_seconds: age of the oldest parked event
-
-    def exposition(self) -> bytes:
-        """The registry in Prometheus text format, for /metrics."""
-        return generate_latest(self.registry)
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> InboxMetrics:

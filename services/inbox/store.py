@@ -12,34 +12,17 @@ from typing import NamedTuple
 
 import asyncpg
 
-from services.inbox.decision import InboxStatus, ignore_reason, signal_of
+from services.inbox.decision import InboxStatus
 from services.inbox.errors import ClaimedEventChanged
-from services.inbox.events import RailEvent
 
 RAIL = "stripe"
 
-INSERT_EVENT = """
-INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key, settlement_id,
-                          payload, status, reason, received_at, next_attempt_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
-ON CONFLICT DO NOTHING
-RETURNING id
-"""
 INSERT_REJECTED = """
 INSERT INTO inbox_events (rail, payload, status, reason, received_at)
 VALUES ($1, $2, 'rejected', $3, $4)
 RETURNING id
 """
-# One due row, oldest first; a row another replica holds is skipped, not waited for.
-CLAIM_DUE = """
-SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts, received_at
-  FROM inbox_events
- WHERE status IN ('received', 'parked') AND next_attempt_at <= $1
- ORDER BY next_attempt_at
- LIMIT 1
-   FOR UPDATE SKIP LOCKED
-"""
-# The same for a batch: up to $2 due rows, oldest first.
+# Up to $2 due rows, oldest first; a row another replica holds is skipped, not waited for.
 CLAIM_DUE_MANY = """
 SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts, received_at
   FROM inbox_events
@@ -47,13 +30,6 @@ SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts
  ORDER BY next_attempt_at, id
  LIMIT $2
    FOR UPDATE SKIP LOCKED
-"""
-RECORD = """
-UPDATE inbox_events
-   SET status = $3::text, attempts = attempts + 1, reason = $4,
-       settlement_id = coalesce($5, settlement_id),
-       applied_at = CASE WHEN $3 = 'applied' THEN $6::timestamptz END, next_attempt_at = $7
- WHERE id = $1 AND status = $2
 """
 RECORD_MANY = """
 UPDATE inbox_events AS e
@@ -81,21 +57,6 @@ class StoredEvent(NamedTuple):
     received_at: datetime
 
 
-async def store_event(
-    conn: asyncpg.Connection | asyncpg.Pool, event: RailEvent, payload: bytes, now: datetime
-) -> tuple[int | None, InboxStatus]:
-    """Insert `event` unless its id or its change is stored already; (row id or None, status)."""
-    if signal_of(event.event_type) is None:
-        status, reason = InboxStatus.IGNORED, ignore_reason(event.event_type)
-    else:
-        status, reason = InboxStatus.RECEIVED, None
-    row_id = await conn.fetchval(
-        INSERT_EVENT, RAIL, event.event_id, event.event_type, event.object_id, event.change_key,
-        event.settlement_id, payload, status, reason, now,
-    )  # fmt: skip
-    return row_id, status
-
-
 async def store_rejected(
     conn: asyncpg.Connection | asyncpg.Pool, payload: bytes, reason: str, now: datetime
 ) -> int:
@@ -110,33 +71,10 @@ def _stored(row: asyncpg.Record) -> StoredEvent:
     )  # fmt: skip
 
 
-async def claim_due(conn: asyncpg.Connection, now: datetime) -> StoredEvent | None:
-    """Lock the oldest received or due parked row in the caller's transaction, if any."""
-    row = await conn.fetchrow(CLAIM_DUE, now)
-    return None if row is None else _stored(row)
-
-
 async def claim_due_many(conn: asyncpg.Connection, now: datetime, limit: int) -> list[StoredEvent]:
-    """Lock up to `limit` of the oldest received or due parked rows, oldest first."""
+    """Lock up to `limit` of the oldest received or due parked rows in the caller's
+    transaction, oldest first."""
     return [_stored(row) for row in await conn.fetch(CLAIM_DUE_MANY, now, limit)]
-
-
-async def record(
-    conn: asyncpg.Connection,
-    event: StoredEvent,
-    status: InboxStatus,
-    *,
-    reason: str | None,
-    now: datetime,
-    settlement_id: uuid.UUID | None = None,
-    next_attempt_at: datetime | None = None,
-) -> None:
-    """Write the outcome of one attempt on a claimed row (guarded by its claimed status)."""
-    done = await conn.execute(
-        RECORD, event.id, event.status, status, reason, settlement_id, now, next_attempt_at
-    )
-    if done != "UPDATE 1":
-        raise ClaimedEventChanged(f"inbox event {event.id} changed while claimed")
 
 
 class Recorded(NamedTuple):
@@ -150,7 +88,8 @@ class Recorded(NamedTuple):
 
 
 async def record_many(conn: asyncpg.Connection, outcomes: list[Recorded], now: datetime) -> None:
-    """`record` for many claimed rows in one statement."""
+    """Write the outcome of one attempt on each claimed row, in one statement (each row
+    guarded by the status it was claimed in)."""
     done = await conn.execute(
         RECORD_MANY, now, [o.event.id for o in outcomes], [o.event.status for o in outcomes],
         [o.status for o in outcomes], [o.reason for o in outcomes],

@@ -25,18 +25,10 @@ from typing import NamedTuple
 
 import asyncpg
 
-from services.inbox.apply import Outcome, apply_event, apply_events
+from services.inbox.apply import Outcome, apply_events
 from services.inbox.decision import InboxStatus
 from services.inbox.metrics import InboxMetrics
-from services.inbox.store import (
-    Recorded,
-    StoredEvent,
-    claim_due,
-    claim_due_many,
-    oldest_parked,
-    record,
-    record_many,
-)
+from services.inbox.store import Recorded, StoredEvent, claim_due_many, oldest_parked, record_many
 from services.shared.backoff import backoff
 from services.shared.errors import SettleError
 from services.shared.running import run_until_first_exits
@@ -92,59 +84,41 @@ class InboxWorker:
         """Tell the loops a row was stored."""
         self._wakeup.set()
 
-    async def apply_next(self) -> Outcome | None:
-        """Claim, apply and record one due event in one transaction; None when none is due."""
-        now = self._clock()
-        started = time.perf_counter()
-        async with self._pool.acquire() as conn, conn.transaction():
-            event = await claim_due(conn, now)
-            if event is None:
-                return None
-            try:
-                async with conn.transaction():  # a savepoint: a failed apply keeps the claim
-                    outcome = await apply_event(conn, event, now)
-            except (asyncpg.PostgresError, SettleError) as e:
-                # Retriable: parked for a later attempt; else (a settlement changed under its
-                # lock, data refused) no attempt can mend it: dead, for an operator.
-                log.warning("applying inbox event %s failed: %s", event.id, e)
-                status = InboxStatus.PARKED if is_retriable(e) else InboxStatus.DEAD
-                outcome = Outcome(status, f"apply failed: {e}")
-            outcome = await self._record(conn, event, outcome, now)
-        self._count(event, outcome, time.perf_counter() - started)
-        return outcome
-
     async def apply_batch(self) -> list[Outcome]:
         """Claim, apply and record up to `batch_size` due events in one transaction (one per
         transaction if the batch fails); their outcomes, [] when none is due."""
         try:
-            return await retry_contended(self._apply_batch, attempts=2)
+            return await retry_contended(
+                lambda: self._apply(self._batch_size, alone=False), attempts=2
+            )
         except UNREACHABLE:
             raise  # the store is away: the loop waits, nothing is rolled per event
         except (asyncpg.PostgresError, SettleError) as e:
             failed = e
         log.warning("applying a batch of inbox events failed (%s); applying one by one", failed)
-        outcomes = []
-        for _ in range(self._batch_size):
-            outcome = await self.apply_next()
-            if outcome is None:
-                break
-            outcomes.append(outcome)
+        outcomes: list[Outcome] = []
+        while len(outcomes) < self._batch_size and (one := await self._apply(1, alone=True)):
+            outcomes += one
         return outcomes
 
-    async def _apply_batch(self) -> list[Outcome]:
+    async def _apply(self, limit: int, *, alone: bool) -> list[Outcome]:
+        """Claim up to `limit` due events, apply and record them in one transaction. `alone`
+        (a batch of one): an event that fails to apply is parked instead of failing the rest."""
         now = self._clock()
         started = time.perf_counter()
         async with self._pool.acquire() as conn, conn.transaction():
-            events = await claim_due_many(conn, now, self._batch_size)
+            events = await claim_due_many(conn, now, limit)
             if not events:
                 return []
-            outcomes = await apply_events(conn, events, now)
+            if alone:
+                outcomes = [await _apply_or_park(conn, events[0], now)]
+            else:
+                outcomes = await apply_events(conn, events, now)
             recorded = [self._recorded(e, o, now) for e, o in zip(events, outcomes, strict=True)]
             await record_many(conn, [r for r, _ in recorded], now)
-        seconds = time.perf_counter() - started
+        self._metrics.apply_seconds.observe(time.perf_counter() - started)
         for event, (_, outcome) in zip(events, recorded, strict=True):
-            self._count(event, outcome, None)
-        self._metrics.apply_seconds.observe(seconds)
+            self._count(event, outcome)
         return [outcome for _, outcome in recorded]
 
     async def drain(self) -> int:
@@ -182,16 +156,6 @@ class InboxWorker:
             self._metrics.oldest_parked.set(max(age, 0.0))
             await asyncio.sleep(2 * POLL_SECONDS)
 
-    async def _record(
-        self, conn: asyncpg.Connection, event: StoredEvent, outcome: Outcome, now: datetime
-    ) -> Outcome:
-        recorded, outcome = self._recorded(event, outcome, now)
-        await record(
-            conn, event, recorded.status, reason=recorded.reason, now=now,
-            settlement_id=recorded.settlement_id, next_attempt_at=recorded.next_attempt_at,
-        )  # fmt: skip
-        return outcome
-
     def _recorded(
         self, event: StoredEvent, outcome: Outcome, now: datetime
     ) -> tuple[Recorded, Outcome]:
@@ -207,13 +171,25 @@ class InboxWorker:
         recorded = Recorded(event, outcome.status, outcome.reason, outcome.settlement_id, due)
         return recorded, outcome
 
-    def _count(self, event: StoredEvent, outcome: Outcome, seconds: float | None) -> None:
+    def _count(self, event: StoredEvent, outcome: Outcome) -> None:
         m = self._metrics
-        if seconds is not None:
-            m.apply_seconds.observe(seconds)
         if outcome.status is InboxStatus.APPLIED:
             m.applied.labels(event_type=event.event_type).inc()
         elif outcome.status is InboxStatus.PARKED:
             m.parked.inc()
         elif outcome.status is InboxStatus.DEAD:
             m.dead.inc()
+
+
+async def _apply_or_park(conn: asyncpg.Connection, event: StoredEvent, now: datetime) -> Outcome:
+    """`apply_events` for one event; a failure parks it, keeping the claim for the record."""
+    try:
+        async with conn.transaction():  # a savepoint: a failed apply keeps the claim
+            (outcome,) = await apply_events(conn, [event], now)
+    except (asyncpg.PostgresError, SettleError) as e:
+        # Retriable: parked for a later attempt; else (a settlement changed under its lock,
+        # data refused) no attempt can mend it: dead, for an operator.
+        log.warning("applying inbox event %s failed: %s", event.id, e)
+        status = InboxStatus.PARKED if is_retriable(e) else InboxStatus.DEAD
+        return Outcome(status, f"apply failed: {e}")
+    return outcome

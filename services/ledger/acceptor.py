@@ -1,16 +1,14 @@
 """The accept core both ingress paths call: concurrent requests grouped into batches.
 
-Each HTTP request waits on a future while a few booking workers take whatever is queued, up
-to `max_batch`, and book it in one transaction: under load batches grow and the commit cost
-is shared (group commit); alone, a request pays one transaction. Requests with one tenant
+Each HTTP request waits while a few booking workers take whatever is queued, up to
+`max_batch`, and book it in one transaction (`shared.group_commit`): under load batches grow
+and the commit cost is shared; alone, a request pays one transaction. Requests with one tenant
 and key in the same batch are folded onto the first: an identical one gets its response as a
 replay, a different one waits for the next batch, where the stored record answers it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Sequence
 
 import asyncpg
@@ -19,13 +17,16 @@ from services.ledger.booking import Books, in_use_result, unbookable_result
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.shared.errors import StoreUnavailable
+from services.shared.group_commit import GroupCommit
 from services.shared.store_errors import REFUSED, retry_contended, unavailable_when_down
 
-_Pending = tuple[SettlementRequest, "asyncio.Future[AcceptResult]"]
+
+def _shutting_down() -> StoreUnavailable:
+    return StoreUnavailable("the ledger is shutting down")
 
 
 class Ledger:
-    """Implements `Acceptor` on a PostgreSQL pool; `start` it before use, `stop` it after."""
+    """Implements `Acceptor` on a PostgreSQL pool; `stop` it after use."""
 
     def __init__(
         self,
@@ -39,31 +40,17 @@ class Ledger:
         self.metrics = metrics or create_metrics()
         self.books = books
         self.max_batch = max_batch
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
-        self._workers = workers
-        self._tasks: list[asyncio.Task[None]] = []
-
-    async def start(self) -> None:
-        """Start the booking workers."""
-        self._tasks = [asyncio.create_task(self._work()) for _ in range(self._workers)]
+        self._requests: GroupCommit[SettlementRequest, AcceptResult] = GroupCommit(
+            self._book_folded, workers=workers, max_batch=max_batch, stopping=_shutting_down
+        )
 
     async def stop(self) -> None:
-        """Stop the booking workers; queued requests get StoreUnavailable."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        while not self._queue.empty():
-            _, future = self._queue.get_nowait()
-            if not future.done():
-                future.set_exception(StoreUnavailable("the ledger is shutting down"))
+        """Stop the booking workers; requests queued or in a batch get StoreUnavailable."""
+        await self._requests.stop()
 
     async def accept(self, request: SettlementRequest) -> AcceptResult:
         """Queue `request` for the next batch and wait for its response."""
-        future: asyncio.Future[AcceptResult] = asyncio.get_running_loop().create_future()
-        await self._queue.put((request, future))
-        return await future
+        return await self._requests.submit(request)
 
     async def accept_many(self, requests: list[SettlementRequest]) -> list[AcceptResult]:
         """Book `requests` directly, in batches of at most `max_batch`; results in order."""
@@ -71,30 +58,6 @@ class Ledger:
         for start in range(0, len(requests), self.max_batch):
             results += await self._book_folded(requests[start : start + self.max_batch])
         return results
-
-    async def _work(self) -> None:
-        while True:
-            first = await self._queue.get()
-            pending = [first]
-            while len(pending) < self.max_batch and not self._queue.empty():
-                pending.append(self._queue.get_nowait())
-            live = [(r, f) for r, f in pending if not f.done()]
-            try:
-                results = await self._book_folded([r for r, _ in live])
-            except asyncio.CancelledError:
-                # Stopping: whoever waits on this batch hears so instead of waiting forever.
-                for _, future in live:
-                    if not future.done():
-                        future.set_exception(StoreUnavailable("the ledger is shutting down"))
-                raise
-            except Exception as e:  # noqa: BLE001 - not swallowed: every waiting caller gets it
-                for _, future in live:
-                    if not future.done():
-                        future.set_exception(e)
-                continue
-            for (_, future), result in zip(live, results, strict=True):
-                if not future.done():
-                    future.set_result(result)
 
     async def _book_folded(self, requests: Sequence[SettlementRequest]) -> list[AcceptResult]:
         """Book a batch in which one tenant and key may appear several times."""

@@ -10,7 +10,6 @@ import logging
 from datetime import timedelta
 from functools import partial
 
-import asyncpg
 import uvicorn
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -20,24 +19,13 @@ from services.ledger.commands import CONSUMER_GROUP, CommandIntake, consume_comm
 from services.ledger.http import create_app
 from services.ledger.metrics import create_metrics
 from services.ledger.reads import Readiness, SettlementReads
-from services.shared.config import Settings, libpq_dsn
+from services.shared.config import Settings
+from services.shared.database import create_pool
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.running import run_until_first_exits
 from services.shared.topics import COMMANDS, COMMANDS_DLQ
 
 log = logging.getLogger(__name__)
-
-
-async def create_pool(
-    settings: Settings, max_size: int = 10, server_settings: dict[str, str] | None = None
-) -> asyncpg.Pool:
-    """A connection pool that opens connections on demand, so start-up never needs PostgreSQL."""
-    pool = await asyncpg.create_pool(
-        libpq_dsn(settings.database_url), min_size=0, max_size=max_size, command_timeout=30,
-        server_settings=server_settings,
-    )  # fmt: skip
-    assert pool is not None
-    return pool
 
 
 def windows(settings: Settings) -> Windows:
@@ -53,7 +41,6 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
     metrics = create_metrics()
     pool = await create_pool(settings)
     ledger = Ledger(pool, Books(windows(settings), settings.stripe_method), metrics=metrics)
-    await ledger.start()
     app = create_app(
         ledger, SettlementReads(pool), settings, Readiness(pool, settings.kafka_bootstrap),
         metrics=metrics,

@@ -22,10 +22,12 @@ import asyncpg
 from services.ledger import sql
 from services.ledger.idempotency import Decision, KeyState, StoredKey, decide
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
-from services.ledger.responses import error_body, settlement_body
+from services.ledger.responses import settlement_body
 from services.shared import avro
+from services.shared.domain.payout import PayoutMethod
 from services.shared.domain.postings import AccountKind, Posting, accept_postings, account_id
 from services.shared.domain.rail_key import rail_idempotency_key
+from services.shared.edge import error_body
 from services.shared.ids import uuid7
 from services.shared.topics import EVENTS
 from services.shared.transitions import BALANCE_SHARDS
@@ -60,7 +62,12 @@ async def _transaction(conn: asyncpg.Connection) -> AsyncIterator[None]:
 class Books:
     """Books batches of settlement requests on PostgreSQL; see the module docstring."""
 
-    def __init__(self, windows: Windows, method: str = "transfer", shards: int = BALANCE_SHARDS):
+    def __init__(
+        self,
+        windows: Windows,
+        method: PayoutMethod = PayoutMethod.TRANSFER,
+        shards: int = BALANCE_SHARDS,
+    ) -> None:
         self.windows = windows
         self.method = method
         self.shards = shards

@@ -1,30 +1,20 @@
 """Errors of the ledger service, each mapped to an HTTP status and a machine-readable code.
 
-LedgerError (SettleError)   base; `status` and `code` are what the HTTP layer sends
-├── InvalidRequest          400 (413 for a body too large): bad body, header or field
-└── Unauthorized            401: no or unknown API token (ledger.auth)
+LedgerError (ApiError)      base; `status` and `code` are what the HTTP edge sends
+└── InvalidRequest          400 (413 for a body too large): bad body, header or field
 
-PostgreSQL out of reach is the shared StoreUnavailable (services.shared.errors): 503 with
-Retry-After, answered in the same shape.
+Unauthorized (401) is the HTTP edge's own (services.shared.edge); PostgreSQL out of reach is the
+shared StoreUnavailable (services.shared.errors): 503 with Retry-After, answered in the same
+shape.
 """
 
 from __future__ import annotations
 
-from services.shared.errors import SettleError
+from services.shared.errors import ApiError
 
 
-class LedgerError(SettleError):
+class LedgerError(ApiError):
     """Base of the ledger's errors; `status` and `code` map it to an HTTP response."""
-
-    status: int = 500
-    code: str = "internal_error"
-
-    def __init__(self, message: str, *, code: str | None = None, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
-        if code is not None:
-            self.code = code
 
 
 class InvalidRequest(LedgerError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 # Every outcome a settlement request can have, so each series exists (at 0) from the start
 # and a rate() over it never sees a series appear out of nowhere.
@@ -39,10 +39,6 @@ class LedgerMetrics:
     def count_request(self, outcome: str) -> None:
         """Count one settlement request under `outcome` (one of REQUEST_OUTCOMES)."""
         self.requests.labels(outcome=outcome).inc()
-
-    def exposition(self) -> bytes:
-        """The registry in Prometheus text format, for /metrics."""
-        return generate_latest(self.registry)
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> LedgerMetrics:

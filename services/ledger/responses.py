@@ -2,7 +2,7 @@
 
 A retried request gets the first response byte for byte, so bodies are rendered once from
 explicit values into canonical JSON (sorted keys, no whitespace) and stored. Error bodies are
-ASCII-escaped: they may echo a field name the client sent, which need not be valid UTF-8 text.
+the edge's (`services.shared.edge.error_body`).
 """
 
 from __future__ import annotations
@@ -10,12 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-
-
-def error_body(code: str, message: str, field: str | None = None, **extra: object) -> bytes:
-    """`{"error": {"code", "message", "field", **extra}}` as canonical JSON bytes."""
-    error = {"code": code, "message": message, "field": field, **extra}
-    return json.dumps({"error": error}, sort_keys=True, separators=(",", ":")).encode("ascii")
 
 
 def settlement_body(

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -17,7 +20,7 @@ from services.railsim.webhooks import WebhookSender
 
 
 def control_routes(sim: RailSim, sender: WebhookSender | None) -> list[BaseRoute]:
-    """Routes under /_sim plus /healthz, /readyz and /metrics."""
+    """Routes under /_sim plus /healthz and /readyz (`SimCollector` feeds /metrics)."""
 
     async def effects(_: Request) -> Response:
         return JSONResponse(sim.effects())
@@ -51,9 +54,6 @@ def control_routes(sim: RailSim, sender: WebhookSender | None) -> list[BaseRoute
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    async def metrics(_: Request) -> Response:
-        return Response(_exposition(sim, sender), media_type=CONTENT_TYPE_LATEST)
-
     return [
         Route("/_sim/effects", effects, methods=["GET"]),
         Route("/_sim/effects/{settlement_id}", effects_of, methods=["GET"]),
@@ -62,25 +62,37 @@ def control_routes(sim: RailSim, sender: WebhookSender | None) -> list[BaseRoute
         Route("/_sim/webhooks", webhooks, methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),
         Route("/readyz", health, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
     ]
 
 
-def _exposition(sim: RailSim, sender: WebhookSender | None) -> bytes:
-    # A fresh registry per scrape: the numbers live in the core, not in metric objects
+class SimCollector(Collector):
+    """The simulator's gauges, read from the core at each scrape: the numbers live there,
+    not in metric objects."""
+
+    def __init__(self, sim: RailSim, sender: WebhookSender | None) -> None:
+        self._sim, self._sender = sim, sender
+
+    def collect(self) -> Iterator[Metric]:
+        """railsim_effects, railsim_settlements_with_extra_effects, railsim_webhooks{state}."""
+        summary = self._sim.effects()
+        yield GaugeMetricFamily(
+            "railsim_effects", "Transfers and payouts created", value=summary["total"]
+        )
+        by_settlement = summary["by_settlement"].values()
+        yield GaugeMetricFamily(
+            "railsim_settlements_with_extra_effects",
+            "Settlements with more than one transfer or payout (guarantee 1 broken)",
+            value=sum(1 for counts in by_settlement if sum(counts.values()) > 1),
+        )
+        if self._sender is not None:
+            gauge = GaugeMetricFamily("railsim_webhooks", "Webhook deliveries", labels=["state"])
+            for state, value in self._sender.stats().items():
+                gauge.add_metric([state], value)
+            yield gauge
+
+
+def sim_registry(sim: RailSim, sender: WebhookSender | None) -> CollectorRegistry:
+    """A registry that reports the simulator's gauges."""
     registry = CollectorRegistry()
-    summary = sim.effects()
-    Gauge("railsim_effects", "Transfers and payouts created", registry=registry).set(
-        summary["total"]
-    )
-    doubled = sum(1 for counts in summary["by_settlement"].values() if sum(counts.values()) > 1)
-    Gauge(
-        "railsim_settlements_with_extra_effects",
-        "Settlements with more than one transfer or payout (guarantee 1 broken)",
-        registry=registry,
-    ).set(doubled)
-    if sender is not None:
-        gauge = Gauge("railsim_webhooks", "Webhook deliveries", ["state"], registry=registry)
-        for state, value in sender.stats().items():
-            gauge.labels(state=state).set(value)
-    return generate_latest(registry)
+    registry.register(SimCollector(sim, sender))
+    return registry

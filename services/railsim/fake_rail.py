@@ -16,7 +16,8 @@ from datetime import datetime
 from services.railsim.core import RailSim
 from services.railsim.params import Kind
 from services.railsim.replies import Delivery, Reply
-from services.relay.rail import PayoutMethod, RailInstruction, RailOutcome, RailResult
+from services.relay.rail import RailInstruction, RailOutcome, RailResult
+from services.shared.domain.payout import PayoutMethod
 
 Deliver = Callable[[Delivery], Awaitable[None]]
 _RETRYABLE = frozenset({401, 403, 409, 429})

@@ -18,13 +18,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from services.railsim.control import control_routes
+from services.railsim.control import control_routes, sim_registry
 from services.railsim.core import RailSim
 from services.railsim.errors import ApiError
 from services.railsim.objects import API_VERSION
 from services.railsim.params import Kind
 from services.railsim.replies import Delivery, Reply, error_reply
 from services.railsim.webhooks import WebhookSender
+from services.shared.metrics import mount_metrics
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 TICK_SECONDS = 0.05  # how often due changes (payout paid, reversals) are turned into webhooks
@@ -155,4 +156,6 @@ def create_app(sim: RailSim, sender: WebhookSender | None = None) -> Starlette:
                 await sender.aclose()
 
     routes = control_routes(sim, sender) + StripeApi(sim, sender).routes()
-    return Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan)
+    mount_metrics(app, sim_registry(sim, sender))
+    return app

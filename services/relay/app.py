@@ -14,14 +14,9 @@ import asyncpg
 import stripe
 import uvicorn
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
 
-from services.ledger.app import create_pool
 from services.relay.dispatch import Dispatcher, DispatchPolicy
-from services.relay.metrics import RelayMetrics, create_metrics
+from services.relay.metrics import create_metrics, metrics_app
 from services.relay.outbox import (
     PUBLISH_BATCH_BYTES,
     OutboxPublisher,
@@ -31,6 +26,7 @@ from services.relay.outbox import (
 from services.relay.stripe_rail import stripe_rail
 from services.relay.triggers import CONSUMER_GROUP, trigger_dispatch
 from services.shared.config import RailKind, Settings
+from services.shared.database import create_pool
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.running import every, run_until_first_exits
 from services.shared.topics import EVENTS
@@ -44,18 +40,6 @@ RETENTION_SECONDS = 3_600.0
 def worker_name() -> str:
     """A name for this relay process in claims and audit rows."""
     return f"settle-relay-{socket.gethostname()}-{os.getpid()}"
-
-
-def metrics_app(metrics: RelayMetrics) -> Starlette:
-    """/metrics and /healthz of the relay."""
-
-    async def prometheus(_: Request) -> Response:
-        return Response(metrics.exposition(), media_type="text/plain; version=0.0.4")
-
-    async def healthz(_: Request) -> Response:
-        return PlainTextResponse("ok")
-
-    return Starlette(routes=[Route("/metrics", prometheus), Route("/healthz", healthz)])
 
 
 async def relay_pool(settings: Settings) -> asyncpg.Pool:

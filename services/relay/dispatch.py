@@ -28,8 +28,9 @@ import asyncpg
 
 from services.relay import dispatch_sql as sql
 from services.relay.metrics import RelayMetrics
-from services.relay.rail import PayoutMethod, Rail, RailInstruction, RailOutcome, RailResult
+from services.relay.rail import Rail, RailInstruction, RailOutcome, RailResult
 from services.shared.backoff import backoff
+from services.shared.domain.payout import PayoutMethod
 from services.shared.domain.settlement import SettlementStatus
 from services.shared.errors import SettleError
 from services.shared.failpoints import failpoint

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from services.shared.metrics import mount_metrics
 
 RAIL_OUTCOMES = ("accepted", "refused", "retryable", "ambiguous")
 BATCH_BUCKETS = (1, 5, 10, 50, 100, 200, 500, 1000, 2000)
@@ -27,10 +33,6 @@ class RelayMetrics:
     reclaims: Counter  # settle_relay_reclaims_total: leases taken over by pass 2
     fence_rejections: Counter  # settle_relay_fence_rejections_total: stale writes refused
     lookups: Counter  # settle_relay_lookups_total{found}: rail searched before a re-issue
-
-    def exposition(self) -> bytes:
-        """The registry in Prometheus text format, for /metrics."""
-        return generate_latest(self.registry)
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> RelayMetrics:
@@ -82,3 +84,14 @@ def create_metrics(registry: CollectorRegistry | None = None) -> RelayMetrics:
         ),
         lookups=lookups,
     )  # fmt: skip
+
+
+def metrics_app(metrics: RelayMetrics) -> Starlette:
+    """/metrics and /healthz of the relay, which serves no other HTTP."""
+
+    async def healthz(_: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    app = Starlette(routes=[Route("/healthz", healthz)])
+    mount_metrics(app, metrics.registry)
+    return app

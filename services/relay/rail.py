@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from services.shared.domain.payout import PayoutMethod
+
 
 class RailOutcome(StrEnum):
     """The class of a rail call's result; see the module docstring."""
@@ -23,13 +25,6 @@ class RailOutcome(StrEnum):
     REFUSED = "refused"
     RETRYABLE = "retryable"
     AMBIGUOUS = "ambiguous"
-
-
-class PayoutMethod(StrEnum):
-    """How money leaves: a Connect transfer or a payout."""
-
-    TRANSFER = "transfer"
-    PAYOUT = "payout"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,10 +18,11 @@ from datetime import UTC, datetime, timedelta
 import stripe
 from stripe.params import PayoutListParams, TransferListParams
 
-from services.relay.rail import PayoutMethod, RailInstruction, RailOutcome, RailResult
+from services.relay.rail import RailInstruction, RailOutcome, RailResult
 from services.relay.stripe_http import DEFAULT_CONNECTIONS, StripeAiohttp
 from services.relay.stripe_outcomes import outcome_of_created, outcome_of_error
 from services.shared.config import Settings
+from services.shared.domain.payout import PayoutMethod
 from services.shared.errors import SettleError
 
 DEFAULT_TIMEOUT = 10.0  # seconds, per HTTP call

@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from services.shared.domain.payout import PayoutMethod
 from services.shared.errors import ConfigError
 
 LOCAL_DATABASE_URL = "postgresql+asyncpg://settle@127.0.0.1:55432/settle"
@@ -20,13 +21,6 @@ class RailKind(StrEnum):
 
     SIM = "sim"
     STRIPE = "stripe"
-
-
-class StripeMethod(StrEnum):
-    """How money leaves through Stripe: Connect transfers or payouts."""
-
-    TRANSFER = "transfer"
-    PAYOUT = "payout"
 
 
 class Settings(BaseSettings):
@@ -43,7 +37,7 @@ class Settings(BaseSettings):
     stripe_webhook_secret: Annotated[tuple[str, ...], NoDecode] = Field(
         ("whsec_settle_local",), alias="STRIPE_WEBHOOK_SECRET"
     )
-    stripe_method: StripeMethod = Field(StripeMethod.TRANSFER, alias="SETTLE_STRIPE_METHOD")
+    stripe_method: PayoutMethod = Field(PayoutMethod.TRANSFER, alias="SETTLE_STRIPE_METHOD")
     rail_idempotent: bool = Field(True, alias="SETTLE_RAIL_IDEMPOTENT")
     api_tokens: Annotated[dict[str, str], NoDecode] = Field(
         {"acme": "acme-local-token"}, alias="SETTLE_API_TOKENS"

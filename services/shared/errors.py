@@ -5,14 +5,16 @@
     ├── SchemaError                     an Avro payload or schema settle cannot use; never retried
     ├── InfrastructureError             a local server (PostgreSQL, Kafka) did not start; retriable
     │   └── SupervisorError             a child process did not start or become healthy (run)
-    ├── StoreUnavailable                PostgreSQL out of reach; 503 with Retry-After; retriable
+    ├── ApiError                        answered by the HTTP edge with `status` and `code`
+    │   ├── StoreUnavailable            PostgreSQL out of reach; 503 with Retry-After; retriable
+    │   ├── Unauthorized, BodyTooLarge  401 and 413 of the edge (shared.edge)
+    │   ├── LedgerError                 ledger HTTP errors (ledger.errors)
+    │   └── InboxError                  inbox HTTP errors (inbox.errors)
+    │       └── ClaimedEventChanged     an inbox row changed while claimed; never retried
     ├── DomainError                     a settlement rule refused the input (shared.domain)
     │   ├── IllegalTransition
     │   └── ReasonRequired
     ├── TransitionConflict              a settlement changed under its row lock; never retried
-    ├── LedgerError                     ledger HTTP errors with status and code (ledger.errors)
-    ├── InboxError                      inbox HTTP errors with status and code (inbox.errors)
-    │   └── ClaimedEventChanged         an inbox row changed while claimed; never retried
     ├── RailLookupFailed                the rail could not be searched; retriable (relay)
     │   └── RailLookupIncomplete        the search ran out of pages; never retried
     └── CheckError                      the invariant checker (check.errors)
@@ -51,17 +53,27 @@ class InfrastructureError(SettleError):
     retriable = True
 
 
-class StoreUnavailable(SettleError):
-    """PostgreSQL did not answer: nothing was stored or booked; the caller should retry later.
+class ApiError(SettleError):
+    """An error the HTTP edge (services.shared.edge) answers with `status` and `code`;
+    `field` names the bad input."""
 
-    `status`, `code` and `retry_after_seconds` are what an HTTP edge answers with."""
+    status: int = 500
+    code: str = "internal_error"
+    retry_after_seconds: int | None = None  # sent as Retry-After when set
+
+    def __init__(self, message: str, *, code: str | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        if code is not None:
+            self.code = code
+
+
+class StoreUnavailable(ApiError):
+    """PostgreSQL did not answer: nothing was stored or booked; the caller should retry later
+    (503 with Retry-After at an HTTP edge)."""
 
     retriable = True
     status = 503
     code = "store_unavailable"
-    field: str | None = None
     retry_after_seconds = 2
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message

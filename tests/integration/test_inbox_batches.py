@@ -28,6 +28,8 @@ from tests.conftest import assert_books_balance, unique
 from tests.integration.inbox_support import (
     T0,
     Inbox,
+    event_id,
+    inbox_rows,
     nets,
     pool,
     rail_event,
@@ -211,9 +213,45 @@ async def test_a_failing_batch_is_applied_one_event_per_transaction(
     for sid, obj in made:
         assert (await inbox.post(rail_event("transfer.created", obj, sid))).status_code == 200
     assert await inbox.worker.drain() == 4
-    assert sizes[0] == 4  # tried as one batch, then one at a time (not through apply_events)
+    assert sizes == [4, 1, 1, 1, 1]  # tried as one batch, then as batches of one
     for sid, _ in made:
         assert await status_of(pool, sid) == "paid"
         assert (await pool.fetchval("SELECT count(*) FROM settlement_transitions WHERE "
                                     "settlement_id = $1 AND to_status = 'paid'",
                                     uuid.UUID(sid))) == 1  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        # Data the books cannot hold is refused again on every attempt: dead at once.
+        (asyncpg.DataError("a row the books cannot hold"), "dead"),
+        # A lock held too long may pass: parked for a later attempt.
+        (asyncpg.LockNotAvailableError("a row the books cannot hold"), "parked"),
+    ],
+    ids=["refused-dead", "timeout-parked"],
+)
+async def test_an_event_that_fails_even_alone_is_set_aside_and_the_rest_applied(
+    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch, error: Exception, status: str
+) -> None:
+    real = worker_module.apply_events
+    made = [(await settlement(pool, S.DISPATCHING), f"tr_{uuid.uuid4().hex}") for _ in range(3)]
+    poison = made[1][1]
+
+    async def refuse_one(
+        conn: asyncpg.Connection, events: Sequence[StoredEvent], now: datetime
+    ) -> list[Outcome]:
+        if any(e.object_id == poison for e in events):
+            raise error
+        return await real(conn, events, now)
+
+    monkeypatch.setattr(worker_module, "apply_events", refuse_one)
+    inbox = Inbox(pool)
+    bodies = [rail_event("transfer.created", obj, sid) for sid, obj in made]
+    for body in bodies:
+        assert (await inbox.post(body)).status_code == 200
+    assert await inbox.worker.drain() == 3
+    assert [await status_of(pool, sid) for sid, _ in made] == ["paid", "dispatching", "paid"]
+    (row,) = await inbox_rows(pool, event_id(bodies[1]))
+    assert row["status"] == status
+    assert row["reason"].startswith("apply failed: a row the books cannot hold")

@@ -200,3 +200,13 @@ async def test_replay_cli_shares_the_audited_path(pool: asyncpg.Pool) -> None:
     actor = await pool.fetchval("SELECT actor FROM operator_actions WHERE target = $1", str(row_id))
     assert actor == "bob"
     assert isinstance(inbox.worker, InboxWorker)
+
+
+async def test_metrics_are_served_and_documented(pool: asyncpg.Pool) -> None:
+    inbox = Inbox(pool)
+    assert (await inbox.post(rail_event("transfer.created", "tr_m", None))).status_code == 200
+    response = await inbox.http.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    assert 'settle_inbox_received_total{outcome="stored"} 1.0' in response.text
+    assert "/metrics" in (await inbox.http.get("/openapi.json")).json()["paths"]

@@ -20,13 +20,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.ledger.acceptor import Ledger
-from services.ledger.app import create_pool, windows
+from services.ledger.app import windows
 from services.ledger.booking import Books
 from services.ledger.http import create_app
 from services.ledger.intake import MAX_BODY_BYTES
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.reads import Readiness, SettlementReads
 from services.shared.config import Settings, load_settings
+from services.shared.database import create_pool
 from tests.conftest import unique
 
 pytestmark = pytest.mark.integration
@@ -87,7 +88,6 @@ async def running_ledger(settings: Settings, **ledger_options: int) -> AsyncIter
     pool = await create_pool(settings)
     books = Books(windows(settings), settings.stripe_method)
     ledger = Ledger(pool, books, metrics=metrics, **ledger_options)
-    await ledger.start()
     try:
         app = create_app(
             ledger,

@@ -99,7 +99,6 @@ async def accept_and_check(dsn: str, scenario: Scenario) -> None:
         ledger = Ledger(
             pool, Books(WINDOWS), workers=scenario.workers, max_batch=scenario.max_batch
         )
-        await ledger.start()
         try:
             results = await accept_concurrently(ledger, requests, scenario.polls)
         finally:

@@ -33,7 +33,6 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 @pytest.fixture
 async def ledger(pool: asyncpg.Pool) -> AsyncIterator[Ledger]:
     ledger = Ledger(pool, Books(WINDOWS))
-    await ledger.start()
     yield ledger
     await ledger.stop()
 
@@ -232,7 +231,6 @@ async def test_books_balance_under_concurrent_settlements_on_shared_accounts(
 async def test_postgres_unreachable_fails_closed() -> None:
     dead = await asyncpg.create_pool("postgresql://settle@127.0.0.1:1/none", min_size=0)
     ledger = Ledger(dead, Books(WINDOWS))
-    await ledger.start()
     try:
         with pytest.raises(StoreUnavailable):
             await ledger.accept(request(unique("t")))

@@ -78,7 +78,6 @@ async def test_commands_are_booked_once_and_bad_ones_dead_lettered(
 
     group = unique("ledger-")
     ledger = Ledger(pool, Books(WINDOWS))
-    await ledger.start()
     consumer = manual_commit_consumer(kafka_bootstrap, group, [commands_topic])
     producer = idempotent_producer(kafka_bootstrap, "test-dlq")
     await consumer.start()

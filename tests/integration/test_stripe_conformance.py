@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 import stripe
 
-from services.relay.rail import PayoutMethod, RailInstruction, RailOutcome
+from services.relay.rail import RailInstruction, RailOutcome
 from services.relay.stripe_http import StripeAiohttp
 from services.relay.stripe_outcomes import outcome_of_error
 from services.relay.stripe_rail import StripeRail
+from services.shared.domain.payout import PayoutMethod
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.shared.config import LOCAL_DATABASE_URL, RailKind, StripeMethod, load_settings
+from services.shared.config import LOCAL_DATABASE_URL, RailKind, load_settings
+from services.shared.domain.payout import PayoutMethod
 from services.shared.errors import ConfigError
 
 
@@ -13,7 +14,7 @@ def test_defaults_point_at_the_local_stack() -> None:
     assert settings.database_url == LOCAL_DATABASE_URL
     assert settings.kafka_bootstrap == "127.0.0.1:59092"
     assert settings.rail is RailKind.SIM
-    assert settings.stripe_method is StripeMethod.TRANSFER
+    assert settings.stripe_method is PayoutMethod.TRANSFER
     assert settings.rail_idempotent is True
     assert settings.idempotency_replay_seconds == 86400
     assert settings.idempotency_tombstone_seconds == 86400
@@ -35,7 +36,7 @@ def test_values_are_read_from_their_variables() -> None:
         }
     )
     assert settings.database_url == "postgresql+asyncpg://u:p@db:5432/x"
-    assert settings.rail is RailKind.STRIPE and settings.stripe_method is StripeMethod.PAYOUT
+    assert settings.rail is RailKind.STRIPE and settings.stripe_method is PayoutMethod.PAYOUT
     assert settings.rail_idempotent is False
     assert settings.tenant_by_token == {"tok-a": "acme", "tok-g": "globex"}
     assert settings.stripe_webhook_secret == ("whsec_new", "whsec_old")

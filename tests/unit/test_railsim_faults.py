@@ -15,7 +15,8 @@ from services.railsim.fake_rail import SimRail
 from services.railsim.faults import PROFILES, Dice, Faults, updated
 from services.railsim.params import Kind
 from services.railsim.webhooks import signature_header
-from services.relay.rail import PayoutMethod, RailInstruction, RailOutcome
+from services.relay.rail import RailInstruction, RailOutcome
+from services.shared.domain.payout import PayoutMethod
 
 
 def outcomes(seed: int, subjects: list[str]) -> list[int]:

@@ -24,7 +24,7 @@ import pytest
 import stripe
 from multidict import CIMultiDict
 
-from services.relay.rail import PayoutMethod, RailInstruction, RailOutcome
+from services.relay.rail import RailInstruction, RailOutcome
 from services.relay.stripe_outcomes import outcome_of_error
 from services.relay.stripe_rail import (
     DEFAULT_MAX_PAGES,
@@ -33,6 +33,7 @@ from services.relay.stripe_rail import (
     stripe_rail,
 )
 from services.shared.config import load_settings
+from services.shared.domain.payout import PayoutMethod
 
 KEY = "9f" * 32
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

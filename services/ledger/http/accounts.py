@@ -8,11 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import TypeAdapter
 
-from services.ledger.auth import BearerAuth
 from services.ledger.http import docs
-from services.ledger.http.errors import JSON, error_response
-from services.ledger.http.security import tenant_dependency
 from services.ledger.reads import MAX_PAGE, AccountBalance, EntryPage, SettlementReader
+from services.shared.edge import JSON, BearerAuth, error_response, tenant_dependency
 
 _BALANCE = TypeAdapter(AccountBalance)
 _ENTRIES = TypeAdapter(EntryPage)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from services.ledger.auth import BearerAuth
 from services.ledger.http.accounts import account_routes
-from services.ledger.http.errors import install_error_handlers
 from services.ledger.http.ops import ops_routes
 from services.ledger.http.settlements import settlement_routes
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.ports import Acceptor
 from services.ledger.reads import ReadinessProbe, SettlementReader
 from services.shared.config import Settings
+from services.shared.edge import BearerAuth, install_error_handlers
+from services.shared.metrics import mount_metrics
 
 DESCRIPTION = """Books settlements in the settle ledger, exactly once per idempotency key.
 
@@ -35,5 +35,6 @@ def create_app(
     install_error_handlers(app)
     app.include_router(settlement_routes(acceptor, reads, auth, metrics))
     app.include_router(account_routes(reads, auth))
-    app.include_router(ops_routes(readiness, metrics))
+    app.include_router(ops_routes(readiness))
+    mount_metrics(app, metrics.registry)
     return app

@@ -1,19 +1,17 @@
-"""Operational endpoints: liveness, readiness of PostgreSQL and Kafka, Prometheus metrics."""
+"""Operational endpoints: liveness and readiness of PostgreSQL and Kafka (/metrics is shared)."""
 
 from __future__ import annotations
 
 import json
 
 from fastapi import APIRouter, Response
-from prometheus_client import CONTENT_TYPE_LATEST
 
-from services.ledger.http.errors import JSON
-from services.ledger.metrics import LedgerMetrics
 from services.ledger.reads import ReadinessProbe
+from services.shared.edge import JSON
 
 
-def ops_routes(readiness: ReadinessProbe, metrics: LedgerMetrics) -> APIRouter:
-    """/healthz, /readyz and /metrics."""
+def ops_routes(readiness: ReadinessProbe) -> APIRouter:
+    """/healthz and /readyz."""
     router = APIRouter(tags=["operations"])
 
     @router.get("/healthz", summary="The process is alive")
@@ -29,9 +27,5 @@ def ops_routes(readiness: ReadinessProbe, metrics: LedgerMetrics) -> APIRouter:
         components = await readiness.check()
         status = 200 if all(components.values()) else 503
         return Response(json.dumps(components, sort_keys=True), status, media_type=JSON)
-
-    @router.get("/metrics", summary="Prometheus metrics")
-    async def prometheus() -> Response:
-        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return router

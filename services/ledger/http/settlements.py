@@ -8,19 +8,26 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import TypeAdapter
 
-from services.ledger.auth import BearerAuth, Unauthorized
-from services.ledger.errors import InvalidRequest, LedgerError
+from services.ledger.errors import InvalidRequest
 from services.ledger.http import docs
-from services.ledger.http.body import read_capped_body
-from services.ledger.http.errors import JSON, error_response
-from services.ledger.http.security import Credentials, tenant_dependency, token_of
 from services.ledger.intake import MAX_BODY_BYTES, parse_settlement_body, validate_idempotency_key
 from services.ledger.metrics import LedgerMetrics
 from services.ledger.model import AcceptResult, Outcome
 from services.ledger.ports import Acceptor
 from services.ledger.reads import MAX_PAGE, Settlement, SettlementPage, SettlementReader
 from services.shared.domain.settlement import SettlementStatus
-from services.shared.errors import StoreUnavailable
+from services.shared.edge import (
+    JSON,
+    BearerAuth,
+    BodyTooLarge,
+    Credentials,
+    Unauthorized,
+    error_response,
+    read_capped_body,
+    tenant_dependency,
+    token_of,
+)
+from services.shared.errors import ApiError
 
 _SETTLEMENT = TypeAdapter(Settlement)
 _PAGE = TypeAdapter(SettlementPage)
@@ -80,7 +87,7 @@ def settlement_routes(
             settlement = parse_settlement_body(tenant, key, raw)
             with metrics.accept_seconds.time():
                 result = await acceptor.accept(settlement)
-        except (LedgerError, StoreUnavailable) as e:
+        except ApiError as e:
             metrics.count_request(_outcome_of(e))
             raise
         metrics.count_request(result.outcome.value)
@@ -123,10 +130,10 @@ def settlement_routes(
     return router
 
 
-def _outcome_of(error: LedgerError | StoreUnavailable) -> str:
+def _outcome_of(error: ApiError) -> str:
     if isinstance(error, Unauthorized):
         return "unauthorized"
-    if isinstance(error, InvalidRequest):
+    if isinstance(error, InvalidRequest | BodyTooLarge):
         return "invalid"
     # StoreUnavailable, and any other ledger failure: nothing was booked on our side.
     return "unavailable"
