@@ -18,7 +18,8 @@ from services.ledger.booking import Books, Windows
 from services.ledger.commands import CONSUMER_GROUP, CommandIntake, consume_commands
 from services.ledger.http import create_app
 from services.ledger.metrics import create_metrics
-from services.ledger.reads import Readiness, SettlementReads
+from services.ledger.readiness import Readiness
+from services.ledger.reads import SettlementReads
 from services.shared.config import Settings
 from services.shared.database import create_pool
 from services.shared.kafka import idempotent_producer, manual_commit_consumer

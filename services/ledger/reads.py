@@ -1,5 +1,5 @@
-"""What callers may read back: settlements with their history and postings, account balances
-and entries, each scoped to the caller's tenant; plus the readiness probe of the stores.
+"""What callers may read back, from PostgreSQL: settlements with their history and postings,
+account balances and entries, each scoped to the caller's tenant (the shapes are in views.py).
 
 Pages are keyset-paginated under an opaque cursor (base64url of the last row's key), so a
 page never skips or repeats a row however many rows arrive meanwhile. Driver errors that mean
@@ -15,148 +15,25 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal, Protocol
+from typing import Any
 
 import asyncpg
-from pydantic import PlainSerializer
 
 from services.ledger.errors import InvalidRequest
-from services.ledger.responses import timestamp
-from services.shared.domain.settlement import SettlementStatus
-from services.shared.store_errors import UNREACHABLE, unavailable_when_down
-
-SETTLEMENT_STATUSES = frozenset(status.value for status in SettlementStatus)
-MAX_PAGE = 100
-
-# Rendered like the POST response's timestamps, so a settlement reads the same either way.
-Timestamp = Annotated[datetime, PlainSerializer(timestamp, return_type=str, when_used="json")]
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """One row of a settlement's audit trail."""
-
-    sequence: int  # 1-based, no gaps
-    from_status: str | None  # None for the first transition
-    to_status: str
-    reason: str | None
-    actor: str  # who moved it: ledger, relay, inbox, an operator
-    occurred_at: Timestamp
-
-
-@dataclass(frozen=True, slots=True)
-class SettlementPosting:
-    """One posting booked for a settlement, with the journal entry it belongs to."""
-
-    entry_id: str
-    kind: str  # the posting rule that booked the entry
-    account_id: str
-    amount: int  # signed minor units: debit +, credit -
-    currency: str
-    occurred_at: Timestamp
-
-
-@dataclass(frozen=True, slots=True)
-class SettlementSummary:
-    """A settlement as a list shows it; the fields of the POST response and a few more."""
-
-    object: Literal["settlement"]
-    id: str
-    reference: str
-    payee: str
-    destination: str
-    amount: int  # minor units
-    currency: str
-    rail: str
-    metadata: dict[str, str]
-    status: str
-    reason: str | None
-    version: int  # transitions so far; the sequence of its latest event
-    rail_idempotency_key: str | None  # None until a rail instruction exists
-    rail_reference: str | None  # the rail's id of the transfer or payout, once known
-    created_at: Timestamp
-    updated_at: Timestamp
-
-
-@dataclass(frozen=True, slots=True)
-class Settlement(SettlementSummary):
-    """A settlement with its full transition history and its postings."""
-
-    transitions: list[Transition]
-    postings: list[SettlementPosting]
-
-
-@dataclass(frozen=True, slots=True)
-class SettlementPage:
-    """One page of settlements, newest first; `next_cursor` is None on the last page."""
-
-    object: Literal["list"]
-    data: list[SettlementSummary]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class AccountBalance:
-    """An account's balance: the sum of its shards."""
-
-    account: str
-    currency: str
-    balance: int  # signed minor units
-
-
-@dataclass(frozen=True, slots=True)
-class AccountEntry:
-    """One posting on an account, with the journal entry it belongs to."""
-
-    posting_id: int
-    entry_id: str
-    kind: str
-    settlement_id: str | None
-    amount: int  # signed minor units
-    currency: str
-    occurred_at: Timestamp
-
-
-@dataclass(frozen=True, slots=True)
-class EntryPage:
-    """One page of an account's postings, newest first; `next_cursor` is None on the last."""
-
-    object: Literal["list"]
-    data: list[AccountEntry]
-    next_cursor: str | None
-
-
-class SettlementReader(Protocol):
-    """The reads the HTTP layer needs; SettlementReads is the PostgreSQL one."""
-
-    async def settlement(self, tenant: str, settlement_id: str) -> Settlement | None:
-        """The settlement of `tenant` with id `settlement_id`, or None."""
-        ...
-
-    async def settlements(
-        self,
-        tenant: str,
-        *,
-        reference: str | None = None,
-        status: str | None = None,
-        cursor: str | None = None,
-        limit: int = 20,
-    ) -> SettlementPage:
-        """A page of `tenant`'s settlements matching the filters, newest first."""
-        ...
-
-    async def balance(self, tenant: str, account: str) -> AccountBalance | None:
-        """The balance of `account` if it belongs to `tenant`, else None."""
-        ...
-
-    async def entries(
-        self, tenant: str, account: str, *, cursor: str | None = None, limit: int = 20
-    ) -> EntryPage | None:
-        """A page of `account`'s postings, newest first; None if not `tenant`'s account."""
-        ...
-
+from services.ledger.views import (
+    MAX_PAGE,
+    SETTLEMENT_STATUSES,
+    AccountBalance,
+    AccountEntry,
+    EntryPage,
+    Settlement,
+    SettlementPage,
+    SettlementPosting,
+    SettlementSummary,
+    Transition,
+)
+from services.shared.store_errors import unavailable_when_down
 
 _SUMMARY = """
     SELECT s.id, s.reference, s.payee, s.destination, s.amount, s.currency, s.rail,
@@ -386,52 +263,3 @@ class SettlementReads:
         if len(rows) > limit:
             next_cursor = _encode_cursor(str(rows[limit - 1]["posting_id"]))
         return EntryPage(object="list", data=page, next_cursor=next_cursor)
-
-
-class ReadinessProbe(Protocol):
-    """Whether the service's dependencies answer; /readyz reports it."""
-
-    async def check(self) -> dict[str, bool]:
-        """Component name to whether it answered in time."""
-        ...
-
-
-class Readiness:
-    """PostgreSQL answers `SELECT 1` and a Kafka bootstrap server accepts a TCP connection."""
-
-    def __init__(self, pool: asyncpg.Pool, kafka_bootstrap: str, *, timeout: float = 1.0) -> None:
-        self._pool = pool
-        self._servers = [_host_port(s) for s in kafka_bootstrap.split(",") if s.strip()]
-        if not self._servers:
-            raise ValueError("kafka_bootstrap: give host:port[,host:port...]")
-        self._timeout = timeout
-
-    async def check(self) -> dict[str, bool]:
-        """{"postgres": ..., "kafka": ...}, each True when it answered within the timeout."""
-        postgres, kafka = await asyncio.gather(self._postgres(), self._kafka())
-        return {"postgres": postgres, "kafka": kafka}
-
-    async def _postgres(self) -> bool:
-        try:
-            async with asyncio.timeout(self._timeout):
-                return bool(await self._pool.fetchval("SELECT 1") == 1)
-        except (*UNREACHABLE, asyncpg.PostgresError):
-            return False
-
-    async def _kafka(self) -> bool:
-        # A TCP accept is enough to tell a dead broker from a live one, and costs no metadata
-        # round trip; the producer and consumer find the rest out for themselves.
-        for host, port in self._servers:
-            try:
-                async with asyncio.timeout(self._timeout / len(self._servers)):
-                    _, writer = await asyncio.open_connection(host, port)
-            except (OSError, TimeoutError):
-                continue
-            writer.close()
-            return True
-        return False
-
-
-def _host_port(server: str) -> tuple[str, int]:
-    host, _, port = server.strip().rpartition(":")
-    return host.strip("[]"), int(port)

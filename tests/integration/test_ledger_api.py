@@ -25,7 +25,8 @@ from services.ledger.booking import Books
 from services.ledger.http import create_app
 from services.ledger.intake import MAX_BODY_BYTES
 from services.ledger.metrics import LedgerMetrics, create_metrics
-from services.ledger.reads import Readiness, SettlementReads
+from services.ledger.readiness import Readiness
+from services.ledger.reads import SettlementReads
 from services.shared.config import Settings, load_settings
 from services.shared.database import create_pool
 from tests.conftest import unique

@@ -18,7 +18,8 @@ import pytest
 
 from services.ledger.http import create_app
 from services.ledger.model import AcceptResult, SettlementRequest
-from services.ledger.reads import Readiness, SettlementReads
+from services.ledger.readiness import Readiness
+from services.ledger.reads import SettlementReads
 from services.shared.config import load_settings
 from tests.conftest import asyncpg_dsn, unique
 

@@ -18,7 +18,7 @@ from services.ledger.http import create_app
 from services.ledger.intake import MAX_BODY_BYTES
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
-from services.ledger.reads import (
+from services.ledger.views import (
     AccountBalance,
     EntryPage,
     Settlement,

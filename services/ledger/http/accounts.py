@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from pydantic import TypeAdapter
 
 from services.ledger.http import docs
-from services.ledger.reads import MAX_PAGE, AccountBalance, EntryPage, SettlementReader
+from services.ledger.views import MAX_PAGE, AccountBalance, EntryPage, SettlementReader
 from services.shared.edge import JSON, BearerAuth, error_response, tenant_dependency
 
 _BALANCE = TypeAdapter(AccountBalance)

@@ -9,7 +9,8 @@ from services.ledger.http.ops import ops_routes
 from services.ledger.http.settlements import settlement_routes
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.ports import Acceptor
-from services.ledger.reads import ReadinessProbe, SettlementReader
+from services.ledger.readiness import ReadinessProbe
+from services.ledger.views import SettlementReader
 from services.shared.config import Settings
 from services.shared.edge import BearerAuth, install_error_handlers
 from services.shared.metrics import mount_metrics

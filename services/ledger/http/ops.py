@@ -6,7 +6,7 @@ import json
 
 from fastapi import APIRouter, Response
 
-from services.ledger.reads import ReadinessProbe
+from services.ledger.readiness import ReadinessProbe
 from services.shared.edge import JSON
 
 

@@ -14,7 +14,7 @@ from services.ledger.intake import MAX_BODY_BYTES, parse_settlement_body, valida
 from services.ledger.metrics import LedgerMetrics
 from services.ledger.model import AcceptResult, Outcome
 from services.ledger.ports import Acceptor
-from services.ledger.reads import MAX_PAGE, Settlement, SettlementPage, SettlementReader
+from services.ledger.views import MAX_PAGE, Settlement, SettlementPage, SettlementReader
 from services.shared.domain.settlement import SettlementStatus
 from services.shared.edge import (
     JSON,
