@@ -3,7 +3,7 @@
 # No `from __future__ import annotations`: FastAPI must see the route-local `Tenant` alias
 # as an object, not as a string it would try to resolve in module globals.
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import TypeAdapter
@@ -43,35 +43,44 @@ def accepted_response(result: AcceptResult) -> Response:
     return Response(result.body, result.status, headers, media_type=JSON)
 
 
+_CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    201: docs.replayable("The settlement booked (or the first response, replayed)."),
+    **docs.errors(
+        400,
+        401,
+        409,
+        410,
+        413,
+        422,
+        503,
+        s409="`idempotency_key_in_use` (with Retry-After) or `duplicate_reference`.",
+        s410="`idempotency_key_expired`: older than the replay window.",
+        s413="`body_too_large`.",
+        s422="`idempotency_key_reused` with a different body; nothing ran.",
+    ),
+}
+
+
 def settlement_routes(
     acceptor: Acceptor, reads: SettlementReader, auth: BearerAuth, metrics: LedgerMetrics
 ) -> APIRouter:
     """The /v1/settlements routes over `acceptor` (writes) and `reads`."""
     router = APIRouter(prefix="/v1/settlements", tags=["settlements"])
-    Tenant = Annotated[str, Depends(tenant_dependency(auth))]
+    _route_create(router, acceptor, auth, metrics)
+    _route_reads(router, reads, auth)
+    return router
 
+
+def _route_create(
+    router: APIRouter, acceptor: Acceptor, auth: BearerAuth, metrics: LedgerMetrics
+) -> None:
     @router.post(
         "",
         summary="Book a settlement, idempotently",
         status_code=201,
         response_class=Response,
         openapi_extra=docs.REQUEST_BODY,
-        responses={
-            201: docs.replayable("The settlement booked (or the first response, replayed)."),
-            **docs.errors(
-                400,
-                401,
-                409,
-                410,
-                413,
-                422,
-                503,
-                s409="`idempotency_key_in_use` (with Retry-After) or `duplicate_reference`.",
-                s410="`idempotency_key_expired`: older than the replay window.",
-                s413="`body_too_large`.",
-                s422="`idempotency_key_reused` with a different body; nothing ran.",
-            ),
-        },
+        responses=_CREATE_RESPONSES,
     )
     async def create_settlement(
         request: Request,
@@ -92,6 +101,10 @@ def settlement_routes(
             raise
         metrics.count_request(result.outcome.value)
         return accepted_response(result)
+
+
+def _route_reads(router: APIRouter, reads: SettlementReader, auth: BearerAuth) -> None:
+    Tenant = Annotated[str, Depends(tenant_dependency(auth))]
 
     @router.get(
         "/{settlement_id}",
@@ -126,8 +139,6 @@ def settlement_routes(
             limit=limit,
         )
         return Response(_PAGE.dump_json(page), media_type=JSON)
-
-    return router
 
 
 def _outcome_of(error: ApiError) -> str:
