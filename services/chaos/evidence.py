@@ -9,7 +9,6 @@ reaped here (its parent, the supervisor, does that).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 import time
@@ -25,6 +24,7 @@ from services.shared.config import libpq_dsn
 PROBE_S = 0.05
 DEATH_WAIT_S = 10.0  # a SIGKILLed process is gone in milliseconds; this is a generous cap
 REFUSAL_WAIT_S = 10.0
+ANSWER_WAIT_S = 30.0
 _UNREADABLE = (psutil.NoSuchProcess, psutil.AccessDenied)
 _DB_DOWN = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
@@ -78,20 +78,22 @@ def refuses(address: str) -> bool:
         return False  # a timeout or an unreachable host proves nothing about the server
 
 
-async def postmaster_started(database_url: str) -> datetime | None:
-    """`pg_postmaster_start_time()` of the server, or None when it does not answer."""
-    try:
-        conn = await asyncpg.connect(libpq_dsn(database_url), timeout=5)
-    except _DB_DOWN:
-        return None
-    try:
-        started: datetime = await conn.fetchval("SELECT pg_postmaster_start_time()")
-        return started
-    except _DB_DOWN:
-        return None
-    finally:
-        with contextlib.suppress(*_DB_DOWN):
-            await conn.close()
+async def postmaster_started(database_url: str, within_s: float = ANSWER_WAIT_S) -> datetime | None:
+    """`pg_postmaster_start_time()` of the server, or None when it does not answer within
+    `within_s` seconds (a loaded machine can be slow to let a connection in)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            conn = await asyncpg.connect(libpq_dsn(database_url), timeout=5)
+            try:
+                started: datetime = await conn.fetchval("SELECT pg_postmaster_start_time()")
+                return started
+            finally:
+                await conn.close()
+        except _DB_DOWN:
+            if time.monotonic() >= deadline:
+                return None
+        await asyncio.sleep(0.5)
 
 
 def run_processes(run_dir: Path, database_url: str) -> list[dict[str, object]]:

@@ -26,6 +26,7 @@ from services.run.demo import set_fault_profile
 from services.run.supervisor import Supervisor
 
 RESTART_WAIT_S = 15.0
+RAIL_ATTEMPTS = 3
 SIGNAL_WAIT_S = 2.0  # for a stopped or continued process to show its new state
 
 
@@ -87,6 +88,7 @@ class Injector:
         self.rail_url = rail_url
         self.say = say
         self.done: list[Injected] = []
+        self._stopped = {"kafka": asyncio.Event(), "postgres": asyncio.Event()}
         self._broker_killed: int | None = None
         self._postmaster_before: datetime | None = None
         endpoint = pg_endpoint(infra.database_url)
@@ -113,14 +115,16 @@ class Injector:
             return await self._kill(target)
         if action in ("pause", "resume"):
             return await self._freeze(target, frozen=action == "pause")
-        if action == "kafka_stop":
-            return await self._kafka_stop()
-        if action == "kafka_start":
-            return await self._kafka_start()
-        if action == "postgres_stop":
-            return await self._postgres_stop()
-        if action == "postgres_start":
-            return await self._postgres_start()
+        if action in ("kafka_stop", "postgres_stop"):
+            try:
+                return await (self._kafka_stop() if target == "kafka" else self._postgres_stop())
+            finally:
+                self._stopped[target].set()
+        if action in ("kafka_start", "postgres_start"):
+            # On a loaded machine a crash can take longer than the planned outage; a start
+            # begun before the stop ended would find the dying server and start nothing.
+            await self._stopped[target].wait()
+            return await (self._kafka_start() if target == "kafka" else self._postgres_start())
         if action == "rail_faults":
             return await self._rail_faults(fault.detail)
         raise ValueError(f"unknown fault action {action!r}")
@@ -196,8 +200,16 @@ class Injector:
         return Landing(pid, started and restarted, seen)
 
     async def _rail_faults(self, name: str) -> Landing:
-        await set_fault_profile(self.rail_url, name)
-        async with httpx.AsyncClient(base_url=self.rail_url, timeout=10.0) as client:
-            in_force = (await client.get("/_sim/faults")).json()
-        applied = in_force == dataclasses.asdict(profile(name))
-        return Landing(None, applied, {"profile": name, "in_force": applied})
+        failures: list[str] = []
+        # A simulator starved of CPU can miss a connect timeout; try again before giving up.
+        for _ in range(RAIL_ATTEMPTS):
+            try:
+                await set_fault_profile(self.rail_url, name)
+                async with httpx.AsyncClient(base_url=self.rail_url, timeout=10.0) as client:
+                    in_force = (await client.get("/_sim/faults")).json()
+            except httpx.HTTPError as e:
+                failures.append(repr(e))
+                continue
+            applied = in_force == dataclasses.asdict(profile(name))
+            return Landing(None, applied, {"profile": name, "in_force": applied})
+        return Landing(None, False, {"profile": name, "errors": failures})

@@ -37,7 +37,8 @@ def test_chaos_run_keeps_every_guarantee(
     if rail_ignores_keys:
         args.append("--rail-ignores-keys")
     done = subprocess.run(args, capture_output=True, text=True, timeout=280, check=False)
-    tail = (done.stdout + done.stderr)[-4000:]
+    # The summary (stdout) first: the services' log lines (stderr) would crowd it out.
+    tail = done.stdout[-3000:] + done.stderr[-1500:]
     assert done.returncode == 0, tail
     report = json.loads(report_file.read_text())
     assert report["ok"] and report["checks"]["ok"], tail

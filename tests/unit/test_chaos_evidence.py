@@ -3,10 +3,12 @@ processes and sockets this test makes itself."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import psutil
 import pytest
 
 from services.chaos import evidence
-from services.chaos.inject import Injector
+from services.chaos.inject import Injector, Landing
 from services.chaos.schedule import Fault
 from tests.conftest import unique
 
@@ -125,3 +127,27 @@ async def test_processes_of_a_run_are_found_by_directory_or_database(
     assert [p["pid"] for p in await evidence.leftovers(run_dir, url, wait_s=1)] == [by_dir.pid]
     by_dir.kill()
     assert await evidence.leftovers(run_dir, url, wait_s=5) == []
+
+
+async def test_a_server_is_started_only_after_its_crash_has_ended(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    # A crash slower than the planned outage, as on a loaded machine.
+    order: list[str] = []
+    chaos = injector(sleeper)
+
+    async def slow_crash() -> Landing:
+        await asyncio.sleep(0.5)
+        order.append("stopped")
+        return Landing(1, True, {})
+
+    async def start() -> Landing:
+        order.append("started")
+        return Landing(2, True, {})
+
+    chaos._postgres_stop = slow_crash  # type: ignore[method-assign]
+    chaos._postgres_start = start  # type: ignore[method-assign]
+    schedule = [Fault(0.0, "postgres_stop", "postgres"), Fault(0.1, "postgres_start", "postgres")]
+    done = await chaos.run(schedule, time.monotonic())
+    assert order == ["stopped", "started"]
+    assert [i.landed for i in done] == [True, True]
