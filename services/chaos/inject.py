@@ -27,7 +27,7 @@ from services.run.supervisor import Supervisor
 
 RESTART_WAIT_S = 15.0
 RAIL_ATTEMPTS = 3
-SIGNAL_WAIT_S = 2.0  # for a stopped or continued process to show its new state
+SIGNAL_WAIT_S = 5.0  # for a stopped or continued process to show its new state
 
 
 class Landing(NamedTuple):
