@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import asyncpg
 import psutil
@@ -24,7 +25,8 @@ from services.shared.config import libpq_dsn
 PROBE_S = 0.05
 DEATH_WAIT_S = 10.0  # a SIGKILLed process is gone in milliseconds; this is a generous cap
 REFUSAL_WAIT_S = 10.0
-ANSWER_WAIT_S = 30.0
+ANSWER_WAIT_S = 60.0
+CONNECT_TIMEOUT_S = 15.0
 _UNREADABLE = (psutil.NoSuchProcess, psutil.AccessDenied)
 _DB_DOWN = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
@@ -78,21 +80,28 @@ def refuses(address: str) -> bool:
         return False  # a timeout or an unreachable host proves nothing about the server
 
 
-async def postmaster_started(database_url: str, within_s: float = ANSWER_WAIT_S) -> datetime | None:
-    """`pg_postmaster_start_time()` of the server, or None when it does not answer within
-    `within_s` seconds (a loaded machine can be slow to let a connection in)."""
+class Postmaster(NamedTuple):
+    """When the server's postmaster started, or why that could not be read."""
+
+    started: datetime | None
+    error: str = ""
+
+
+async def postmaster_started(database_url: str, within_s: float = ANSWER_WAIT_S) -> Postmaster:
+    """`pg_postmaster_start_time()` of the server, asked until it answers or `within_s` pass
+    (on a loaded machine a connection can take seconds; the last error is kept)."""
     deadline = time.monotonic() + within_s
     while True:
         try:
-            conn = await asyncpg.connect(libpq_dsn(database_url), timeout=5)
+            conn = await asyncpg.connect(libpq_dsn(database_url), timeout=CONNECT_TIMEOUT_S)
             try:
                 started: datetime = await conn.fetchval("SELECT pg_postmaster_start_time()")
-                return started
+                return Postmaster(started)
             finally:
                 await conn.close()
-        except _DB_DOWN:
+        except _DB_DOWN as e:
             if time.monotonic() >= deadline:
-                return None
+                return Postmaster(None, repr(e))
         await asyncio.sleep(0.5)
 
 

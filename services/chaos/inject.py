@@ -175,28 +175,38 @@ class Injector:
         seen = {"started": started, "new_pid": new, "port_open": answers}
         return Landing(pid, started and new and answers, seen)
 
+    async def _postmaster(self) -> evidence.Postmaster:
+        # On a loop of its own: this one, busy with the load, can starve a connect past its
+        # timeout again and again while the server answers everyone else.
+        ask = evidence.postmaster_started(self.infra.database_url)
+        return await asyncio.to_thread(asyncio.run, ask)
+
     async def _postgres_stop(self) -> Landing:
-        before = await evidence.postmaster_started(self.infra.database_url)
+        before = await self._postmaster()
         pid = await asyncio.to_thread(postgres.crash, self.infra.paths)
         address = self._pg_address
         refused = pid is not None and await evidence.within(
             evidence.REFUSAL_WAIT_S, lambda: evidence.refuses(address)
         )
-        self._postmaster_before = before if refused else None
-        seen = {"postmaster_started": _iso(before), "port_refused": refused}
-        return Landing(pid, before is not None and refused, seen)
+        self._postmaster_before = before.started if refused else None
+        seen = {"postmaster_started": _iso(before.started), "port_refused": refused}
+        if before.error:
+            seen["error"] = before.error
+        return Landing(pid, before.started is not None and refused, seen)
 
     async def _postgres_start(self) -> Landing:
         started, pid = await asyncio.to_thread(postgres.start, self.infra.paths)
-        after = await evidence.postmaster_started(self.infra.database_url)
+        after = await self._postmaster()
         before = self._postmaster_before
-        restarted = before is not None and after is not None and after > before
-        seen = {
+        restarted = before is not None and after.started is not None and after.started > before
+        seen: dict[str, Any] = {
             "started": started,
             "postmaster_started_before": _iso(before),
-            "postmaster_started_after": _iso(after),
+            "postmaster_started_after": _iso(after.started),
             "restarted": restarted,
         }
+        if after.error:
+            seen["error"] = after.error
         return Landing(pid, started and restarted, seen)
 
     async def _rail_faults(self, name: str) -> Landing:

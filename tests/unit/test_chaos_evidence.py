@@ -151,3 +151,11 @@ async def test_a_server_is_started_only_after_its_crash_has_ended(
     done = await chaos.run(schedule, time.monotonic())
     assert order == ["stopped", "started"]
     assert [i.landed for i in done] == [True, True]
+
+
+async def test_a_database_that_never_answers_has_no_start_time_and_says_why() -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        nowhere = f"postgresql+asyncpg://settle@127.0.0.1:{unused.getsockname()[1]}/settle"
+    answer = await evidence.postmaster_started(nowhere, within_s=1.0)
+    assert answer.started is None and "ConnectionRefused" in answer.error
