@@ -17,7 +17,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from services.ledger.app import CONSUMER_GROUP
+from services.ledger.commands import CONSUMER_GROUP
 from services.shared import avro
 from services.shared.kafka import idempotent_producer
 from services.shared.topics import COMMANDS, ensure_topics
