@@ -46,6 +46,31 @@ async def test_a_second_effect_at_the_rail_is_caught(world: World) -> None:
     assert finding(result, "effects_over_one") == (1, (world.paid,))
 
 
+async def test_money_moved_for_a_failed_instruction_is_caught(world: World) -> None:
+    # The rail refused it and the books were reversed; a transfer made anyway is unpaid-for.
+    pairs = [("amount", "700"), ("currency", "eur"), ("destination", "acct_1Q2w3E"),
+             ("metadata[settlement_id]", world.failed)]  # fmt: skip
+    assert world.sim.create(Kind.TRANSFER, pairs).status == 200
+    result = broken_only(await world.check(), "no_double_effect")
+    assert finding(result, "effects_behind_failed_instructions") == (1, (world.failed,))
+    assert finding(result, "effects_over_one") == (0, ())
+
+
+async def test_a_transferred_instruction_the_rail_has_no_effect_for_is_caught(
+    world: World,
+) -> None:
+    # Recorded as transferred under a reference the rail never issued.
+    async with world.pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE rail_instructions SET status = 'transferred', rail_reference = 'tr_none' "
+            "WHERE settlement_id = $1",
+            uuid.UUID(world.failed),
+        )
+    result = broken_only(await world.check(), "no_double_effect")
+    assert finding(result, "transferred_without_one_effect") == (1, (world.failed,))
+    assert result.offenders == (world.failed,)
+
+
 async def test_an_unbalanced_posting_is_caught(world: World) -> None:
     async with world.pool.acquire() as conn, conn.transaction():
         # The balance trigger and the account foreign key would refuse this; so would we.
@@ -133,6 +158,9 @@ async def test_a_settlement_paid_twice_is_caught(world: World) -> None:
     assert finding(verdicts["webhooks_once"], "terminal_transitions_repeated") == (1, (world.paid,))
     # Its history now tells of an event Kafka never carried.
     assert verdicts["events_complete"].offenders == (world.paid,)
+    assert finding(verdicts["events_complete"], "events_differing_from_transitions") == (
+        1, (world.paid,),
+    )  # fmt: skip
 
 
 async def test_a_settlement_stuck_before_the_rail_is_caught(world: World) -> None:
