@@ -1,11 +1,15 @@
 """Session fixtures: a PostgreSQL database migrated to head and a Kafka bootstrap.
 
 Tests never clean tables: each one works under ids and topic names of its own.
+
+A skipped test proves nothing, so a skip fails the run unless `SETTLE_ALLOW_SKIPS=1` says it
+may pass (for a run against servers someone else runs, where the launcher's own test skips).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -17,6 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from services.shared.migrate import upgrade
 from tests.harness import Servers, servers
+
+ALLOW_SKIPS = "SETTLE_ALLOW_SKIPS"
 
 
 def unique(prefix: str = "") -> str:
@@ -119,3 +125,35 @@ def kafka_bootstrap(infra: Servers) -> str:
 def topic_prefix() -> str:
     """A topic-name prefix no other test uses, for `SETTLE_TOPIC_PREFIX`."""
     return unique("t") + "."
+
+
+def skips_allowed() -> bool:
+    """Whether this run lets a skipped test pass: only when `SETTLE_ALLOW_SKIPS=1`."""
+    return os.environ.get(ALLOW_SKIPS) == "1"
+
+
+def fail_a_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """Turn a skip report into a failure that keeps the skip's reason."""
+    if not report.skipped or hasattr(report, "wasxfail") or skips_allowed():
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    report.outcome = "failed"
+    report.longrepr = f"skipped ({reason}); a skip fails the run unless {ALLOW_SKIPS}=1"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    """A test that skips fails instead (see the module docstring)."""
+    report: pytest.TestReport = yield
+    fail_a_skip(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> object:
+    """A module that skips as a whole fails instead."""
+    report: pytest.CollectReport = yield
+    fail_a_skip(report)
+    return report

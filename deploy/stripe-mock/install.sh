@@ -2,8 +2,8 @@
 # Build stripe-mock, Stripe's OpenAPI-validating API mock, and print the binary's path.
 #
 # The Stripe adapter's conformance test (tests/integration/test_stripe_conformance.py) runs
-# against it; without it that test skips. Needs Go and the Go module proxy. A cold build
-# (empty module and build caches) takes 30-50 s on two cores.
+# against it; without it that test fails, and .ci/run stops before the suite. Needs Go and
+# the Go module proxy. A cold build (empty module and build caches) takes 30-50 s on two cores.
 #
 #   deploy/stripe-mock/install.sh            # build once, reuse afterwards
 #   STRIPE_MOCK_REBUILD=1 deploy/stripe-mock/install.sh

@@ -1,9 +1,9 @@
 """`settle chaos --count N --seconds S --seed K [--rail-ignores-keys] [--report FILE]`.
 
-Exit status: 0 every guarantee holds and every submitted settlement was booked exactly once
-and reached a final state; 1 one of those failed; 2 the run could not be carried out (a
-server or service would not start). Ctrl-C or SIGTERM stops the children and both private
-servers before exiting.
+Exit status: 0 every guarantee holds, every submitted settlement was booked exactly once and
+reached a final state, every fault landed and no process of the run is left; 1 one of those
+failed; 2 the run could not be carried out (a server or service would not start). Ctrl-C or
+SIGTERM stops the children and both private servers before exiting.
 """
 
 from __future__ import annotations
@@ -40,9 +40,12 @@ def _summary(report: dict[str, Any]) -> str:
     broken = [
         k for k, v in report["checks"].items() if isinstance(v, dict) and v.get("ok") is False
     ]
+    missed = [f"{f['action']} {f['target']}" for f in report["faults"] if not f["landed"]]
     return (
-        f"faults: {faults}\nfinal states: {report['final_states']}\n"
-        f"booked: {report['booked']}\nbroken checks: {broken or 'none'}"
+        f"faults: {faults}\nfaults that did not land: {missed or 'none'}\n"
+        f"final states: {report['final_states']}\n"
+        f"booked: {report['booked']}\nbroken checks: {broken or 'none'}\n"
+        f"processes left: {report['leftover_processes'] or 'none'}"
     )
 
 

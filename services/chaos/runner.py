@@ -4,7 +4,8 @@ Order: private PostgreSQL and Kafka up and migrated; ledger, two relays, inbox a
 started; the load (services/chaos/load.py) and the seeded schedule run side by side for the
 run's seconds; then anything paused is resumed, everything is made to answer again, the batch
 is followed to final states, and `settle check` judges the guarantees after waiting for
-quiet. Whatever happens, the children and both servers are stopped before returning.
+quiet. Whatever happens, the children and both servers are stopped before returning. The run
+passes only when every fault landed (services/chaos/evidence.py) and no process of it is left.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import asyncpg
 
 from services.chaos import infra as private
+from services.chaos.evidence import leftovers
 from services.chaos.inject import Injector
 from services.chaos.load import Submitted, submit
 from services.chaos.schedule import fault_schedule
@@ -39,6 +41,7 @@ from services.shared.topics import COMMANDS, EVENTS
 LEASE_S = 6.0
 LOAD_SHARE = 0.75  # the batch goes out over this share of the run
 POLL_S = 1.0
+LEFTOVER_WAIT_S = 15.0  # for stopped processes to be gone before they count as left behind
 BOOKED = """
 SELECT count(*) AS n, count(DISTINCT reference) AS distinct_refs FROM settlements
  WHERE tenant = $1 AND reference LIKE $2
@@ -162,9 +165,11 @@ async def _stack(
     statuses, booked = await _outcome(settings, batch)
     final = sum(statuses.get(s, 0) for s in FINAL)
     exactly_once = booked["rows"] == booked["distinct_references"] == options.count
+    landed = all(i.landed for i in injected)
     return {
         "batch": batch.run_id,
         "faults": [i.as_json() for i in injected],
+        "faults_landed": landed,
         "restarts": {s.name: supervisor.restarts(s.name) for s in supervisor.specs()},
         "submitted": {
             "settlements": options.count,
@@ -177,7 +182,7 @@ async def _stack(
         "final_states": dict(sorted(statuses.items())),
         "all_final": final == options.count,
         "checks": as_json(check),
-        "ok": check.ok and exactly_once and final == options.count,
+        "ok": check.ok and exactly_once and final == options.count and landed,
     }
 
 
@@ -204,7 +209,11 @@ async def run_chaos(options: ChaosOptions, say: Any) -> tuple[dict[str, Any], Pa
         say("stopping the services and the private servers")
         await supervisor.stop_all(grace=10.0)
         await asyncio.to_thread(private.stop, infra)
-    report = {**head, **body, "elapsed_seconds": round(time.monotonic() - began, 1)}
+    # Nothing of the run may outlive it: no service, no child of one, no server.
+    left = await leftovers(infra.paths.run, infra.database_url, LEFTOVER_WAIT_S)
+    report = {**head, **body, "leftover_processes": left}
+    report["ok"] = body["ok"] and not left
+    report["elapsed_seconds"] = round(time.monotonic() - began, 1)
     if report["ok"]:
         private.purge(infra)
     return report, infra.paths.run

@@ -1,7 +1,9 @@
 """`settle chaos` as CI runs it: two short seeded runs, one with the rail honouring idempotency
 keys and one ignoring them, each under kills, a relay paused past its lease, a Kafka and a
-PostgreSQL restart and the simulator's faults. Each must pass every invariant and leave no
-process of its own behind."""
+PostgreSQL restart and the simulator's faults. Each fault must be seen to land (the killed
+process alive before and dead after, the broker's port refusing, PostgreSQL started anew),
+every invariant must hold, and no process of the run (server, service or a child of one) may
+be left behind."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from services.chaos.evidence import run_processes
 from services.chaos.schedule import RELAYS, kills_per_service
 from services.infra.paths import run_paths
 from services.infra.procs import pids_matching
@@ -34,7 +37,8 @@ def test_chaos_run_keeps_every_guarantee(
     if rail_ignores_keys:
         args.append("--rail-ignores-keys")
     done = subprocess.run(args, capture_output=True, text=True, timeout=280, check=False)
-    tail = (done.stdout + done.stderr)[-4000:]
+    # The summary (stdout) first: the services' log lines (stderr) would crowd it out.
+    tail = done.stdout[-3000:] + done.stderr[-1500:]
     assert done.returncode == 0, tail
     report = json.loads(report_file.read_text())
     assert report["ok"] and report["checks"]["ok"], tail
@@ -42,9 +46,24 @@ def test_chaos_run_keeps_every_guarantee(
     assert report["booked"] == {"rows": COUNT, "distinct_references": COUNT, "exactly_once": True}
     assert sum(report["final_states"].values()) == COUNT
     assert report["submitted"]["kafka_messages"] >= COUNT // 2  # every command acknowledged
+    # A fault counts only where it was seen to land (services/chaos/evidence.py).
+    assert report["faults_landed"] is True
+    assert [f for f in report["faults"] if not f["landed"]] == [], tail
     done_kinds = [
-        (f["action"], "relay" if f["target"] in RELAYS else f["target"]) for f in report["faults"]
+        (f["action"], "relay" if f["target"] in RELAYS else f["target"])
+        for f in report["faults"]
+        if f["landed"]
     ]
+    seen = {(f["action"], f["target"]): f["evidence"] for f in report["faults"]}
+    for fault in report["faults"]:
+        if fault["action"] == "kill":
+            assert fault["evidence"] == {"alive_before": True, "dead_after": True}, fault
+    assert seen[("kafka_stop", "kafka")] == {
+        "alive_before": True, "dead_after": True, "port_refused": True,
+    }  # fmt: skip
+    assert seen[("kafka_start", "kafka")] == {"started": True, "new_pid": True, "port_open": True}
+    assert seen[("postgres_stop", "postgres")]["port_refused"] is True
+    assert seen[("postgres_start", "postgres")]["restarted"] is True
     for service in ("ledger", "relay", "inbox"):
         assert done_kinds.count(("kill", service)) == kills_per_service(SECONDS)
     for kind in [("pause", "relay"), ("resume", "relay"), ("kafka_stop", "kafka"),
@@ -53,5 +72,9 @@ def test_chaos_run_keeps_every_guarantee(
         assert kind in done_kinds, kind
     killed = sum(n for name, n in report["restarts"].items() if name != "railsim")
     assert killed >= 3 * kills_per_service(SECONDS)  # each kill was followed by a restart
-    leftovers = pids_matching(str(run_paths().run / "chaos" / f"seed-{seed}"))
+    run_dir = run_paths().run / "chaos" / f"seed-{seed}"
+    leftovers = pids_matching(str(run_dir))
     assert not leftovers, f"processes of the run still alive: {leftovers}"
+    # No service either, nor any child of one: nothing running on the run's database.
+    assert report["leftover_processes"] == []
+    assert run_processes(run_dir, report["postgres"]) == []

@@ -110,8 +110,9 @@ async def test_sigkill_mid_stream_then_redelivery_applies_each_change_once(
     database: str, tmp_path: Path
 ) -> None:
     pool = await asyncpg.create_pool(asyncpg_dsn(database), min_size=1, max_size=4)
-    assert pool is not None
     try:
+        # The counts below are over the whole database: it must start with nothing in it.
+        assert await pool.fetchval("SELECT count(*) FROM settlements") == 0
         expected, deliveries = await rail_history(pool)
         port = free_port()
         url = f"http://127.0.0.1:{port}"

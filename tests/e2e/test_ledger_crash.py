@@ -14,7 +14,10 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
+from services.ledger.commands import CONSUMER_GROUP
 from services.shared import avro
 from services.shared.kafka import idempotent_producer
 from services.shared.topics import COMMANDS, ensure_topics
@@ -56,6 +59,33 @@ async def wait_for(db: asyncpg.Connection, tenant: str, at_least: int, seconds: 
     return count
 
 
+async def committed_behind_end(
+    admin: AIOKafkaAdminClient, reader: AIOKafkaConsumer, group: str, topic: str
+) -> int:
+    """How many messages of `topic` the consumer group `group` has not committed yet."""
+    described = await admin.describe_topics([topic])
+    partitions = [TopicPartition(topic, p["partition"]) for p in described[0]["partitions"]]
+    committed = await admin.list_consumer_group_offsets(group, partitions=partitions)
+    done = {tp: meta.offset for tp, meta in committed.items() if meta.offset >= 0}
+    end = await reader.end_offsets(partitions)
+    return sum(end[tp] - done.get(tp, 0) for tp in partitions)
+
+
+async def wait_committed_to_end(bootstrap: str, group: str, topic: str, seconds: float) -> None:
+    """Return once `group` has committed every partition of `topic` up to its end offset."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await admin.start()
+    await reader.start()
+    try:
+        async with asyncio.timeout(seconds):
+            while await committed_behind_end(admin, reader, group, topic) > 0:  # noqa: ASYNC110 - polls Kafka
+                await asyncio.sleep(0.2)
+    finally:
+        await reader.stop()
+        await admin.close()
+
+
 async def test_sigkill_mid_stream_books_each_command_once(
     db: asyncpg.Connection, database_url: str, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
@@ -84,24 +114,29 @@ async def test_sigkill_mid_stream_books_each_command_once(
     env = {**os.environ, "SETTLE_DATABASE_URL": database_url,
            "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap, "SETTLE_TOPIC_PREFIX": prefix}  # fmt: skip
     log = tmp_path / "ledger.log"
-    kills = 0
+    killed_at: list[tuple[int | None, int]] = []  # (exit status, settlements booked by then)
     for threshold in (DISTINCT // 5, DISTINCT // 2):
         ledger = start_ledger(env, log)
         try:
             await wait_for(db, tenant, threshold, 90)
+            assert ledger.poll() is None, "the ledger exited before it was killed"
         finally:
             ledger.send_signal(signal.SIGKILL)
             ledger.wait()
-            kills += 1
+        killed_at.append((ledger.returncode, await booked(db, tenant)))
     ledger = start_ledger(env, log)
     try:
         assert await wait_for(db, tenant, DISTINCT, 120) == DISTINCT
-        await asyncio.sleep(2)  # let the redelivered duplicates arrive too
+        # Every command, the redelivered duplicates included, is consumed and committed.
+        await wait_committed_to_end(kafka_bootstrap, f"{prefix}{CONSUMER_GROUP}",
+                                    f"{prefix}{COMMANDS}", 60)  # fmt: skip
     finally:
         ledger.terminate()
         ledger.wait(timeout=30)
 
-    assert kills == 2
+    # Both kills landed on a running ledger, mid-stream: it died of SIGKILL with work left.
+    assert [status for status, _ in killed_at] == [-signal.SIGKILL, -signal.SIGKILL]
+    assert all(count < DISTINCT for _, count in killed_at), killed_at
     assert await booked(db, tenant) == DISTINCT
     distinct_refs = await db.fetchval(
         "SELECT count(DISTINCT reference) FROM settlements WHERE tenant = $1", tenant

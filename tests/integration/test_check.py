@@ -1,161 +1,32 @@
 """`settle check` on the real PostgreSQL, Kafka and a served rail simulator: a healthy world
-holds every guarantee; each planted breakage is caught and names its offender.
-
-Each test gets a database of its own (copied from a migrated template), its own topic prefix
-and its own simulator, because the checker judges everything it can see.
+holds every guarantee; each planted breakage is caught and names its offender (the world is
+tests/integration/check_support.py; the planted lost webhooks and stray messages are in
+test_check_findings.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import sys
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 
-import asyncpg
 import pytest
 
-from services.check.invariants import CheckResult, by_name
-from services.check.rail import SimulatorEffects
-from services.check.run import CheckOptions, Report, run_check, wait_quiet
-from services.ledger.acceptor import Ledger
-from services.ledger.booking import Books
-from services.ledger.intake import parse_settlement_body
-from services.railsim.core import RailSim
-from services.railsim.fake_rail import SimRail
-from services.railsim.http import create_app
+from services.check.run import wait_quiet
 from services.railsim.params import Kind
-from services.relay.dispatch import Dispatcher, DispatchPolicy
-from services.relay.metrics import create_metrics
-from services.relay.outbox import OutboxPublisher
 from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.kafka import idempotent_producer
-from services.shared.migrate import upgrade
-from services.shared.topics import EVENTS, ensure_topics
-from services.shared.transitions import apply_transition
-from tests.conftest import asyncpg_dsn, create_database, drop_database, unique, with_database
-from tests.harness import Servers
-from tests.integration.test_ledger_books import WINDOWS
-from tests.integration.test_railsim_http import serving
+from tests.conftest import unique
+from tests.integration.check_support import (
+    TENANT,
+    World,
+    broken_only,
+    finding,
+    results,
+    template,
+    world,
+)
 
 pytestmark = pytest.mark.integration
-FAST = DispatchPolicy(backoff_base=0.0, max_attempts=3, stale_pending_seconds=0.0)
-TENANT = "acme"
-SETTLE = str(Path(sys.executable).parent / "settle")
-
-
-@dataclass
-class World:
-    """Four settlements booked, dispatched and settled through the real code, all published."""
-
-    url: str
-    pool: asyncpg.Pool
-    sim: RailSim
-    sim_url: str
-    bootstrap: str
-    prefix: str
-    paid: str  # paid
-    failed: str  # refused by the rail: failed, no effect
-    review: str  # submitted, then needs_review with a reason
-    reversed: str  # paid, then reversed
-
-    @property
-    def topic(self) -> str:
-        return f"{self.prefix}{EVENTS}"
-
-    async def check(self, **options: float) -> Report:
-        return await run_check(
-            self.url, self.bootstrap, self.topic, SimulatorEffects(self.sim_url),
-            CheckOptions(**options),
-        )  # fmt: skip
-
-    async def move(self, sid: str, target: S, reason: str | None = None) -> None:
-        async with self.pool.acquire() as conn, conn.transaction():
-            moved = await apply_transition(
-                conn, sid, target, actor="test", now=datetime.now(UTC), reason=reason
-            )
-        assert moved is not None
-
-    async def accept(self, destination: str = "acct_1Q2w3E") -> str:
-        body = {"reference": unique("ref-"), "payee": "payee-7", "destination": destination,
-                "amount": 700, "currency": "EUR"}  # fmt: skip
-        req = parse_settlement_body(TENANT, unique("key-"), json.dumps(body).encode())
-        result = await Ledger(self.pool, Books(WINDOWS)).accept_many([req])
-        return str(json.loads(result[0].body)["id"])
-
-    async def dispatch(self, sid: str) -> None:
-        rail = SimRail(self.sim)
-        await Dispatcher(self.pool, rail, create_metrics(), unique("w"), True, FAST).dispatch(sid)
-
-    async def publish(self) -> int:
-        producer = idempotent_producer(self.bootstrap, unique("check-relay-"))
-        await producer.start()
-        try:
-            publisher = OutboxPublisher(self.pool, producer, create_metrics(), self.prefix)
-            return await publisher.drain()
-        finally:
-            await producer.stop()
-
-
-@pytest.fixture(scope="module")
-async def template(infra: Servers) -> AsyncIterator[str]:
-    name = unique("settle_check_tpl_")
-    url = await create_database(infra.database_url, name)
-    await asyncio.to_thread(upgrade, url)
-    yield name
-    await drop_database(infra.database_url, name)
-
-
-@pytest.fixture
-async def world(infra: Servers, template: str, kafka_bootstrap: str) -> AsyncIterator[World]:
-    name = unique("settle_check_")
-    conn = await asyncpg.connect(asyncpg_dsn(infra.database_url))
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    finally:
-        await conn.close()
-    url = with_database(infra.database_url, name)
-    prefix = unique("t") + "."
-    await ensure_topics(kafka_bootstrap, prefix)
-    pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
-    sim = RailSim()
-    try:
-        async with serving(create_app(sim)) as sim_url:
-            w = World(url, pool, sim, sim_url, kafka_bootstrap, prefix, "", "", "", "")
-            w.paid, w.review, w.reversed = [await w.accept() for _ in range(3)]
-            w.failed = await w.accept("acct_refuse_1")
-            for sid in (w.paid, w.failed, w.review, w.reversed):
-                await w.dispatch(sid)
-            await w.move(w.paid, S.PAID)
-            await w.move(w.review, S.NEEDS_REVIEW, reason="rail answer unclear")
-            await w.move(w.reversed, S.PAID)
-            await w.move(w.reversed, S.REVERSED, reason="transfer.reversed")
-            assert await w.publish() == 4 + 3 + 4 + 5
-            yield w
-    finally:
-        await pool.close()
-        await drop_database(infra.database_url, name)
-
-
-def results(report: Report) -> dict[str, CheckResult]:
-    return dict(by_name(report.results))
-
-
-def broken_only(report: Report, name: str) -> CheckResult:
-    """The named check's result, after asserting it is the only one broken."""
-    verdicts = results(report)
-    assert {n for n, r in verdicts.items() if not r.ok} == {name}
-    return verdicts[name]
-
-
-def finding(result: CheckResult, what: str) -> tuple[int, tuple[str, ...]]:
-    found = {f.what: (f.total, f.first) for f in result.detail}
-    return found[what]
+__all__ = ["template", "world"]
 
 
 async def test_a_healthy_world_holds_every_guarantee(world: World) -> None:
@@ -173,6 +44,31 @@ async def test_a_second_effect_at_the_rail_is_caught(world: World) -> None:
     result = broken_only(await world.check(), "no_double_effect")
     assert result.offenders == (world.paid,)
     assert finding(result, "effects_over_one") == (1, (world.paid,))
+
+
+async def test_money_moved_for_a_failed_instruction_is_caught(world: World) -> None:
+    # The rail refused it and the books were reversed; a transfer made anyway is unpaid-for.
+    pairs = [("amount", "700"), ("currency", "eur"), ("destination", "acct_1Q2w3E"),
+             ("metadata[settlement_id]", world.failed)]  # fmt: skip
+    assert world.sim.create(Kind.TRANSFER, pairs).status == 200
+    result = broken_only(await world.check(), "no_double_effect")
+    assert finding(result, "effects_behind_failed_instructions") == (1, (world.failed,))
+    assert finding(result, "effects_over_one") == (0, ())
+
+
+async def test_a_transferred_instruction_the_rail_has_no_effect_for_is_caught(
+    world: World,
+) -> None:
+    # Recorded as transferred under a reference the rail never issued.
+    async with world.pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE rail_instructions SET status = 'transferred', rail_reference = 'tr_none' "
+            "WHERE settlement_id = $1",
+            uuid.UUID(world.failed),
+        )
+    result = broken_only(await world.check(), "no_double_effect")
+    assert finding(result, "transferred_without_one_effect") == (1, (world.failed,))
+    assert result.offenders == (world.failed,)
 
 
 async def test_an_unbalanced_posting_is_caught(world: World) -> None:
@@ -262,6 +158,9 @@ async def test_a_settlement_paid_twice_is_caught(world: World) -> None:
     assert finding(verdicts["webhooks_once"], "terminal_transitions_repeated") == (1, (world.paid,))
     # Its history now tells of an event Kafka never carried.
     assert verdicts["events_complete"].offenders == (world.paid,)
+    assert finding(verdicts["events_complete"], "events_differing_from_transitions") == (
+        1, (world.paid,),
+    )  # fmt: skip
 
 
 async def test_a_settlement_stuck_before_the_rail_is_caught(world: World) -> None:
@@ -275,41 +174,41 @@ async def test_a_settlement_stuck_before_the_rail_is_caught(world: World) -> Non
     assert asyncio.get_running_loop().time() - started >= 1.0
 
 
+# Every finding of every check, as `settle check --json` lists them in each check's detail.
+FINDINGS = {
+    "no_double_effect": ["effects_over_one", "effects_behind_failed_instructions",
+                         "transferred_without_one_effect"],
+    "nothing_lost": ["settlements_not_settled", "outbox_unpublished_beyond_bound",
+                     "webhooks_unapplied_beyond_bound", "webhooks_set_aside_without_reason"],
+    "books_balance": ["currencies_not_summing_to_zero", "entries_not_summing_to_zero",
+                      "balances_differing_from_postings", "settlements_netting_wrong"],
+    "events_complete": ["sequence_gaps_or_repeats", "events_differing_from_transitions",
+                        "events_of_unknown_settlements", "undecodable_messages"],
+    "webhooks_once": ["rail_changes_applied_twice", "terminal_transitions_repeated"],
+}  # fmt: skip
+
+
 async def test_the_cli_exit_status_and_json(world: World) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
-    env |= {"SETTLE_DATABASE_URL": world.url, "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap,
-            "SETTLE_TOPIC_PREFIX": world.prefix}  # fmt: skip
-
-    async def settle_check(*args: str, **extra: str) -> tuple[int, dict[str, object]]:
-        process = await asyncio.create_subprocess_exec(
-            SETTLE, "check", "--json", "--rail-url", world.sim_url, *args,
-            env=env | extra, stdout=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, _ = await process.communicate()
-        assert process.returncode is not None
-        return process.returncode, json.loads(out)
-
-    status, body = await settle_check("--wait-quiet", "5")
-    names = ["no_double_effect", "nothing_lost", "books_balance", "events_complete",
-             "webhooks_once"]  # fmt: skip
+    status, body = await world.settle_check("--wait-quiet", "5")
     assert status == 0 and body["ok"] is True and body["quiet"] is True
-    for name in names:
+    assert [k for k in body if k in FINDINGS] == list(FINDINGS)
+    for name, whats in FINDINGS.items():
         assert body[name] == {
             "ok": True,
             "count": 0,
             "offenders": [],
-            "detail": body[name]["detail"],
+            "detail": {what: {"count": 0, "first": []} for what in whats},
         }
 
     pairs = [("amount", "700"), ("currency", "eur"), ("destination", "acct_1Q2w3E"),
              ("metadata[settlement_id]", world.reversed)]  # fmt: skip
     world.sim.create(Kind.TRANSFER, pairs)
-    status, body = await settle_check()
+    status, body = await world.settle_check()
     assert status == 1 and body["ok"] is False
     assert body["no_double_effect"]["offenders"] == [world.reversed]
     assert body["no_double_effect"]["detail"]["effects_over_one"] == {
         "count": 1, "first": [world.reversed],
     }  # fmt: skip
 
-    status, body = await settle_check(SETTLE_KAFKA_BOOTSTRAP="127.0.0.1:1")
+    status, body = await world.settle_check(SETTLE_KAFKA_BOOTSTRAP="127.0.0.1:1")
     assert status == 2 and body["ok"] is False and body["error"]["source"] == "kafka"

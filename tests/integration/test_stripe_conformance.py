@@ -3,7 +3,7 @@
 stripe-mock rejects any request the real API's schema rejects, so an ACCEPTED here means the
 path, method and every parameter we send are ones Stripe knows. It keeps no state: lookups
 find nothing, and idempotency is not exercised (the rail simulator's tests cover that).
-Build it with deploy/stripe-mock/install.sh; without it those tests skip.
+Build it with deploy/stripe-mock/install.sh; without it those tests fail and say how.
 """
 
 from __future__ import annotations
@@ -75,7 +75,11 @@ def stripe_mock() -> Iterator[str]:
     """The base URL of a stripe-mock of this module's own, stopped afterwards."""
     binary = stripe_mock_binary()
     if binary is None:
-        pytest.skip("stripe-mock not found; build it with deploy/stripe-mock/install.sh")
+        # A missing mock must not pass for a conforming adapter: fail, never skip.
+        pytest.fail(
+            "stripe-mock not found in STRIPE_MOCK_BIN, PATH or $GOPATH/bin; "
+            "build it with deploy/stripe-mock/install.sh (needs Go)"
+        )
     port = free_port()
     # Given only an HTTP address, stripe-mock also claims HTTPS on *:12112; keep that on
     # loopback and on a port the system picks, so that parallel runs never collide.

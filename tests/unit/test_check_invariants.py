@@ -15,6 +15,7 @@ from services.check.facts import (
 )
 from services.check.invariants import (
     FIRST,
+    CheckResult,
     books_balance,
     events_complete,
     expected_net_of,
@@ -41,6 +42,11 @@ def events_of(s: SettlementFact) -> dict[str, EventFact]:
         f"{s.id}-e{n}": EventFact(n, event_type(S(status)), status)
         for n, status in zip(s.sequences, s.history, strict=True)
     }
+
+
+def finding_of(result: CheckResult, what: str) -> tuple[int, tuple[str, ...]]:
+    """How many offenders the finding `what` counts, and the first of them."""
+    return next((f.total, f.first) for f in result.detail if f.what == what)
 
 
 def world() -> tuple[DatabaseFacts, EventLogFacts, RailFacts]:
@@ -116,6 +122,33 @@ def test_unsettled_settlements_and_lost_rows_break_nothing_lost() -> None:
     lost = replace(db, stale_outbox=Offenders(3, ("e1", "e2", "e3")))
     result = nothing_lost(lost)
     assert (result.ok, result.count, result.offenders) == (False, 3, ("e1", "e2", "e3"))
+
+
+def test_webhooks_lost_or_set_aside_without_a_reason_break_nothing_lost() -> None:
+    db, _, _ = world()
+    lost = replace(db, unapplied_webhooks=Offenders(2, ("evt_1", "evt_2")))
+    unexplained = replace(db, unexplained_webhooks=Offenders(1, ("evt_3",)))
+    assert finding_of(nothing_lost(lost), "webhooks_unapplied_beyond_bound") == (
+        2, ("evt_1", "evt_2"),
+    )  # fmt: skip
+    assert finding_of(nothing_lost(unexplained), "webhooks_set_aside_without_reason") == (
+        1, ("evt_3",),
+    )  # fmt: skip
+    assert not nothing_lost(lost).ok and not nothing_lost(unexplained).ok
+
+
+def test_events_of_unknown_settlements_or_undecodable_break_events_complete() -> None:
+    db, log, _ = world()
+    stray = settlement("s-stray", PAID)
+    strays = replace(log, by_settlement={**log.by_settlement, stray.id: events_of(stray)})
+    garbled = replace(log, undecodable=("0:7", "2:1"))
+    assert finding_of(events_complete(db, strays), "events_of_unknown_settlements") == (
+        1, ("s-stray",),
+    )  # fmt: skip
+    assert finding_of(events_complete(db, garbled), "undecodable_messages") == (
+        2, ("0:7", "2:1"),
+    )  # fmt: skip
+    assert events_complete(db, garbled).offenders == ("0:7", "2:1")
 
 
 def test_postings_netting_wrong_for_the_final_state_break_books_balance() -> None:

@@ -1,0 +1,173 @@
+"""A small settled world for `settle check` tests: the real PostgreSQL, Kafka and a served rail
+simulator, four settlements moved through the real code, and the checker run on it in process
+or as the `settle check` command.
+
+Each test gets a database of its own (copied from a migrated template), its own topic prefix
+and its own simulator, because the checker judges everything it can see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from services.check.invariants import CheckResult, by_name
+from services.check.rail import SimulatorEffects
+from services.check.run import CheckOptions, Report, run_check
+from services.ledger.acceptor import Ledger
+from services.ledger.booking import Books
+from services.ledger.intake import parse_settlement_body
+from services.railsim.core import RailSim
+from services.railsim.fake_rail import SimRail
+from services.railsim.http import create_app
+from services.relay.dispatch import Dispatcher, DispatchPolicy
+from services.relay.metrics import create_metrics
+from services.relay.outbox import OutboxPublisher
+from services.shared.domain.settlement import SettlementStatus as S
+from services.shared.kafka import idempotent_producer
+from services.shared.migrate import upgrade
+from services.shared.topics import EVENTS, ensure_topics
+from services.shared.transitions import apply_transition
+from tests.conftest import asyncpg_dsn, create_database, drop_database, unique, with_database
+from tests.harness import Servers
+from tests.integration.test_ledger_books import WINDOWS
+from tests.integration.test_railsim_http import serving
+
+FAST = DispatchPolicy(backoff_base=0.0, max_attempts=3, stale_pending_seconds=0.0)
+TENANT = "acme"
+SETTLE = str(Path(sys.executable).parent / "settle")
+
+
+@dataclass
+class World:
+    """Four settlements booked, dispatched and settled through the real code, all published."""
+
+    url: str
+    pool: asyncpg.Pool
+    sim: RailSim
+    sim_url: str
+    bootstrap: str
+    prefix: str
+    paid: str  # paid
+    failed: str  # refused by the rail: failed, no effect
+    review: str  # submitted, then needs_review with a reason
+    reversed: str  # paid, then reversed
+
+    @property
+    def topic(self) -> str:
+        return f"{self.prefix}{EVENTS}"
+
+    async def check(self, **options: float) -> Report:
+        return await run_check(
+            self.url, self.bootstrap, self.topic, SimulatorEffects(self.sim_url),
+            CheckOptions(**options),
+        )  # fmt: skip
+
+    async def settle_check(self, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
+        """`settle check --json` on this world: its exit status and its JSON."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
+        base |= {"SETTLE_DATABASE_URL": self.url, "SETTLE_KAFKA_BOOTSTRAP": self.bootstrap,
+                 "SETTLE_TOPIC_PREFIX": self.prefix}  # fmt: skip
+        process = await asyncio.create_subprocess_exec(
+            SETTLE, "check", "--json", "--rail-url", self.sim_url, *args,
+            env=base | env, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, _ = await process.communicate()
+        return await process.wait(), json.loads(out)
+
+    async def move(self, sid: str, target: S, reason: str | None = None) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            moved = await apply_transition(
+                conn, sid, target, actor="test", now=datetime.now(UTC), reason=reason
+            )
+        assert moved is not None
+
+    async def accept(self, destination: str = "acct_1Q2w3E") -> str:
+        body = {"reference": unique("ref-"), "payee": "payee-7", "destination": destination,
+                "amount": 700, "currency": "EUR"}  # fmt: skip
+        req = parse_settlement_body(TENANT, unique("key-"), json.dumps(body).encode())
+        result = await Ledger(self.pool, Books(WINDOWS)).accept_many([req])
+        return str(json.loads(result[0].body)["id"])
+
+    async def dispatch(self, sid: str) -> None:
+        rail = SimRail(self.sim)
+        await Dispatcher(self.pool, rail, create_metrics(), unique("w"), True, FAST).dispatch(sid)
+
+    async def publish(self) -> int:
+        producer = idempotent_producer(self.bootstrap, unique("check-relay-"))
+        await producer.start()
+        try:
+            publisher = OutboxPublisher(self.pool, producer, create_metrics(), self.prefix)
+            return await publisher.drain()
+        finally:
+            await producer.stop()
+
+
+@pytest.fixture(scope="module")
+async def template(infra: Servers) -> AsyncIterator[str]:
+    """A database migrated to head that each test's database is copied from."""
+    name = unique("settle_check_tpl_")
+    url = await create_database(infra.database_url, name)
+    await asyncio.to_thread(upgrade, url)
+    yield name
+    await drop_database(infra.database_url, name)
+
+
+@pytest.fixture
+async def world(infra: Servers, template: str, kafka_bootstrap: str) -> AsyncIterator[World]:
+    """A healthy world of this test's own: paid, failed, under review and reversed."""
+    name = unique("settle_check_")
+    conn = await asyncpg.connect(asyncpg_dsn(infra.database_url))
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        await conn.close()
+    url = with_database(infra.database_url, name)
+    prefix = unique("t") + "."
+    await ensure_topics(kafka_bootstrap, prefix)
+    pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
+    sim = RailSim()
+    try:
+        async with serving(create_app(sim)) as sim_url:
+            w = World(url, pool, sim, sim_url, kafka_bootstrap, prefix, "", "", "", "")
+            w.paid, w.review, w.reversed = [await w.accept() for _ in range(3)]
+            w.failed = await w.accept("acct_refuse_1")
+            for sid in (w.paid, w.failed, w.review, w.reversed):
+                await w.dispatch(sid)
+            await w.move(w.paid, S.PAID)
+            await w.move(w.review, S.NEEDS_REVIEW, reason="rail answer unclear")
+            await w.move(w.reversed, S.PAID)
+            await w.move(w.reversed, S.REVERSED, reason="transfer.reversed")
+            assert await w.publish() == 4 + 3 + 4 + 5
+            yield w
+    finally:
+        await pool.close()
+        await drop_database(infra.database_url, name)
+
+
+def results(report: Report) -> dict[str, CheckResult]:
+    """The report's verdicts by check name."""
+    return dict(by_name(report.results))
+
+
+def broken_only(report: Report, name: str) -> CheckResult:
+    """The named check's result, after asserting it is the only one broken."""
+    verdicts = results(report)
+    assert {n for n, r in verdicts.items() if not r.ok} == {name}
+    return verdicts[name]
+
+
+def finding(result: CheckResult, what: str) -> tuple[int, tuple[str, ...]]:
+    """How many offenders the finding `what` counts, and the first of them."""
+    found = {f.what: (f.total, f.first) for f in result.detail}
+    return found[what]
