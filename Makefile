@@ -11,7 +11,7 @@ RUN_ARGS ?=
 SEED ?= 1
 CHAOS_ARGS ?=
 
-.PHONY: install lock run test unit integration lint format infra-up infra-down bench chaos clean
+.PHONY: install lock stripe-mock run test unit integration lint format infra-up infra-down bench chaos clean
 
 install: $(STAMP)
 
@@ -35,13 +35,18 @@ lock:
 run: install
 	$(SETTLE) run $(RUN_ARGS)
 
-test: install
+# The Stripe adapter's conformance tests run against stripe-mock (Stripe's API mock, built
+# once from the Go module proxy into $(go env GOPATH)/bin; a no-op afterwards).
+stripe-mock:
+	@deploy/stripe-mock/install.sh >/dev/null || { echo "stripe-mock could not be built (needs Go and the Go module proxy); the Stripe conformance tests need it" >&2; exit 1; }
+
+test: install stripe-mock
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 unit: install
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-integration: install
+integration: install stripe-mock
 	$(BIN)/pytest tests/integration tests/e2e $(PYTEST_ARGS)
 
 lint: install
