@@ -34,7 +34,12 @@ from services.shared.domain.payout import PayoutMethod
 from services.shared.domain.settlement import SettlementStatus
 from services.shared.errors import SettleError
 from services.shared.failpoints import failpoint
-from services.shared.transitions import Move, apply_transition, apply_transitions
+from services.shared.transitions import (
+    Move,
+    TransitionBatch,
+    apply_transition,
+    apply_transitions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -142,17 +147,15 @@ class Dispatcher:
             recorded = await conn.fetch(
                 sql.RECORD_TRANSFERRED_MANY, sids, [fence for _, fence, _ in accepted], references
             )
-            moves = [
-                Move(r["settlement_id"], SettlementStatus.SUBMITTED, rail_reference=r["ref"])
-                for r in recorded
-            ]
-            await apply_transitions(conn, moves, actor=self.worker, now=_now())
-            # A settlement the inbox moved on first (the webhook beat this record) keeps its
-            # status but learns its reference, if it has none yet.
-            await conn.execute(
-                sql.SET_RAIL_REFERENCES, [r["settlement_id"] for r in recorded],
-                [r["ref"] for r in recorded],
-            )  # fmt: skip
+            batch = await TransitionBatch.lock(conn, (r["settlement_id"] for r in recorded))
+            for r in recorded:
+                sid, ref = r["settlement_id"], r["ref"]
+                if batch.move(sid, SettlementStatus.SUBMITTED, actor=self.worker,
+                              rail_reference=ref) is None:  # fmt: skip
+                    # The inbox moved it on first (the webhook beat this record): it keeps
+                    # its status but learns its reference, if it has none yet.
+                    batch.record_rail_reference(sid, ref, actor=self.worker)
+            await batch.write(conn, _now())
         # Another worker holds the rest now; its record stands.
         self.metrics.fence_rejections.inc(len(accepted) - len(recorded))
 
@@ -165,12 +168,11 @@ class Dispatcher:
                 sql.RECLAIM_DUE, self.policy.lease_seconds, self.worker,
                 self.policy.stale_pending_seconds, self.policy.sweep_batch,
             )  # fmt: skip
-            for row in rows:
-                if row["was"] == "pending":
-                    await apply_transition(
-                        conn, str(row["settlement_id"]), SettlementStatus.DISPATCHING,
-                        actor=self.worker, now=_now(),
-                    )  # fmt: skip
+            moves = [
+                Move(r["settlement_id"], SettlementStatus.DISPATCHING)
+                for r in rows if r["was"] == "pending"
+            ]  # fmt: skip
+            await apply_transitions(conn, moves, actor=self.worker, now=_now())
         self.metrics.reclaims.inc(sum(1 for r in rows if r["was"] == "processing"))
         # Taken-over instructions are sent side by side: a slow rail must not serialise them.
         await asyncio.gather(*(self._attempt(row) for row in rows))

@@ -86,12 +86,6 @@ UPDATE rail_instructions
 RETURNING error_class
 """
 
-SET_RAIL_REFERENCES = """
-UPDATE settlements AS s SET rail_reference = c.ref
-  FROM unnest($1::uuid[], $2::text[]) AS c(sid, ref)
- WHERE s.id = c.sid AND s.rail_reference IS NULL
-"""
-
 GAUGES = """
 SELECT count(*) FILTER (WHERE lease_until >= now()) AS in_flight,
        count(*) FILTER (WHERE lease_until < now()) AS stuck

@@ -11,8 +11,12 @@
 
 Webhooks can arrive before the relay recorded the rail's response, so `paid` and `failed` are
 reachable from every pre-terminal state. `paid`, `failed` and `reversed` are terminal; only a
-recorded reversal moves a `paid` settlement on. The error classes of the domain package live
-here too:
+recorded reversal moves a `paid` settlement on.
+
+One step keeps the status: when the rail's answer is recorded after a webhook already moved
+the settlement on without a rail reference, the reference is written as a step of its own
+(`reference_recorded`): versioned, audited from and to the same status, and published as a
+`rail_reference_recorded` event. The error classes of the domain package live here too:
 
     DomainError (SettleError)       base of the pure domain's errors; never retriable
     ├── IllegalTransition           the target status may not follow the current one
@@ -56,6 +60,8 @@ TRANSITIONS: Mapping[SettlementStatus, frozenset[SettlementStatus]] = {
 
 # The type of the first event of a settlement; no transition leads into `accepted`.
 CREATED = "created"
+# The type of the event of a step that records the rail's reference and keeps the status.
+RAIL_REFERENCE_RECORDED = "rail_reference_recorded"
 
 
 class DomainError(SettleError):
@@ -79,10 +85,10 @@ class ReasonRequired(DomainError):
 
 
 class Transition(NamedTuple):
-    """One allowed status change, ready to be written as a guarded update plus audit row."""
+    """One allowed step, ready to be written as a guarded update plus audit row."""
 
     source: SettlementStatus  # the status the guarded UPDATE expects to find
-    target: SettlementStatus  # the status it writes
+    target: SettlementStatus  # the status it writes; `source` for a reference recorded
     event_type: str  # the `type` of the SettlementEvent this change publishes
     reason: str | None  # why, for the audit row and event; always set for needs_review
 
@@ -106,3 +112,13 @@ def transition(
     if target == _S.NEEDS_REVIEW and not reason:
         raise ReasonRequired(f"moving from {current} to needs_review needs a reason")
     return Transition(current, target, event_type(target), reason)
+
+
+def reference_recorded(current: SettlementStatus) -> Transition:
+    """The step recording the rail's reference on a settlement in `current`, keeping it there."""
+    return Transition(current, current, RAIL_REFERENCE_RECORDED, None)
+
+
+def step_event_type(source: SettlementStatus | None, target: SettlementStatus) -> str:
+    """The event type of the audit step from `source` (None: booking) to `target`."""
+    return RAIL_REFERENCE_RECORDED if source == target else event_type(target)
