@@ -1,6 +1,6 @@
 """The `inbox` scenario: signed webhooks posted by concurrent clients to `settle inbox`.
 
-N settlements are booked on the bench database (half with the rail reference recorded, half
+N settlements are booked on the bench database (half submitted with the rail reference, half
 left to be matched by metadata, as when the webhook beats the relay). Then one
 `transfer.created` per settlement is posted, plus a share of redeliveries (same event id)
 and twins (new event id, same change), signed at send time, over keep-alive connections.
@@ -15,6 +15,7 @@ import json
 import statistics
 import time
 import uuid
+from datetime import UTC, datetime
 
 import asyncpg
 import uvloop
@@ -32,6 +33,8 @@ from services.ledger.intake import parse_settlement_body
 from services.railsim.objects import event, json_bytes
 from services.railsim.webhooks import signature_header
 from services.shared.config import Settings, libpq_dsn
+from services.shared.domain.settlement import SettlementStatus
+from services.shared.transitions import Move, apply_transitions
 
 SECRET = "whsec_bench_inbox"
 DUPLICATES = 0.2  # share of extra posts that redeliver an event already sent
@@ -49,11 +52,17 @@ async def _settlements(
     ]  # fmt: skip
     results = await Ledger(pool, Books(windows(settings))).accept_many(requests)
     ids = [r.settlement_id for r in results if r.settlement_id]
-    # Half as if the relay had recorded the rail's answer: matched by rail reference.
-    await pool.execute(
-        "UPDATE settlements SET rail_reference = 'tr_' || id::text WHERE tenant = $1 "
-        "AND (hashtext(id::text) & 1) = 0", tenant,
-    )  # fmt: skip
+    # Half as the relay leaves them once it recorded the rail's answer: submitted with the
+    # rail's reference, so their webhooks are matched by it.
+    for start in range(0, len(ids), 2_000):
+        moves = [
+            move for sid in ids[start : start + 2_000 : 2] for move in (
+                Move(uuid.UUID(sid), SettlementStatus.DISPATCHING),
+                Move(uuid.UUID(sid), SettlementStatus.SUBMITTED, rail_reference=f"tr_{sid}"),
+            )
+        ]  # fmt: skip
+        async with pool.acquire() as conn, conn.transaction():
+            await apply_transitions(conn, moves, actor="bench", now=datetime.now(UTC))
     return ids
 
 

@@ -14,10 +14,12 @@ from services.shared.store_errors import UNREACHABLE
 
 SETTLEMENTS = """
 SELECT s.id::text AS id, s.tenant, s.amount, s.currency::text AS currency, s.status, s.reason,
-       coalesce(t.history, '{}') AS history, coalesce(t.sequences, '{}') AS sequences
+       coalesce(t.history, '{}') AS history, coalesce(t.sequences, '{}') AS sequences,
+       coalesce(t.sources, '{}') AS sources
   FROM settlements s
   LEFT JOIN (SELECT settlement_id, array_agg(to_status ORDER BY sequence) AS history,
-                    array_agg(sequence ORDER BY sequence) AS sequences
+                    array_agg(sequence ORDER BY sequence) AS sequences,
+                    array_agg(from_status ORDER BY sequence) AS sources
                FROM settlement_transitions GROUP BY settlement_id) t ON t.settlement_id = s.id
 """
 NETS = """
@@ -130,6 +132,7 @@ async def _read(
             r["reason"],
             tuple(r["history"]),
             tuple(r["sequences"]),
+            tuple(r["sources"]),
         )
         for r in await conn.fetch(SETTLEMENTS)
     }

@@ -28,6 +28,9 @@ class SettlementFact(NamedTuple):
     reason: str | None
     history: tuple[str, ...]  # settlement_transitions.to_status, by sequence
     sequences: tuple[int, ...]  # settlement_transitions.sequence, ascending
+    # settlement_transitions.from_status, by sequence (None for booking; equal to the
+    # history's status for a step that recorded a rail reference); () reads as all moves.
+    sources: tuple[str | None, ...] = ()
 
 
 class EventFact(NamedTuple):

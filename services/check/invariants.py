@@ -20,7 +20,7 @@ from services.check.facts import (
     SettlementFact,
 )
 from services.shared.domain.postings import AccountKind, expected_net, holding_account
-from services.shared.domain.settlement import TERMINAL, SettlementStatus, event_type
+from services.shared.domain.settlement import TERMINAL, SettlementStatus, step_event_type
 
 FIRST = 10  # offending ids reported per finding and per check
 
@@ -147,12 +147,19 @@ def books_balance(db: DatabaseFacts) -> CheckResult:
     )
 
 
+def steps_of(settlement: SettlementFact) -> list[tuple[str | None, str]]:
+    """The audit trail as (from, to) steps; a trail read without sources counts as moves."""
+    sources = settlement.sources or (None,) * len(settlement.history)
+    return list(zip(sources, settlement.history, strict=True))
+
+
 def _events_agree(settlement: SettlementFact, events: list[EventFact], published: int) -> bool:
     if not published <= len(events) <= len(settlement.history):
         return False
-    trail = zip(settlement.sequences, settlement.history, strict=True)
-    for event, (step, to_status) in zip(events, trail, strict=False):
-        expected_type = event_type(SettlementStatus(to_status))
+    trail = zip(settlement.sequences, steps_of(settlement), strict=True)
+    for event, (step, (source, to_status)) in zip(events, trail, strict=False):
+        origin = SettlementStatus(source) if source is not None else None
+        expected_type = step_event_type(origin, SettlementStatus(to_status))
         if event.sequence != step or event.type != expected_type:
             return False
         if event.status not in (None, to_status):
@@ -191,11 +198,16 @@ def events_complete(db: DatabaseFacts, log: EventLogFacts) -> CheckResult:
 
 
 def webhooks_once(db: DatabaseFacts) -> CheckResult:
-    """No rail change applied twice, and no settlement reaching a terminal status twice."""
+    """No rail change applied twice, and no settlement reaching a terminal status twice (a step
+    recording a rail reference keeps the status: it reaches nothing)."""
     twice = (
         s.id
         for s in db.settlements.values()
-        if any(n > 1 for status, n in Counter(s.history).items() if status in TERMINAL)
+        if any(
+            n > 1
+            for status, n in Counter(to for src, to in steps_of(s) if src != to).items()
+            if status in TERMINAL
+        )
     )
     return verdict(
         WEBHOOKS_ONCE,

@@ -23,13 +23,14 @@ from services.ledger import sql
 from services.ledger.idempotency import Decision, KeyState, StoredKey, decide
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import settlement_body
-from services.shared import avro
 from services.shared.domain.payout import PayoutMethod
 from services.shared.domain.postings import AccountKind, Posting, accept_postings, account_id
 from services.shared.domain.rail_key import rail_idempotency_key
+from services.shared.domain.settlement import SettlementStatus, event_type
 from services.shared.edge import error_body
 from services.shared.ids import uuid7
 from services.shared.topics import EVENTS
+from services.shared.transition_rows import settlement_event
 from services.shared.transitions import BALANCE_SHARDS
 
 DEFAULT_RAIL = "sim"
@@ -195,14 +196,10 @@ def _mint(r: SettlementRequest, now: datetime) -> _Minted:
         status="accepted", rail_idempotency_key=key, created_at=now,
     )  # fmt: skip
     event_id = str(uuid7())
-    event = avro.encode(
-        "SettlementEvent",
-        {
-            "event_id": event_id, "settlement_id": sid, "tenant": r.tenant,
-            "reference": r.reference, "type": "created", "sequence": 1, "amount": r.amount,
-            "currency": r.currency, "occurred_at": now, "rail_reference": None, "reason": None,
-            "status": "accepted",
-        },
+    event = settlement_event(
+        event_id, sid, r.tenant, r.reference, r.amount, r.currency, sequence=1,
+        event_type=event_type(SettlementStatus.ACCEPTED), status=SettlementStatus.ACCEPTED,
+        rail_reference=None, reason=None, occurred_at=now,
     )  # fmt: skip
     postings, _ = accept_postings(r.amount, r.currency, r.tenant)
     return _Minted(sid, key, body, str(uuid7()), event_id, event, postings)

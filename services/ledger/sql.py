@@ -6,6 +6,12 @@ is left out), and for those alone write the first transition, the journal entry 
 postings, one balance update per account, the rail instruction and the outbox row. It
 returns, per request, whether its key was claimed and whether its settlement was booked.
 `services/bench/baseline.py` builds its pgbench script from these very statements.
+
+Booking is the one statement that writes `settlements` outside the guarded write path
+(`services/shared/transitions.py`), because it only inserts: a row that does not exist yet
+has no status or version to guard, and its guards are the key claim and the reference's
+uniqueness, which this statement checks in the same round trip as everything it books. It
+books by the same rules: postings from `accept_postings`, the event from `settlement_event`.
 """
 
 # A key is claimed when new, when its record is past replay + tombstone, or when an

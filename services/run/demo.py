@@ -50,7 +50,7 @@ SELECT count(*) AS n,
           FROM settlements s
           JOIN settlement_transitions first ON first.settlement_id = s.id AND first.sequence = 1
           JOIN settlement_transitions paid
-            ON paid.settlement_id = s.id AND paid.to_status = 'paid'
+            ON paid.settlement_id = s.id AND paid.to_status = 'paid' AND paid.from_status <> 'paid'
          WHERE s.tenant = $1 AND s.reference LIKE $2) d
 """
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from services.shared import avro
 from services.shared.domain.postings import AccountKind, Posting
-from services.shared.domain.settlement import SettlementStatus, Transition
+from services.shared.domain.settlement import SettlementStatus
 
 
 class SettlementMove(NamedTuple):
@@ -87,16 +87,16 @@ class Rows(NamedTuple):
 
 
 def settlement_event(
-    event_id: uuid.UUID, settlement_id: uuid.UUID, tenant: str, reference: str, amount: int,
-    currency: str, sequence: int, step: Transition, rail_reference: str | None,
-    occurred_at: datetime,
+    event_id: uuid.UUID | str, settlement_id: uuid.UUID | str, tenant: str, reference: str,
+    amount: int, currency: str, *, sequence: int, event_type: str, status: SettlementStatus,
+    rail_reference: str | None, reason: str | None, occurred_at: datetime,
 ) -> bytes:  # fmt: skip
-    """The Avro SettlementEvent publishing `step`, the settlement's `sequence`-th."""
+    """The Avro SettlementEvent of a settlement's `sequence`-th step, as the outbox holds it."""
     return avro.encode("SettlementEvent", {
         "event_id": str(event_id), "settlement_id": str(settlement_id), "tenant": tenant,
-        "reference": reference, "type": step.event_type, "sequence": sequence,
-        "amount": amount, "currency": currency, "occurred_at": occurred_at,
-        "rail_reference": rail_reference, "reason": step.reason, "status": str(step.target),
+        "reference": reference, "type": event_type, "sequence": sequence, "amount": amount,
+        "currency": currency, "occurred_at": occurred_at, "rail_reference": rail_reference,
+        "reason": reason, "status": str(status),
     })  # fmt: skip
 
 

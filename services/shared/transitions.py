@@ -221,8 +221,9 @@ class TransitionBatch:
                     deltas[p.account_id] = deltas.get(p.account_id, 0) + p.amount
             event_id = uuid7()
             payload = settlement_event(
-                event_id, s.id, s.tenant, s.reference, s.amount, s.currency, done.sequence,
-                m.step, m.published_reference, now,
+                event_id, s.id, s.tenant, s.reference, s.amount, s.currency,
+                sequence=done.sequence, event_type=m.step.event_type, status=m.step.target,
+                rail_reference=m.published_reference, reason=m.step.reason, occurred_at=now,
             )  # fmt: skip
             events.append(EventRow(event_id, s.id, done.sequence, payload))
         balance = [BalanceDelta(a, deltas[a]) for a in sorted(deltas) if deltas[a] != 0]

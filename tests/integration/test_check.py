@@ -147,11 +147,12 @@ async def test_a_webhook_applied_twice_is_caught(world: World) -> None:
 
 
 async def test_a_settlement_paid_twice_is_caught(world: World) -> None:
+    # A second move into paid (paid -> paid would be a step recording a rail reference).
     async with world.pool.acquire() as conn:
         await conn.execute(
             """INSERT INTO settlement_transitions (settlement_id, sequence, from_status,
                                                    to_status, actor, occurred_at)
-               VALUES ($1, 5, 'paid', 'paid', 'inbox', now())""",
+               VALUES ($1, 5, 'submitted', 'paid', 'inbox', now())""",
             uuid.UUID(world.paid),
         )
     verdicts = results(await world.check())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import asyncpg
 import pytest
@@ -16,6 +17,9 @@ from services.relay.dispatch import Dispatcher, DispatchPolicy
 from services.relay.metrics import create_metrics
 from services.relay.rail import RailInstruction, RailOutcome, RailResult
 from services.relay.stripe_rail import RailLookupIncomplete
+from services.shared import avro
+from services.shared.domain.settlement import SettlementStatus
+from services.shared.transitions import apply_transition
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request
@@ -283,3 +287,43 @@ async def test_a_holder_lost_mid_attempt_makes_the_budget_end_in_review(
         await expire_leases(pool, sid)
     assert (await state(pool, sid))[:2] == ("needs_review", "needs_review")
     assert await net(pool, sid) == {"funding": -700, "payable": 700}
+
+
+async def test_the_rail_answer_recorded_after_a_webhook_moved_on_keeps_the_status(
+    pool: asyncpg.Pool,
+) -> None:
+    sid, rail = await accept(pool), ScriptedRail([])
+
+    class WebhookFirst(ScriptedRail):
+        async def send(self, instruction: RailInstruction) -> RailResult:
+            result = await rail.send(instruction)
+            # The rail's webhook is applied before its API answer is recorded, without
+            # telling the rail's reference.
+            async with pool.acquire() as conn, conn.transaction():
+                await apply_transition(
+                    conn, instruction.settlement_id, SettlementStatus.PAID, actor="inbox",
+                    now=datetime.now(UTC),
+                )  # fmt: skip
+            return result
+
+    await dispatcher(pool, WebhookFirst([])).dispatch(sid)
+    status, rail_status, reference = await state(pool, sid)
+    assert (status, rail_status) == ("paid", "transferred") and reference is not None
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT version, rail_reference FROM settlements WHERE id = $1", sid
+        )
+        trail = await conn.fetch(
+            "SELECT sequence, from_status, to_status FROM settlement_transitions "
+            "WHERE settlement_id = $1 ORDER BY sequence", sid,
+        )  # fmt: skip
+        payloads = await conn.fetch(
+            "SELECT payload FROM outbox WHERE settlement_id = $1 ORDER BY sequence", sid
+        )
+    assert (row["version"], row["rail_reference"]) == (4, reference)
+    assert [tuple(t) for t in trail][2:] == [(3, "dispatching", "paid"), (4, "paid", "paid")]
+    last = avro.decode(payloads[-1]["payload"], "SettlementEvent")
+    assert (last["sequence"], last["type"], last["status"], last["rail_reference"]) == (
+        4, "rail_reference_recorded", "paid", reference,
+    )  # fmt: skip
+    assert await net(pool, sid) == {"funding": -700, "paid_out": 700}

@@ -4,6 +4,7 @@ rules, and published through the outbox in sequence."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -13,8 +14,9 @@ import pytest
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.shared import avro
+from services.shared.domain.settlement import ReasonRequired
 from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.transitions import apply_transition
+from services.shared.transitions import TransitionBatch, apply_transition
 from tests.conftest import asyncpg_dsn, unique
 from tests.integration.test_ledger_books import WINDOWS, request
 
@@ -107,3 +109,47 @@ async def test_needs_review_keeps_money_where_it_was(pool: asyncpg.Pool) -> None
     assert await nets(pool, sid) == {"funding": -500, "in_transit": 500}
     assert await move(pool, sid, S.FAILED, reason="operator: not paid") is not None
     assert await nets(pool, sid) == {}
+
+
+async def test_needs_review_without_a_reason_is_refused_and_changes_nothing(
+    pool: asyncpg.Pool,
+) -> None:
+    _, sid = await accepted(pool)
+    with pytest.raises(ReasonRequired):
+        await move(pool, sid, S.NEEDS_REVIEW)
+    with pytest.raises(ReasonRequired):
+        await move(pool, sid, S.NEEDS_REVIEW, reason="")
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow("SELECT status, version FROM settlements WHERE id = $1", sid)
+    assert (row["status"], row["version"]) == ("accepted", 1)
+
+
+async def test_a_rail_reference_is_recorded_once_as_a_step_that_keeps_the_status(
+    pool: asyncpg.Pool,
+) -> None:
+    _, sid = await accepted(pool, 600)
+    await move(pool, sid, S.PAID)  # a webhook without the rail's reference
+    for reference, recorded in (("tr_first", True), ("tr_second", False)):
+        async with pool.acquire() as conn, conn.transaction():
+            batch = await TransitionBatch.lock(conn, [uuid.UUID(sid)])
+            step = batch.record_rail_reference(uuid.UUID(sid), reference, actor="relay")
+            await batch.write(conn, datetime.now(UTC))
+        assert (step is not None) == recorded
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT status, version, rail_reference FROM settlements WHERE id = $1", sid
+        )
+        trail = await conn.fetch(
+            "SELECT from_status, to_status FROM settlement_transitions WHERE settlement_id = $1 "
+            "ORDER BY sequence", sid,
+        )  # fmt: skip
+        payload = await conn.fetchval(
+            "SELECT payload FROM outbox WHERE settlement_id = $1 AND sequence = 3", sid
+        )
+    assert (row["status"], row["version"], row["rail_reference"]) == ("paid", 3, "tr_first")
+    assert [tuple(t) for t in trail][-1] == ("paid", "paid")
+    event = avro.decode(payload, "SettlementEvent")
+    assert (event["type"], event["status"], event["rail_reference"]) == (
+        "rail_reference_recorded", "paid", "tr_first",
+    )  # fmt: skip
+    assert await nets(pool, sid) == {"funding": -600, "paid_out": 600}
