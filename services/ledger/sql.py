@@ -14,10 +14,12 @@ uniqueness, which this statement checks in the same round trip as everything it 
 books by the same rules: postings from `accept_postings`, the event from `settlement_event`.
 """
 
+from services.shared.domain.instruction import InstructionStatus
+
 # A key is claimed when new, when its record is past replay + tombstone, or when an
 # in-flight holder's lease ran out; the fence moves on so a late holder's write fails. The
 # claim stores the 201 response minted for the request; a refused reference rewrites it.
-BOOK_BATCH = """
+BOOK_BATCH = f"""
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::uuid[], $5::text[],
                          $6::text[], $7::text[], $8::bigint[], $9::text[], $10::text[],
@@ -74,7 +76,9 @@ WITH input AS (
     INSERT INTO rail_instructions (settlement_id, tenant, rail, method, idempotency_key,
                                    destination, amount, currency, status, created_at,
                                    updated_at)
-    SELECT sid, tenant, rail, $24, rkey, dest, amount, cur, 'pending', $17, $17 FROM booked
+    SELECT sid, tenant, rail, $24, rkey, dest, amount, cur, '{InstructionStatus.PENDING}', $17,
+           $17
+      FROM booked
 ), events AS (
     INSERT INTO outbox (event_id, settlement_id, sequence, topic, message_key, payload)
     SELECT event, sid, 1, $25, convert_to(sid::text, 'UTF8'), payload FROM booked

@@ -30,16 +30,13 @@ from services.relay import dispatch_sql as sql
 from services.relay.metrics import RelayMetrics
 from services.relay.rail import Rail, RailInstruction, RailOutcome, RailResult
 from services.shared.backoff import backoff
+from services.shared.domain.instruction import SETTLEMENT_AFTER, end_of_budget, target_of
+from services.shared.domain.instruction import InstructionEvent as E
+from services.shared.domain.instruction import InstructionStatus as I
 from services.shared.domain.payout import PayoutMethod
-from services.shared.domain.settlement import SettlementStatus
 from services.shared.errors import SettleError
 from services.shared.failpoints import failpoint
-from services.shared.transitions import (
-    Move,
-    TransitionBatch,
-    apply_transition,
-    apply_transitions,
-)
+from services.shared.transitions import Move, TransitionBatch, apply_transition, apply_transitions
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +94,7 @@ class Dispatcher:
             rows = await conn.fetch(sql.CLAIM_PENDING, ids, self.policy.lease_seconds, self.worker)
             if not rows:
                 return
-            moves = [Move(r["settlement_id"], SettlementStatus.DISPATCHING) for r in rows]
+            moves = [Move(r["settlement_id"], SETTLEMENT_AFTER[E.CLAIM]) for r in rows]
             await apply_transitions(conn, moves, actor=self.worker, now=_now())
         async with self.pool.acquire() as conn:
             holding = {
@@ -150,7 +147,7 @@ class Dispatcher:
             batch = await TransitionBatch.lock(conn, (r["settlement_id"] for r in recorded))
             for r in recorded:
                 sid, ref = r["settlement_id"], r["ref"]
-                if batch.move(sid, SettlementStatus.SUBMITTED, actor=self.worker,
+                if batch.move(sid, SETTLEMENT_AFTER[E.ACCEPT], actor=self.worker,
                               rail_reference=ref) is None:  # fmt: skip
                     # The inbox moved it on first (the webhook beat this record): it keeps
                     # its status but learns its reference, if it has none yet.
@@ -169,11 +166,11 @@ class Dispatcher:
                 self.policy.stale_pending_seconds, self.policy.sweep_batch,
             )  # fmt: skip
             moves = [
-                Move(r["settlement_id"], SettlementStatus.DISPATCHING)
-                for r in rows if r["was"] == "pending"
+                Move(r["settlement_id"], SETTLEMENT_AFTER[E.RECLAIM])
+                for r in rows if r["was"] == I.PENDING
             ]  # fmt: skip
             await apply_transitions(conn, moves, actor=self.worker, now=_now())
-        self.metrics.reclaims.inc(sum(1 for r in rows if r["was"] == "processing"))
+        self.metrics.reclaims.inc(sum(1 for r in rows if r["was"] == I.PROCESSING))
         # Taken-over instructions are sent side by side: a slow rail must not serialise them.
         await asyncio.gather(*(self._attempt(row) for row in rows))
         async with self.pool.acquire() as conn:
@@ -236,13 +233,18 @@ class Dispatcher:
         sid = instruction.settlement_id
         async with self.pool.acquire() as conn, conn.transaction():
             done = await conn.execute(
-                sql.RECORD_FINAL, sid, fence, "failed", result.detail, str(result.outcome)
+                sql.RECORD_FINAL,
+                sid,
+                fence,
+                target_of(E.REFUSE),
+                result.detail,
+                str(result.outcome),
             )
             if done != "UPDATE 1":
                 self.metrics.fence_rejections.inc()
                 return  # another worker holds it now; its record stands
             await apply_transition(
-                conn, sid, SettlementStatus.FAILED, actor=self.worker, now=_now(),
+                conn, sid, SETTLEMENT_AFTER[E.REFUSE], actor=self.worker, now=_now(),
                 reason=result.detail or "refused by the rail",
             )  # fmt: skip
 
@@ -268,24 +270,21 @@ class Dispatcher:
         # Past the budget: failed if the rail surely did nothing, else an operator decides.
         sid = instruction.settlement_id
         async with self.pool.acquire() as conn, conn.transaction():
-            ambiguous = await conn.fetchval(
-                "SELECT error_class = 'ambiguous' FROM rail_instructions WHERE settlement_id = $1",
-                sid,
-            )
-            ambiguous = ambiguous or result.outcome is RailOutcome.AMBIGUOUS
-            status = "needs_review" if ambiguous else "failed"
+            ambiguous = await conn.fetchval(sql.WAS_AMBIGUOUS, sid)
+            event = end_of_budget(ambiguous or result.outcome is RailOutcome.AMBIGUOUS)
             reason = (
                 f"rail outcome unknown, an operator must check the rail: {result.detail}"
-                if ambiguous else "retry_budget_exhausted"
+                if event is E.REFER else "retry_budget_exhausted"
             )  # fmt: skip
             done = await conn.execute(
-                sql.RECORD_FINAL, sid, fence, status, reason, str(result.outcome)
+                sql.RECORD_FINAL, sid, fence, target_of(event), reason, str(result.outcome)
             )
             if done != "UPDATE 1":
                 self.metrics.fence_rejections.inc()
                 return
-            target = SettlementStatus.NEEDS_REVIEW if ambiguous else SettlementStatus.FAILED
-            await apply_transition(conn, sid, target, actor=self.worker, now=_now(), reason=reason)
+            await apply_transition(
+                conn, sid, SETTLEMENT_AFTER[event], actor=self.worker, now=_now(), reason=reason
+            )
 
 
 def _instruction(row: asyncpg.Record) -> RailInstruction:

@@ -1,35 +1,53 @@
-"""SQL of the rail dispatcher; every write to a claimed instruction checks its fence."""
+"""SQL of the rail dispatcher; every write to a claimed instruction checks its fence.
+
+Status literals come from the instruction's state machine (shared/domain/instruction.py): each
+write sets the status its event leads to and expects the statuses the table gives as that
+event's sources. `WRITES` names the statement of each event, so a test holds them together.
+"""
+
+from collections.abc import Mapping
+
+from services.shared.domain.instruction import InstructionEvent as E
+from services.shared.domain.instruction import InstructionStatus as I
+from services.shared.domain.instruction import sources_of, target_of
+
+
+def _among(event: E) -> str:
+    """The SQL list of the statuses `event` may start from."""
+    return ", ".join(f"'{status}'" for status in sorted(sources_of(event)))
+
 
 # Pass 1: pending instructions, claimed with a new fence and a lease.
-CLAIM_PENDING = """
+CLAIM_PENDING = f"""
 UPDATE rail_instructions
-   SET status = 'processing', fence = fence + 1, lease_until = now() + make_interval(secs => $2),
+   SET status = '{target_of(E.CLAIM)}', fence = fence + 1,
+       lease_until = now() + make_interval(secs => $2),
        claimed_by = $3, attempts = attempts + 1, first_sent_at = coalesce(first_sent_at, now()),
        updated_at = now()
- WHERE settlement_id = ANY($1::uuid[]) AND status = 'pending'
+ WHERE settlement_id = ANY($1::uuid[]) AND status IN ({_among(E.CLAIM)})
 RETURNING settlement_id, tenant, idempotency_key, destination, amount, currency, method, fence,
           attempts, false AS sent_before, 0::float8 AS sent_age
 """
 
 # Pass 2: processing rows whose lease ran out (a crashed or stalled worker, or a retry that is
 # due) and pending rows nobody claimed, taken over with the fence moved on.
-RECLAIM_DUE = """
+RECLAIM_DUE = f"""
 WITH due AS (
     SELECT settlement_id, status AS was, first_sent_at AS sent_at
       FROM rail_instructions
-     WHERE (status = 'processing' AND lease_until < now())
-        OR (status = 'pending' AND created_at < now() - make_interval(secs => $3))
+     WHERE (status = '{I.PROCESSING}' AND lease_until < now())
+        OR (status = '{I.PENDING}' AND created_at < now() - make_interval(secs => $3))
      ORDER BY lease_until NULLS FIRST
      LIMIT $4
        FOR UPDATE SKIP LOCKED
 )
 UPDATE rail_instructions AS r
-   SET status = 'processing', fence = r.fence + 1,
+   SET status = '{target_of(E.RECLAIM)}', fence = r.fence + 1,
        lease_until = now() + make_interval(secs => $1), claimed_by = $2,
        -- A lease that ran out before its holder scheduled a retry: the holder died or stalled
        -- mid-attempt, and the rail may have acted on it. Once so marked, the budget's end is
        -- needs_review, never failed.
-       error_class = CASE WHEN due.was = 'processing'
+       error_class = CASE WHEN due.was = '{I.PROCESSING}'
                            AND (r.next_attempt_at IS NULL OR r.next_attempt_at < r.lease_until)
                           THEN 'ambiguous' ELSE r.error_class END,
        attempts = r.attempts + 1, first_sent_at = coalesce(r.first_sent_at, now()),
@@ -43,53 +61,66 @@ RETURNING r.settlement_id, r.tenant, r.idempotency_key, r.destination, r.amount,
 """
 
 # Just before calling the rail: is this worker still the holder, with time left on its lease?
-STILL_HOLDER = """
+STILL_HOLDER = f"""
 SELECT 1 FROM rail_instructions
- WHERE settlement_id = $1 AND fence = $2 AND status = 'processing'
+ WHERE settlement_id = $1 AND fence = $2 AND status = '{I.PROCESSING}'
    AND lease_until > now() + make_interval(secs => $3)
 """
 
 # Which of these claims this worker still holds, with time left for a call.
-STILL_HOLDING_MANY = """
+STILL_HOLDING_MANY = f"""
 SELECT r.settlement_id FROM rail_instructions r
   JOIN unnest($1::uuid[], $2::bigint[]) AS c(sid, fence)
     ON r.settlement_id = c.sid AND r.fence = c.fence
- WHERE r.status = 'processing' AND r.lease_until > now() + make_interval(secs => $3)
+ WHERE r.status = '{I.PROCESSING}' AND r.lease_until > now() + make_interval(secs => $3)
 """
 
-RECORD_TRANSFERRED_MANY = """
+RECORD_TRANSFERRED_MANY = f"""
 UPDATE rail_instructions AS r
-   SET status = 'transferred', rail_reference = c.ref, lease_until = NULL,
+   SET status = '{target_of(E.ACCEPT)}', rail_reference = c.ref, lease_until = NULL,
        next_attempt_at = NULL, updated_at = now()
   FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS c(sid, fence, ref)
- WHERE r.settlement_id = c.sid AND r.fence = c.fence AND r.status = 'processing'
+ WHERE r.settlement_id = c.sid AND r.fence = c.fence AND r.status IN ({_among(E.ACCEPT)})
 RETURNING r.settlement_id, c.ref
 """
 
-RECORD_FINAL = """
+RECORD_FINAL = f"""
 UPDATE rail_instructions
    SET status = $3, last_error = $4,
        error_class = CASE WHEN error_class = 'ambiguous' THEN 'ambiguous' ELSE $5 END,
        lease_until = NULL, next_attempt_at = NULL, updated_at = now()
- WHERE settlement_id = $1 AND fence = $2 AND status = 'processing'
+ WHERE settlement_id = $1 AND fence = $2 AND status IN ({_among(E.REFUSE)})
 """
+
+WAS_AMBIGUOUS = "SELECT error_class = 'ambiguous' FROM rail_instructions WHERE settlement_id = $1"
 
 # Once an attempt was ambiguous the instruction stays marked so: the budget's end must not
 # call a settlement failed that the rail may have paid.
-SCHEDULE_RETRY = """
+SCHEDULE_RETRY = f"""
 UPDATE rail_instructions
    SET lease_until = now() + make_interval(secs => $3), next_attempt_at = now()
        + make_interval(secs => $3), last_error = $4,
        error_class = CASE WHEN error_class = 'ambiguous' THEN 'ambiguous' ELSE $5 END,
        updated_at = now()
- WHERE settlement_id = $1 AND fence = $2 AND status = 'processing'
+ WHERE settlement_id = $1 AND fence = $2 AND status IN ({_among(E.SCHEDULE_RETRY)})
 RETURNING error_class
 """
 
-GAUGES = """
+# The statement that writes each event; RECORD_FINAL takes the status as a parameter.
+WRITES: Mapping[E, str] = {
+    E.CLAIM: CLAIM_PENDING,
+    E.RECLAIM: RECLAIM_DUE,
+    E.SCHEDULE_RETRY: SCHEDULE_RETRY,
+    E.ACCEPT: RECORD_TRANSFERRED_MANY,
+    E.REFUSE: RECORD_FINAL,
+    E.GIVE_UP: RECORD_FINAL,
+    E.REFER: RECORD_FINAL,
+}
+
+GAUGES = f"""
 SELECT count(*) FILTER (WHERE lease_until >= now()) AS in_flight,
        count(*) FILTER (WHERE lease_until < now()) AS stuck
-  FROM rail_instructions WHERE status = 'processing'
+  FROM rail_instructions WHERE status = '{I.PROCESSING}'
 """
 
 # A replica paused in the middle of sending a statement leaves its session waiting for the
