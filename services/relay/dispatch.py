@@ -145,10 +145,10 @@ class Dispatcher:
                 sql.RECORD_TRANSFERRED_MANY, sids, [fence for _, fence, _ in accepted], references
             )
             batch = await TransitionBatch.lock(conn, (r["settlement_id"] for r in recorded))
+            submitted = SETTLEMENT_AFTER[E.ACCEPT]
             for r in recorded:
                 sid, ref = r["settlement_id"], r["ref"]
-                if batch.move(sid, SETTLEMENT_AFTER[E.ACCEPT], actor=self.worker,
-                              rail_reference=ref) is None:  # fmt: skip
+                if batch.move(sid, submitted, actor=self.worker, rail_reference=ref) is None:
                     # The inbox moved it on first (the webhook beat this record): it keeps
                     # its status but learns its reference, if it has none yet.
                     batch.record_rail_reference(sid, ref, actor=self.worker)
@@ -232,14 +232,8 @@ class Dispatcher:
     async def _refused(self, instruction: RailInstruction, fence: int, result: RailResult) -> None:
         sid = instruction.settlement_id
         async with self.pool.acquire() as conn, conn.transaction():
-            done = await conn.execute(
-                sql.RECORD_FINAL,
-                sid,
-                fence,
-                target_of(E.REFUSE),
-                result.detail,
-                str(result.outcome),
-            )
+            done = await conn.execute(sql.RECORD_FINAL, sid, fence, target_of(E.REFUSE),
+                                      result.detail, str(result.outcome))  # fmt: skip
             if done != "UPDATE 1":
                 self.metrics.fence_rejections.inc()
                 return  # another worker holds it now; its record stands

@@ -20,7 +20,8 @@ the settlement on without a rail reference, the reference is written as a step o
 
     DomainError (SettleError)       base of the pure domain's errors; never retriable
     ├── IllegalTransition           the target status may not follow the current one
-    └── ReasonRequired              needs_review without the reason an operator must read
+    ├── ReasonRequired              needs_review without the reason an operator must read
+    └── IllegalInstructionEvent     a rail instruction cannot take the event (instruction.py)
 """
 
 from __future__ import annotations
