@@ -13,7 +13,8 @@
     │       └── ClaimedEventChanged     an inbox row changed while claimed; never retried
     ├── DomainError                     a settlement rule refused the input (shared.domain)
     │   ├── IllegalTransition
-    │   └── ReasonRequired
+    │   ├── ReasonRequired
+    │   └── IllegalInstructionEvent     a rail instruction cannot take the event
     ├── TransitionConflict              a settlement changed under its row lock; never retried
     ├── RailLookupFailed                the rail could not be searched; retriable (relay)
     │   └── RailLookupIncomplete        the search ran out of pages; never retried
