@@ -1,0 +1,78 @@
+"""The guarded write's planning, without a database: the rows a batch stores for its steps,
+one named row per table, and the refusals it answers before writing anything."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from services.shared import avro
+from services.shared.domain.postings import AccountKind
+from services.shared.domain.settlement import ReasonRequired
+from services.shared.domain.settlement import SettlementStatus as S
+from services.shared.transition_rows import LockedSettlement
+from services.shared.transitions import TransitionBatch
+
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+SID = uuid.UUID("01a21600-0000-7000-8000-000000000001")
+
+
+def batch(status: S = S.ACCEPTED, reference: str | None = None) -> TransitionBatch:
+    held = AccountKind.PAYABLE if status in (S.ACCEPTED, S.DISPATCHING) else AccountKind.PAID_OUT
+    locked = LockedSettlement(SID, "acme", "ref-1", 700, "EUR", status, 2, reference, held,
+                              status, 2)  # fmt: skip
+    return TransitionBatch({SID: locked})
+
+
+def test_chained_moves_are_one_guarded_update_and_a_row_per_step_and_table() -> None:
+    b = batch()
+    assert b.move(SID, S.DISPATCHING, actor="relay") is not None
+    assert b.move(SID, S.SUBMITTED, actor="relay", rail_reference="tr_1") is not None
+    rows = b.rows(NOW)
+    (move,) = rows.moves
+    assert (move.from_status, move.from_version, move.status, move.version) == (
+        "accepted", 2, "submitted", 4,
+    )  # fmt: skip
+    assert move.rail_reference == "tr_1"
+    assert [(t.sequence, t.from_status, t.to_status) for t in rows.transitions] == [
+        (3, "accepted", "dispatching"), (4, "dispatching", "submitted"),
+    ]  # fmt: skip
+    (entry,) = rows.entries  # dispatching moves no money
+    assert entry.kind == "submitted" and {p.entry_id for p in rows.postings} == {entry.id}
+    assert [(d.account_id, d.delta) for d in rows.deltas] == [
+        ("acme:in_transit:EUR", 700), ("acme:payable:EUR", -700),
+    ]  # fmt: skip
+    events = [avro.decode(e.payload, "SettlementEvent") for e in rows.events]
+    assert [(e["sequence"], e["type"], e["rail_reference"]) for e in events] == [
+        (3, "dispatching", None), (4, "submitted", "tr_1"),
+    ]  # fmt: skip
+
+
+def test_needs_review_without_a_reason_is_refused_before_anything_is_planned() -> None:
+    b = batch(S.SUBMITTED)
+    with pytest.raises(ReasonRequired):
+        b.move(SID, S.NEEDS_REVIEW, actor="relay")
+    assert b.moves == []
+    assert b.move(SID, S.NEEDS_REVIEW, actor="relay", reason="rail unclear") is not None
+
+
+def test_an_illegal_move_or_an_unlocked_settlement_plans_nothing() -> None:
+    b = batch(S.PAID)
+    assert b.move(SID, S.SUBMITTED, actor="relay") is None
+    assert b.move(uuid.uuid4(), S.PAID, actor="inbox") is None
+    assert b.moves == [] and b.rows(NOW).moves == []
+
+
+def test_a_rail_reference_is_a_step_that_keeps_the_status_and_moves_no_money() -> None:
+    b = batch(S.PAID)
+    done = b.record_rail_reference(SID, "tr_late", actor="relay")
+    assert done is not None and (done.source, done.target, done.sequence) == (S.PAID, S.PAID, 3)
+    assert b.record_rail_reference(SID, "tr_other", actor="relay") is None  # has one now
+    rows = b.rows(NOW)
+    assert rows.entries == [] and rows.postings == [] and rows.deltas == []
+    event = avro.decode(rows.events[0].payload, "SettlementEvent")
+    assert (event["type"], event["status"], event["rail_reference"]) == (
+        "rail_reference_recorded", "paid", "tr_late",
+    )  # fmt: skip
