@@ -1,1 +1,2 @@
-"""settle: settlement services that move money out exactly once in effect."""
+"""settle's runtime services (ledger, relay, inbox) and the code they share; the rail
+simulator (railsim) and the commands around them (tools) are packages of their own."""

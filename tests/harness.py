@@ -43,8 +43,8 @@ def _from_testcontainers() -> Iterator[Servers]:
 
 @contextmanager
 def _from_launcher() -> Iterator[Servers]:
-    from services.infra import stack
     from services.shared.config import load_settings
+    from tools.infra import stack
 
     # The launcher itself leaves alone a server the environment names.
     report = stack.up()

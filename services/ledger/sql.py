@@ -5,7 +5,7 @@ idempotency keys, insert the settlements whose key was claimed (a reference alre
 is left out), and for those alone write the first transition, the journal entry and its
 postings, one balance update per account, the rail instruction and the outbox row. It
 returns, per request, whether its key was claimed and whether its settlement was booked.
-`services/bench/baseline.py` builds its pgbench script from these very statements.
+`tools/bench/baseline.py` builds its pgbench script from these very statements.
 
 Booking is the one statement that writes `settlements` outside the guarded write path
 (`services/shared/transitions.py`), because it only inserts: a row that does not exist yet

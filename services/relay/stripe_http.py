@@ -6,7 +6,7 @@ subclass of stripe's documented extension point, ``stripe.HTTPClient``, does nei
 keeps the transport error as the ``__cause__`` of every ``APIConnectionError``, which is
 what tells "never sent" from "sent, answer lost" (see ``sent_nothing``).
 
-The invariant checker's read-only listings (services/check/rail.py) use it too.
+The invariant checker's read-only listings (tools/check/rail.py) use it too.
 """
 
 from __future__ import annotations

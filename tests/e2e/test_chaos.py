@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from services.chaos.evidence import run_processes
-from services.chaos.schedule import RELAYS, kills_per_service
-from services.infra.paths import run_paths
-from services.infra.procs import pids_matching
+from tools.chaos.evidence import run_processes
+from tools.chaos.schedule import RELAYS, kills_per_service
+from tools.infra.paths import run_paths
+from tools.infra.procs import pids_matching
 
 pytestmark = pytest.mark.e2e
 SETTLE = str(Path(sys.executable).with_name("settle"))
@@ -46,7 +46,7 @@ def test_chaos_run_keeps_every_guarantee(
     assert report["booked"] == {"rows": COUNT, "distinct_references": COUNT, "exactly_once": True}
     assert sum(report["final_states"].values()) == COUNT
     assert report["submitted"]["kafka_messages"] >= COUNT // 2  # every command acknowledged
-    # A fault counts only where it was seen to land (services/chaos/evidence.py).
+    # A fault counts only where it was seen to land (tools/chaos/evidence.py).
     assert report["faults_landed"] is True
     assert [f for f in report["faults"] if not f["landed"]] == [], tail
     done_kinds = [

@@ -14,12 +14,12 @@ import asyncpg
 import httpx
 import pytest
 
-from services.railsim.clock import ManualClock
-from services.railsim.core import RailSim
-from services.railsim.faults import Faults
-from services.railsim.params import Kind
-from services.railsim.replies import Delivery
-from services.railsim.webhooks import signature_header
+from railsim.clock import ManualClock
+from railsim.core import RailSim
+from railsim.faults import Faults
+from railsim.params import Kind
+from railsim.replies import Delivery
+from railsim.webhooks import signature_header
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.transitions import apply_transition
 from tests.conftest import assert_books_balance, asyncpg_dsn, scratch_database

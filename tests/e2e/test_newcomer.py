@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from services.infra.kafka_setup import ensure_jars
-from services.infra.paths import cluster_dir, repo_root, run_paths
 from tests.conftest import unique
+from tools.infra.kafka_setup import ensure_jars
+from tools.infra.paths import cluster_dir, repo_root, run_paths
 
 pytestmark = pytest.mark.e2e
-CHECKOUT_PARTS = ("services", "deploy", "schemas", "pyproject.toml")
+CHECKOUT_PARTS = ("services", "railsim", "tools", "deploy", "schemas", "pyproject.toml")
 # The newcomer's defaults: nothing points settle at the suite's servers.
 SUITE_VARIABLES = ("SETTLE_DATABASE_URL", "SETTLE_KAFKA_BOOTSTRAP", "SETTLE_RUN_DIR",
                    "SETTLE_TOPIC_PREFIX", "SETTLE_RUN_PORTS_FROM")  # fmt: skip
@@ -45,7 +45,7 @@ class Newcomer:
 
     def argv(self, *args: str) -> list[str]:
         """`settle ARGS` as run in the namespace, from the checkout."""
-        settle = ["-c", "from services.cli import main; main()", *args]
+        settle = ["-c", "from tools.cli import main; main()", *args]
         return ["ip", "netns", "exec", self.namespace, sys.executable, *settle]
 
     def settle(self, *args: str, timeout: float = 180) -> str:

@@ -18,8 +18,6 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from services.infra import kafka
-from services.infra.paths import RunPaths, run_paths
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.shared import avro
@@ -28,6 +26,8 @@ from tests.conftest import asyncpg_dsn, unique
 from tests.e2e.test_ledger_crash import free_port
 from tests.e2e.test_relay_crash import database, process  # noqa: F401 - fixture
 from tests.integration.test_ledger_books import WINDOWS, request
+from tools.infra import kafka
+from tools.infra.paths import RunPaths, run_paths
 
 pytestmark = pytest.mark.e2e
 BATCHES, PER_BATCH = 30, 100

@@ -21,15 +21,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.check.invariants import CheckResult, by_name
-from services.check.rail import SimulatorEffects
-from services.check.run import CheckOptions, Report, run_check
+from railsim.core import RailSim
+from railsim.fake_rail import SimRail
+from railsim.http import create_app
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
-from services.railsim.core import RailSim
-from services.railsim.fake_rail import SimRail
-from services.railsim.http import create_app
 from services.relay.dispatch import Dispatcher, DispatchPolicy
 from services.relay.metrics import create_metrics
 from services.relay.outbox import OutboxPublisher
@@ -42,6 +39,9 @@ from tests.conftest import asyncpg_dsn, create_database, drop_database, unique, 
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS
 from tests.integration.test_railsim_http import serving
+from tools.check.invariants import CheckResult, by_name
+from tools.check.rail import SimulatorEffects
+from tools.check.run import CheckOptions, Report, run_check
 
 FAST = DispatchPolicy(backoff_base=0.0, max_attempts=3, stale_pending_seconds=0.0)
 TENANT = "acme"

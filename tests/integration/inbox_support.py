@@ -13,14 +13,14 @@ import asyncpg
 import httpx
 import pytest
 
+from railsim.objects import event, json_bytes
+from railsim.webhooks import signature_header
 from services.inbox.http import create_app
 from services.inbox.metrics import create_metrics
 from services.inbox.signature import SignatureCheck
 from services.inbox.worker import InboxWorker, RetryPolicy
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
-from services.railsim.objects import event, json_bytes
-from services.railsim.webhooks import signature_header
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.edge import BearerAuth
 from services.shared.transitions import apply_transition

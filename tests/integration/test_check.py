@@ -11,8 +11,7 @@ import uuid
 
 import pytest
 
-from services.check.run import wait_quiet
-from services.railsim.params import Kind
+from railsim.params import Kind
 from services.shared.domain.settlement import SettlementStatus as S
 from tests.conftest import unique
 from tests.integration.check_support import (
@@ -24,6 +23,7 @@ from tests.integration.check_support import (
     template,
     world,
 )
+from tools.check.run import wait_quiet
 
 pytestmark = pytest.mark.integration
 __all__ = ["template", "world"]

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.railsim.clock import ManualClock
-from services.railsim.core import RailSim
-from services.railsim.faults import Faults
-from services.railsim.params import Kind
+from railsim.clock import ManualClock
+from railsim.core import RailSim
+from railsim.faults import Faults
+from railsim.params import Kind
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.transitions import apply_transition
 from tests.integration.inbox_support import (

@@ -9,9 +9,9 @@ import time
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from services.infra import stack
-from services.infra.model import Outcome, State
 from services.shared.topics import TOPICS, ensure_topics
+from tools.infra import stack
+from tools.infra.model import Outcome, State
 
 pytestmark = [
     pytest.mark.integration,

@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from services.railsim.app import SimOptions, build
-from services.railsim.webhooks import RetryPolicy
+from railsim.app import SimOptions, build
+from railsim.webhooks import RetryPolicy
 
 SECRET = "whsec_railsim_test"
 FAST_RETRIES = RetryPolicy(first_delay=0.05, max_delay=0.2, give_up_after=30)

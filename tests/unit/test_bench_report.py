@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from services.bench.report import BenchResult, Figure, update_markdown
+from tools.bench.report import BenchResult, Figure, update_markdown
 
 
 def result(scenario: str, value: float) -> BenchResult:

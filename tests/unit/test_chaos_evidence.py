@@ -15,10 +15,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from services.chaos import evidence
-from services.chaos.inject import Injector, Landing
-from services.chaos.schedule import Fault
 from tests.conftest import unique
+from tools.chaos import evidence
+from tools.chaos.inject import Injector, Landing
+from tools.chaos.schedule import Fault
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from services.chaos.schedule import RELAYS, WINDOW, Fault, fault_schedule, kills_per_service
+from tools.chaos.schedule import RELAYS, WINDOW, Fault, fault_schedule, kills_per_service
 
 LEASE_S = 6.0
 SEEDS = range(60)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from services.check.facts import (
+from services.shared.domain.settlement import SettlementStatus as S
+from services.shared.domain.settlement import event_type
+from tools.check.facts import (
     NONE,
     DatabaseFacts,
     EventFact,
@@ -13,7 +15,7 @@ from services.check.facts import (
     RailFacts,
     SettlementFact,
 )
-from services.check.invariants import (
+from tools.check.invariants import (
     FIRST,
     CheckResult,
     books_balance,
@@ -24,8 +26,6 @@ from services.check.invariants import (
     run_all,
     webhooks_once,
 )
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.domain.settlement import event_type
 
 PAID = ("accepted", "dispatching", "submitted", "paid")
 FAILED = ("accepted", "dispatching", "failed")

@@ -15,11 +15,11 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from services.check.errors import SourceUnavailable
-from services.check.rail import SimulatorEffects, StripeEffects
-from services.railsim.core import RailSim
-from services.railsim.http import create_app
-from services.railsim.params import Kind
+from railsim.core import RailSim
+from railsim.http import create_app
+from railsim.params import Kind
+from tools.check.errors import SourceUnavailable
+from tools.check.rail import SimulatorEffects, StripeEffects
 
 BASE = "http://railsim.test"
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from services.check.facts import DatabaseFacts, EventFact, EventLogFacts, SettlementFact
-from services.check.invariants import books_balance, events_complete, webhooks_once
 from services.shared.domain.settlement import RAIL_REFERENCE_RECORDED
 from tests.unit.test_check_invariants import world
+from tools.check.facts import DatabaseFacts, EventFact, EventLogFacts, SettlementFact
+from tools.check.invariants import books_balance, events_complete, webhooks_once
 
 # Paid by a webhook that carried no reference, then the relay's record of the rail's answer.
 HISTORY = ("accepted", "dispatching", "paid", "paid")

@@ -80,7 +80,7 @@ def test_process_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_start_up_fails_with_the_variable_named(monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
-    from services.cli import cli
+    from tools.cli import cli
 
     monkeypatch.setenv("SETTLE_IDEMPOTENCY_REPLAY_SECONDS", "soon")
     result = CliRunner().invoke(cli, ["migrate", "--skip-topics"])

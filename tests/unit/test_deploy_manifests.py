@@ -10,7 +10,7 @@ import click
 import pytest
 import yaml
 
-from services.cli import cli
+from tools.cli import cli
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

@@ -15,12 +15,12 @@ from services.inbox.errors import ClaimedEventChanged
 from services.inbox.store import Recorded, StoredEvent, record_many
 from services.relay.stripe_rail import RailLookupFailed, RailLookupIncomplete
 from services.relay.triggers import DISPATCH_CHUNK, dispatch_created
-from services.run.supervisor import SupervisorError
 from services.shared.domain.settlement import ReasonRequired
 from services.shared.errors import SchemaError, SettleError, StoreUnavailable
 from services.shared.running import every
 from services.shared.store_errors import is_retriable, retry_contended, unavailable_when_down
 from services.shared.transitions import TransitionConflict
+from tools.run.supervisor import SupervisorError
 
 RETRIED = [
     StoreUnavailable("down"),

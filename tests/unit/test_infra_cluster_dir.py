@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.infra.paths import (
+from tools.infra.paths import (
     CLUSTERS_HOME,
     SERVER_USER_WHEN_ROOT,
     cluster_dir,

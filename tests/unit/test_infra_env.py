@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from services.infra import stack
-from services.infra.model import State
-from services.infra.paths import cluster_dir, kafka_endpoint, log_tail, pg_endpoint, run_paths
-from services.infra.postgres import render_conf, socket_dir_setting
 from services.shared.config import LOCAL_DATABASE_URL, LOCAL_KAFKA_BOOTSTRAP
+from tools.infra import stack
+from tools.infra.model import State
+from tools.infra.paths import cluster_dir, kafka_endpoint, log_tail, pg_endpoint, run_paths
+from tools.infra.postgres import render_conf, socket_dir_setting
 
 
 def _exported(line: str) -> dict[str, str]:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.infra.kafka_setup import (
+from services.shared.config import LOCAL_KAFKA_BOOTSTRAP
+from tools.infra.kafka_setup import (
     STAMP_NAME,
     jars_cached,
     new_cluster_id,
     pom_hash,
     render_server_properties,
 )
-from services.infra.paths import kafka_endpoint
-from services.shared.config import LOCAL_KAFKA_BOOTSTRAP
+from tools.infra.paths import kafka_endpoint
 
 
 def _parse(text: str) -> dict[str, str]:

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from services.infra.procs import live_pid, pid_alive, port_open, read_pid, terminate
+from tools.infra.procs import live_pid, pid_alive, port_open, read_pid, terminate
 
 
 def test_read_pid_takes_the_first_line_only(tmp_path: Path) -> None:

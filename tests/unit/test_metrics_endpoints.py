@@ -7,10 +7,10 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.types import ASGIApp
 
-from services.railsim.clock import ManualClock
-from services.railsim.core import RailSim
-from services.railsim.http import create_app as railsim_app
-from services.railsim.params import Kind
+from railsim.clock import ManualClock
+from railsim.core import RailSim
+from railsim.http import create_app as railsim_app
+from railsim.params import Kind
 from services.relay.metrics import create_metrics, metrics_app
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

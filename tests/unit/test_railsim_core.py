@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from services.railsim.clock import ManualClock
-from services.railsim.core import RailSim
-from services.railsim.faults import Faults
-from services.railsim.params import Kind
-from services.railsim.replies import Reply
+from railsim.clock import ManualClock
+from railsim.core import RailSim
+from railsim.faults import Faults
+from railsim.params import Kind
+from railsim.replies import Reply
 
 
 def transfer(settlement: str = "s-1", **changes: str) -> list[tuple[str, str]]:

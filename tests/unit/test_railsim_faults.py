@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 import stripe
 
-from services.railsim.core import RailSim
-from services.railsim.errors import FaultsError
-from services.railsim.fake_rail import SimRail
-from services.railsim.faults import PROFILES, Dice, Faults, updated
-from services.railsim.params import Kind
-from services.railsim.webhooks import signature_header
+from railsim.core import RailSim
+from railsim.errors import FaultsError
+from railsim.fake_rail import SimRail
+from railsim.faults import PROFILES, Dice, Faults, updated
+from railsim.params import Kind
+from railsim.webhooks import signature_header
 from services.relay.rail import RailInstruction, RailOutcome
 from services.shared.domain.payout import PayoutMethod
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.railsim.clock import ManualClock
-from services.railsim.core import RailSim
-from services.railsim.faults import Faults
-from services.railsim.params import Kind
-from services.railsim.replies import Delivery, Reply
+from railsim.clock import ManualClock
+from railsim.core import RailSim
+from railsim.faults import Faults
+from railsim.params import Kind
+from railsim.replies import Delivery, Reply
 
 
 def form(settlement: str, destination: str = "acct_ok", **extra: str) -> list[tuple[str, str]]:

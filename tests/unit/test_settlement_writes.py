@@ -1,6 +1,6 @@
 """Every change to a settlement goes through the one guarded write path: read from the SQL
-the services hold (every string literal under services/), no statement elsewhere updates or
-deletes `settlements`, and only booking inserts them."""
+settle holds (every string literal of services/, railsim/ and tools/), no statement
+elsewhere updates or deletes `settlements`, and only booking inserts them."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import services
 from services.ledger import sql as ledger_sql
 from services.shared import transitions
 
-SERVICES = Path(services.__file__).resolve().parent
-ROOT = SERVICES.parent
+ROOT = Path(services.__file__).resolve().parent.parent
+PACKAGES = (ROOT / "services", ROOT / "railsim", ROOT / "tools")
 
 UPDATE = re.compile(r"\bUPDATE\s+(ONLY\s+)?settlements\b", re.IGNORECASE)
 DELETE = re.compile(r"\bDELETE\s+FROM\s+(ONLY\s+)?settlements\b", re.IGNORECASE)
@@ -31,10 +31,11 @@ GUARDED_PATH = _relative(transitions.__file__)
 BOOKING = _relative(ledger_sql.__file__)
 
 
-def statements(pattern: re.Pattern[str], root: Path = SERVICES) -> dict[str, int]:
-    """Per file under `root` (named from its parent), how many string literals match."""
+def statements(pattern: re.Pattern[str], *roots: Path) -> dict[str, int]:
+    """Per file under `roots` (default: every package; named from the root's parent), how many
+    string literals match."""
     found: dict[str, int] = {}
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(p for root in roots or PACKAGES for p in root.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         hits = sum(
             1
@@ -44,7 +45,7 @@ def statements(pattern: re.Pattern[str], root: Path = SERVICES) -> dict[str, int
             and pattern.search(node.value)
         )
         if hits:
-            found[path.relative_to(root.parent).as_posix()] = hits
+            found[path.relative_to((roots or PACKAGES)[0].parent).as_posix()] = hits
     return found
 
 

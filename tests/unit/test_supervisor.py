@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.run.supervisor import ServiceSpec, Supervisor, SupervisorError
+from tools.run.supervisor import ServiceSpec, Supervisor, SupervisorError
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 # Ignores SIGTERM, so only the SIGKILL after the grace period ends it.
@@ -88,7 +88,7 @@ async def test_pause_and_resume_stop_and_continue_the_child(supervisor: Supervis
 async def test_start_all_waits_for_health_and_names_an_unhealthy_child(
     supervisor: Supervisor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("services.run.supervisor.HEALTH_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("tools.run.supervisor.HEALTH_TIMEOUT_S", 1.0)
     unhealthy = spec("deaf")
     unhealthy.health_url = "http://127.0.0.1:9/healthz"
     with pytest.raises(SupervisorError, match="deaf"):
@@ -106,7 +106,7 @@ async def test_unknown_or_repeated_names_are_refused(supervisor: Supervisor) -> 
 ORPHANING_PARENT = """
 import asyncio, sys
 from pathlib import Path
-from services.run.supervisor import ServiceSpec, Supervisor
+from tools.run.supervisor import ServiceSpec, Supervisor
 
 async def main():
     sup = Supervisor(Path(sys.argv[1]))

@@ -1,0 +1,49 @@
+"""Composition root of the rail simulator: core, webhook sender and HTTP app, then uvicorn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import uvicorn
+from starlette.applications import Starlette
+
+from railsim.core import RailSim
+from railsim.faults import Faults
+from railsim.http import create_app
+from railsim.webhooks import RetryPolicy, WebhookSender
+
+DEFAULT_WEBHOOK_SECRET = "whsec_settle_local"
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    """How one simulator instance behaves."""
+
+    webhook_url: str | None = None  # no webhooks at all when None
+    webhook_secret: str = DEFAULT_WEBHOOK_SECRET
+    idempotency_window: float = 86400.0  # seconds; 0 makes a rail that ignores keys
+    faults: Faults = field(default_factory=Faults)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+def build(options: SimOptions) -> tuple[RailSim, Starlette]:
+    """A fresh core and the ASGI app serving it; nothing runs until the app's lifespan starts."""
+    sim = RailSim(faults=options.faults, idempotency_window=options.idempotency_window)
+    sender = None
+    if options.webhook_url is not None:
+        sender = WebhookSender(options.webhook_url, options.webhook_secret, policy=options.retry)
+    return sim, create_app(sim, sender)
+
+
+async def serve(options: SimOptions, host: str, port: int) -> None:
+    """Serve the simulator on host:port until cancelled or interrupted."""
+    _, app = build(options)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        # Held answers (the timeout fault) must not keep a stopping server alive
+        timeout_graceful_shutdown=2,
+    )
+    await uvicorn.Server(config).serve()

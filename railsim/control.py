@@ -1,0 +1,98 @@
+"""The simulator's own endpoints: effects, faults on demand, reset, webhook stats, health."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from railsim.core import RailSim
+from railsim.errors import FaultsError
+from railsim.faults import updated
+from railsim.webhooks import WebhookSender
+
+
+def control_routes(sim: RailSim, sender: WebhookSender | None) -> list[BaseRoute]:
+    """Routes under /_sim plus /healthz and /readyz (`SimCollector` feeds /metrics)."""
+
+    async def effects(_: Request) -> Response:
+        return JSONResponse(sim.effects())
+
+    async def effects_of(request: Request) -> Response:
+        settlement_id = request.path_params["settlement_id"]
+        return JSONResponse({"settlement_id": settlement_id, **sim.effects_for(settlement_id)})
+
+    async def faults(request: Request) -> Response:
+        if request.method == "POST":
+            try:
+                changes = json.loads(await request.body() or b"{}")
+                if not isinstance(changes, dict):
+                    raise FaultsError("the body must be a JSON object of fault settings")
+                sim.set_faults(updated(sim.faults, changes))
+            except (json.JSONDecodeError, FaultsError) as e:
+                return JSONResponse({"error": {"message": str(e)}}, status_code=400)
+        return JSONResponse(dataclasses.asdict(sim.faults))
+
+    async def reset(_: Request) -> Response:
+        sim.reset()
+        if sender is not None:
+            sender.clear()
+        return JSONResponse({"reset": True, "faults": dataclasses.asdict(sim.faults)})
+
+    async def webhooks(_: Request) -> Response:
+        if sender is None:
+            return JSONResponse({"enabled": False})
+        return JSONResponse({"enabled": True, "url": sender.url, **sender.stats()})
+
+    async def health(_: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    return [
+        Route("/_sim/effects", effects, methods=["GET"]),
+        Route("/_sim/effects/{settlement_id}", effects_of, methods=["GET"]),
+        Route("/_sim/faults", faults, methods=["GET", "POST"]),
+        Route("/_sim/reset", reset, methods=["POST"]),
+        Route("/_sim/webhooks", webhooks, methods=["GET"]),
+        Route("/healthz", health, methods=["GET"]),
+        Route("/readyz", health, methods=["GET"]),
+    ]
+
+
+class SimCollector(Collector):
+    """The simulator's gauges, read from the core at each scrape: the numbers live there,
+    not in metric objects."""
+
+    def __init__(self, sim: RailSim, sender: WebhookSender | None) -> None:
+        self._sim, self._sender = sim, sender
+
+    def collect(self) -> Iterator[Metric]:
+        """railsim_effects, railsim_settlements_with_extra_effects, railsim_webhooks{state}."""
+        summary = self._sim.effects()
+        yield GaugeMetricFamily(
+            "railsim_effects", "Transfers and payouts created", value=summary["total"]
+        )
+        by_settlement = summary["by_settlement"].values()
+        yield GaugeMetricFamily(
+            "railsim_settlements_with_extra_effects",
+            "Settlements with more than one transfer or payout (guarantee 1 broken)",
+            value=sum(1 for counts in by_settlement if sum(counts.values()) > 1),
+        )
+        if self._sender is not None:
+            gauge = GaugeMetricFamily("railsim_webhooks", "Webhook deliveries", labels=["state"])
+            for state, value in self._sender.stats().items():
+                gauge.add_metric([state], value)
+            yield gauge
+
+
+def sim_registry(sim: RailSim, sender: WebhookSender | None) -> CollectorRegistry:
+    """A registry that reports the simulator's gauges."""
+    registry = CollectorRegistry()
+    registry.register(SimCollector(sim, sender))
+    return registry

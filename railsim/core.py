@@ -1,0 +1,245 @@
+"""The rail simulator's state machine: objects, idempotency, effects and faults, without I/O.
+
+Every public method takes the lock, so concurrent requests under one key cannot both create.
+Time comes only from the clock; delayed changes (payout paid/failed, reversals) are timers
+applied whenever the core is next touched, so no thread or event loop is needed to drive it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import deque
+from collections.abc import Iterable
+
+from railsim.announce import announce
+from railsim.clock import Clock, SystemClock
+from railsim.creation import make, refusal
+from railsim.effects import Effects
+from railsim.errors import ApiError
+from railsim.faults import Dice, Faults
+from railsim.idempotency import IdempotencyStore, Stored, fingerprint
+from railsim.listing import page
+from railsim.objects import Payout, Transfer, Wire, json_bytes, new_id
+from railsim.params import Kind, create_request, decode
+from railsim.replies import Delivery, Reply, api_error, error_reply
+from railsim.timers import Timers, apply_due
+
+Pairs = Iterable[tuple[str, str]]
+MAX_KEY_LENGTH = 255
+_CLASSES: dict[Kind, type[Transfer | Payout]] = {Kind.TRANSFER: Transfer, Kind.PAYOUT: Payout}
+
+
+class RailSim:
+    """A stateful fake of Stripe's transfers and payouts; the ground truth for effects."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        faults: Faults | None = None,
+        idempotency_window: float = 86400.0,
+        outbox_limit: int = 10_000,
+    ) -> None:
+        self.clock = clock or SystemClock()
+        self._lock = threading.Lock()
+        self._initial_faults = faults or Faults()
+        self._faults = self._initial_faults
+        self._dice = Dice(self._faults.seed)
+        self._keys = IdempotencyStore(idempotency_window)
+        self._objects: dict[str, Transfer | Payout] = {}
+        self._effects = Effects()
+        self._timers = Timers()
+        self._outbox: deque[Delivery] = deque(maxlen=outbox_limit)
+
+    @property
+    def faults(self) -> Faults:
+        """The fault settings in force."""
+        return self._faults
+
+    def set_faults(self, faults: Faults) -> None:
+        """Put `faults` in force; a new seed restarts the dice."""
+        with self._lock:
+            if faults.seed != self._faults.seed:
+                self._dice = Dice(faults.seed)
+            self._faults = faults
+
+    def reset(self) -> None:
+        """Forget every object, key, effect and pending change; restore the starting faults."""
+        with self._lock:
+            self._faults = self._initial_faults
+            self._dice = Dice(self._faults.seed)
+            self._keys.clear()
+            self._objects.clear()
+            self._effects = Effects()
+            self._timers = Timers()
+            self._outbox.clear()
+
+    def create(self, kind: Kind, pairs: Pairs, idempotency_key: str | None = None) -> Reply:
+        """POST /v1/transfers or /v1/payouts with form `pairs`, under Stripe's key rules."""
+        pairs = list(pairs)
+        request_id = new_id("req")
+        with self._lock:
+            now = self._advance()
+            subject = dict(pairs).get("metadata[settlement_id]") or idempotency_key or "-"
+            if self._dice.chance("fail_before", subject, self._faults.fail_before):
+                return api_error(request_id)
+            try:
+                key = self._usable_key(idempotency_key)
+                fp = fingerprint("POST", f"/v1/{kind}", pairs)
+                stored = self._keys.find(key, now) if key else None
+                if stored is not None:
+                    return self._replay(stored, fp, idempotency_key or "")
+                request = create_request(kind, decode(pairs))
+            except ApiError as e:
+                return error_reply(e, request_id)
+            refused = refusal(request, subject, self._faults, self._dice)
+            if refused is not None:
+                reply = error_reply(refused, request_id)
+            else:
+                obj = make(request, subject, now, self._faults, self._dice, self._timers)
+                self._objects[obj.id] = obj
+                self._effects.count(kind, request.settlement_id)
+                reply = Reply(200, json_bytes(obj.to_wire()), request_id, created_id=obj.id)
+            # Stripe keeps refusals too: the endpoint ran, so the same key gets the same no
+            if key:
+                self._keys.remember(key, Stored(fp, reply, now))
+            return self._disturb(reply, subject, idempotency_key, now)
+
+    def retrieve(self, kind: Kind, object_id: str) -> Reply:
+        """GET /v1/<kind>/<id>: the object as it is now, or 404 resource_missing."""
+        request_id = new_id("req")
+        with self._lock:
+            self._advance()
+            if self._dice.chance("fail_before", object_id, self._faults.fail_before):
+                return api_error(request_id)
+            obj = self._objects.get(object_id)
+            if not isinstance(obj, _CLASSES[kind]):
+                missing = ApiError(
+                    f"No such {kind.removesuffix('s')}: '{object_id}'",
+                    status=404,
+                    code="resource_missing",
+                    param="id",
+                )
+                return error_reply(missing, request_id)
+            return Reply(200, json_bytes(obj.to_wire()), request_id)
+
+    def list_objects(self, kind: Kind, pairs: Pairs) -> Reply:
+        """GET /v1/<kind>: a Stripe list object, newest first, filtered and paged by `pairs`."""
+        pairs = list(pairs)
+        request_id = new_id("req")
+        with self._lock:
+            self._advance()
+            subject = f"list:{kind}:{sorted(pairs)}"
+            if self._dice.chance("fail_before", subject, self._faults.fail_before):
+                return api_error(request_id)
+            wanted = Transfer if kind is Kind.TRANSFER else Payout
+            try:
+                form = decode(pairs)
+            except ApiError as e:
+                return error_reply(e, request_id)
+            # Filter on the objects before building their wire form: a lookup by transfer
+            # group among thousands of objects must not serialise them all under the lock.
+            equal = {
+                k: v for k in ("transfer_group", "destination", "status")
+                if isinstance(v := form.get(k), str)
+            }  # fmt: skip
+            newest = [
+                o.to_wire() for o in reversed(self._objects.values())
+                if isinstance(o, wanted) and all(getattr(o, k, None) == v for k, v in equal.items())
+            ]  # fmt: skip
+            try:
+                return Reply(200, json_bytes(page(kind, newest, form)), request_id)
+            except ApiError as e:
+                return error_reply(e, request_id)
+
+    def effects(self) -> Wire:
+        """Objects created, per settlement id in metadata: {"by_settlement": ..., "total": n}."""
+        with self._lock:
+            return self._effects.summary()
+
+    def effects_for(self, settlement_id: str) -> dict[str, int]:
+        """How many transfers and payouts were created for one settlement."""
+        with self._lock:
+            return self._effects.of(settlement_id)
+
+    def objects_for(self, settlement_id: str) -> list[Wire]:
+        """Every object whose metadata names `settlement_id`, newest first."""
+        with self._lock:
+            self._advance()
+            objects = reversed(self._objects.values())
+            return [
+                o.to_wire() for o in objects if o.metadata.get("settlement_id") == settlement_id
+            ]
+
+    def queue_webhooks(self, deliveries: Iterable[Delivery]) -> None:
+        """Put deliveries in the outbox, for callers that will not post them themselves."""
+        with self._lock:
+            self._outbox.extend(deliveries)
+
+    def take_webhooks(self) -> list[Delivery]:
+        """Apply due changes and hand over every delivery waiting in the outbox."""
+        with self._lock:
+            self._advance()
+            taken = list(self._outbox)
+            self._outbox.clear()
+            return taken
+
+    def _advance(self) -> float:
+        now = self.clock.now()
+        self._outbox.extend(apply_due(self._timers, self._objects, now, self._faults, self._dice))
+        return now
+
+    def _usable_key(self, key: str | None) -> str | None:
+        if key is not None and len(key) > MAX_KEY_LENGTH:
+            raise ApiError(
+                f"Idempotency keys are limited to {MAX_KEY_LENGTH} characters.",
+                code="idempotency_key_too_long",
+                param="Idempotency-Key",
+            )
+        # A rail that ignores keys is simulated by never looking them up
+        return key if key and self._keys.enabled else None
+
+    def _replay(self, stored: Stored, fp: str, key: str) -> Reply:
+        if stored.fingerprint != fp:
+            mismatch = ApiError(
+                "Keys for idempotent requests can only be used with the same parameters they "
+                f"were first used with. Try using a key other than '{key}' if you meant to "
+                "execute a different request.",
+                type_="idempotency_error",
+            )
+            return error_reply(mismatch, new_id("req"))
+        return dataclasses.replace(stored.reply, replayed=True)
+
+    def _disturb(self, reply: Reply, subject: str, key: str | None, now: float) -> Reply:
+        """The created event(s) attached, then the after-acceptance faults applied."""
+        if not reply.ok:
+            return reply
+        f, dice = self._faults, self._dice
+        obj = self._objects[reply.created_id or ""]
+        type_ = "transfer.created" if isinstance(obj, Transfer) else "payout.created"
+        webhooks = announce(
+            type_,
+            obj.to_wire(),
+            at=now,
+            subject=subject,
+            faults=f,
+            dice=dice,
+            request_id=reply.request_id,
+            idempotency_key=key,
+        )
+        reply = dataclasses.replace(
+            reply,
+            webhooks=webhooks,
+            webhooks_first=dice.chance("webhook_early", subject, f.webhook_early),
+        )
+        if dice.chance("fail_after", subject, f.fail_after):
+            return dataclasses.replace(
+                api_error(reply.request_id),
+                webhooks=reply.webhooks,
+                webhooks_first=reply.webhooks_first,
+                created_id=reply.created_id,
+            )
+        if dice.chance("timeout_after", subject, f.timeout_after):
+            return dataclasses.replace(reply, hold_seconds=f.timeout_seconds)
+        return reply

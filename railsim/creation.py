@@ -1,0 +1,71 @@
+"""What a fresh create request comes to: a refusal, or a new object and its due changes."""
+
+from __future__ import annotations
+
+from railsim.errors import ApiError
+from railsim.faults import Dice, Faults
+from railsim.objects import Payout, Transfer, new_id
+from railsim.params import CreateRequest, Kind
+from railsim.timers import REVERSING, Action, Timers
+
+# Destinations that make the rail refuse every time, for tests to aim at.
+REFUSALS = (
+    ("acct_closed", "account_closed", "The destination account is closed."),
+    ("acct_refuse", "transfers_not_allowed", "Transfers to this account are not allowed."),
+    ("acct_nofunds", "balance_insufficient", "You have insufficient funds in your Stripe account."),
+)
+FAILING_PAYOUT = "acct_fail"  # accepted, then the payout fails with account_closed
+
+
+def refusal(request: CreateRequest, subject: str, faults: Faults, dice: Dice) -> ApiError | None:
+    """The terminal refusal this request gets, if any: by destination, or by the refuse fault."""
+    destination = request.destination or ""
+    for prefix, code, message in REFUSALS:
+        if destination.startswith(prefix):
+            return ApiError(message, code=code, param="destination")
+    if dice.chance("refuse", subject, faults.refuse):
+        return ApiError(
+            "Transfers to this account are not allowed.",
+            code="transfers_not_allowed",
+            param="destination",
+        )
+    return None
+
+
+def make(
+    request: CreateRequest, subject: str, now: float, faults: Faults, dice: Dice, timers: Timers
+) -> Transfer | Payout:
+    """The new transfer or payout, with its later changes (settle, fail, reverse) scheduled."""
+    destination = request.destination or ""
+    if request.kind is Kind.TRANSFER:
+        transfer = Transfer(
+            id=new_id("tr"),
+            amount=request.amount,
+            currency=request.currency,
+            destination=destination,
+            created=int(now),
+            transfer_group=request.transfer_group,
+            description=request.description,
+            metadata=request.metadata,
+        )
+        if destination.startswith(REVERSING) or dice.chance("reversal", subject, faults.reversal):
+            timers.add(now + faults.reversal_delay_ms / 1000, Action.REVERSE, transfer.id)
+        return transfer
+    payout = Payout(
+        id=new_id("po"),
+        amount=request.amount,
+        currency=request.currency,
+        destination=request.destination,
+        created=int(now),
+        method=request.method,
+        description=request.description,
+        metadata=request.metadata,
+    )
+    if destination.startswith(FAILING_PAYOUT):
+        action = Action.FAIL_CLOSED
+    elif dice.chance("payout_fail", subject, faults.payout_fail):
+        action = Action.FAIL_PROCESSING
+    else:
+        action = Action.PAY
+    timers.add(now + faults.payout_delay_ms / 1000, action, payout.id)
+    return payout

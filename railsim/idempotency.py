@@ -1,0 +1,61 @@
+"""The simulator's idempotency store: first answer per key, kept for a window, then forgotten."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from railsim.replies import Reply
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """The first answer given under a key, and what the request looked like."""
+
+    fingerprint: str
+    reply: Reply
+    stored_at: float
+
+
+def fingerprint(method: str, path: str, pairs: Iterable[tuple[str, str]]) -> str:
+    """A digest of the request that does not depend on the order of its form fields."""
+    canonical = json.dumps([method.upper(), path, sorted(pairs)])
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class IdempotencyStore:
+    """Keys to first answers; a key older than the window is forgotten, as Stripe prunes them."""
+
+    def __init__(self, window_seconds: float) -> None:
+        if window_seconds < 0:
+            raise ValueError("window_seconds must be >= 0 (0 ignores keys entirely)")
+        self.window_seconds = window_seconds
+        self._stored: dict[str, Stored] = {}
+
+    @property
+    def enabled(self) -> bool:
+        """False for a rail that ignores idempotency keys."""
+        return self.window_seconds > 0
+
+    def find(self, key: str, now: float) -> Stored | None:
+        """The answer stored under `key` within the window, if any."""
+        self._forget_expired(now)
+        return self._stored.get(key)
+
+    def remember(self, key: str, stored: Stored) -> None:
+        """Keep `stored` as the answer for `key`."""
+        self._stored[key] = stored
+
+    def clear(self) -> None:
+        """Forget every key."""
+        self._stored.clear()
+
+    def _forget_expired(self, now: float) -> None:
+        # Insertion order is time order, so the oldest entries sit at the front.
+        while self._stored:
+            key, oldest = next(iter(self._stored.items()))
+            if now - oldest.stored_at < self.window_seconds:
+                return
+            del self._stored[key]

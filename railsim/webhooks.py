@@ -1,0 +1,167 @@
+"""Webhook delivery as Stripe does it: signed events, posted with retries and backoff.
+
+Each attempt is signed afresh (`Stripe-Signature: t=<unix>,v1=<HMAC-SHA256 of "t.payload">`),
+so a receiver that was down for an hour still gets signatures within its tolerance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import hmac
+import itertools
+import logging
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from hashlib import sha256
+
+import httpx
+
+from railsim.clock import Clock, SystemClock
+from railsim.replies import Delivery
+
+log = logging.getLogger(__name__)
+
+
+def signature_header(payload: bytes, secret: str, timestamp: int) -> str:
+    """The `Stripe-Signature` header value for `payload` signed with `secret` at `timestamp`."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + payload, sha256).hexdigest()
+    return f"t={timestamp},v1={mac}"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How hard the sender tries before it gives a delivery up."""
+
+    first_delay: float = 1.0  # seconds before the first retry; doubles each time
+    max_delay: float = 300.0
+    give_up_after: float = 3600.0  # seconds since the first attempt
+    attempt_timeout: float = 10.0
+    max_pending: int = 10_000  # beyond this new deliveries are dropped (and counted)
+    concurrency: int = 4
+
+
+@dataclass(slots=True)
+class _Pending:
+    delivery: Delivery
+    first_attempt: float | None = None
+    attempts: int = 0
+
+
+class WebhookSender:
+    """Posts deliveries to one endpoint until each gets a 2xx or the policy gives up."""
+
+    def __init__(
+        self,
+        url: str,
+        secret: str,
+        *,
+        policy: RetryPolicy | None = None,
+        clock: Clock | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.url = url
+        self._secret = secret
+        self._policy = policy or RetryPolicy()
+        self._clock = clock or SystemClock()
+        self._client = client or httpx.AsyncClient()
+        self._queue: list[tuple[float, int, _Pending]] = []
+        self._order = itertools.count()
+        self._wakeup = asyncio.Event()
+        self._in_flight = 0
+        self._jitter = random.Random()
+        self._stats = dict.fromkeys(("sent", "failed_attempts", "gave_up", "dropped"), 0)
+
+    def enqueue(self, deliveries: Iterable[Delivery]) -> None:
+        """Queue deliveries; each is posted once its `not_before` has passed."""
+        for delivery in deliveries:
+            self._schedule(_Pending(delivery), delivery.not_before)
+        self._wakeup.set()
+
+    async def send_first(self, deliveries: Iterable[Delivery]) -> None:
+        """Post deliveries now, one attempt each; those that fail are queued for retries."""
+        for delivery in deliveries:
+            await self._attempt(_Pending(delivery))
+
+    def stats(self) -> dict[str, int]:
+        """Delivered, failed attempts, given up, dropped, and still pending."""
+        return {**self._stats, "pending": len(self._queue) + self._in_flight}
+
+    def clear(self) -> None:
+        """Drop everything queued (in-flight attempts finish)."""
+        self._queue.clear()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.aclose()
+
+    async def run(self) -> None:
+        """Post due deliveries until cancelled."""
+        slots = asyncio.Semaphore(self._policy.concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                now = self._clock.now()
+                while self._queue and self._queue[0][0] <= now:
+                    _, _, pending = heapq.heappop(self._queue)
+                    await slots.acquire()
+                    task = asyncio.create_task(self._attempt(pending))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                    task.add_done_callback(lambda _: slots.release())
+                wait = self._queue[0][0] - now if self._queue else None
+                self._wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), wait)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    def _schedule(self, pending: _Pending, at: float) -> None:
+        if len(self._queue) + self._in_flight >= self._policy.max_pending:
+            self._stats["dropped"] += 1
+            log.warning("webhook queue full; dropped %s", pending.delivery.event_id)
+            return
+        heapq.heappush(self._queue, (at, next(self._order), pending))
+
+    async def _attempt(self, pending: _Pending) -> None:
+        now = self._clock.now()
+        pending.first_attempt = pending.first_attempt or now
+        pending.attempts += 1
+        self._in_flight += 1
+        try:
+            delivered = await self._post(pending.delivery, int(now))
+        finally:
+            self._in_flight -= 1
+        if delivered:
+            self._stats["sent"] += 1
+            return
+        self._stats["failed_attempts"] += 1
+        policy = self._policy
+        if self._clock.now() - pending.first_attempt >= policy.give_up_after:
+            self._stats["gave_up"] += 1
+            log.warning("webhook %s given up", pending.delivery.event_id)
+            return
+        delay = min(policy.first_delay * 2 ** (pending.attempts - 1), policy.max_delay)
+        self._schedule(pending, self._clock.now() + delay * self._jitter.uniform(0.5, 1.0))
+        self._wakeup.set()
+
+    async def _post(self, delivery: Delivery, timestamp: int) -> bool:
+        headers = {
+            "Content-Type": "application/json; charset=utf-8",
+            "Stripe-Signature": signature_header(delivery.payload, self._secret, timestamp),
+            "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+        }
+        try:
+            response = await self._client.post(
+                self.url,
+                content=delivery.payload,
+                headers=headers,
+                timeout=self._policy.attempt_timeout,
+            )
+        except httpx.HTTPError as e:
+            log.info("webhook %s to %s failed: %r", delivery.event_id, self.url, e)
+            return False
+        return response.is_success

@@ -1,0 +1,53 @@
+"""`settle bench --scenario NAME [--json FILE]`: run one scenario and record its figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from services.shared.config import load_settings
+from services.shared.errors import ConfigError
+from tools.bench.report import BENCHMARKS_MD, save_result, update_markdown
+from tools.bench.runner import BenchError, BenchOptions, scenarios
+
+
+@click.command()
+@click.option("--scenario", "name", required=True, help="Which benchmark: baseline, ...")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the run (parameters, machine, figures) to this JSON file.",
+)
+@click.option("--seconds", default=BenchOptions.seconds, show_default=True, type=click.IntRange(1))
+@click.option("--clients", default=BenchOptions.clients, show_default=True, type=click.IntRange(1))
+@click.option("--count", default=BenchOptions.count, show_default=True, type=click.IntRange(1))
+@click.option("--no-markdown", is_flag=True, help=f"Do not update {BENCHMARKS_MD.name}.")
+def bench(
+    name: str, json_path: Path | None, seconds: int, clients: int, count: int, no_markdown: bool
+) -> None:  # fmt: skip
+    """Run a benchmark scenario, print its figures and record them in docs/benchmarks.md."""
+    available = scenarios()
+    if name not in available:
+        raise click.BadParameter(
+            f"pick one of {', '.join(sorted(available))}", param_hint="--scenario"
+        )
+    try:
+        settings = load_settings()
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
+    options = BenchOptions(seconds=seconds, clients=clients, count=count)
+    try:
+        result = available[name](settings, options)
+    except BenchError as e:
+        raise click.ClickException(f"{name}: {e}") from e
+    for figure in result.figures:
+        click.echo(f"{result.scenario}: {figure}")
+    if json_path is not None:
+        json_path.write_text(result.to_json() + "\n")
+        click.echo(f"wrote {json_path}")
+    if not no_markdown:
+        update_markdown(result)
+        save_result(result)
+        click.echo(f"updated {BENCHMARKS_MD}")

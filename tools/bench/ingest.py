@@ -1,0 +1,130 @@
+"""The `ingest` scenario: settlements accepted per second through Kafka and over HTTP.
+
+The ledger runs as its own process (`settle ledger`) on the bench database, under a topic
+prefix of its own. Kafka: N commands are published as fast as the producer can, and the
+clock runs until the N-th settlement is committed. HTTP: concurrent clients each post
+settlements with fresh keys; throughput and latency percentiles are measured at the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+import uuid
+
+import asyncpg
+
+from services.shared import avro
+from services.shared.config import Settings, libpq_dsn
+from services.shared.kafka import idempotent_producer
+from services.shared.topics import COMMANDS, ensure_topics
+from tools.bench.database import bench_database
+from tools.bench.http_load import post_load
+from tools.bench.report import BenchResult, Figure, read_result
+from tools.bench.runner import BenchError, BenchOptions
+from tools.bench.services import running
+from tools.infra.paths import run_paths
+
+TOKEN = "bench-ingest-token"
+
+
+def _command(tenant: str, n: int) -> bytes:
+    return avro.encode(
+        "SettlementCommand",
+        {
+            "tenant": tenant, "idempotency_key": f"k-{n}", "reference": f"r-{n}",
+            "payee": f"payee-{n % 97}", "destination": f"acct_{n % 31}", "amount": 100 + n,
+            "currency": "USD", "rail": None, "metadata": {"run": tenant},
+        },
+    )  # fmt: skip
+
+
+async def _wait_booked(dsn: str, tenant: str, count: int, timeout_s: float) -> float:
+    conn = await asyncpg.connect(dsn)
+    try:
+        deadline = time.monotonic() + timeout_s
+        query = "SELECT count(*) FROM settlements WHERE tenant = $1"
+        while (booked := await conn.fetchval(query, tenant)) < count:
+            if time.monotonic() > deadline:
+                raise BenchError(f"only {booked} of {count} settlements booked in {timeout_s} s")
+            await asyncio.sleep(0.02)
+        return time.monotonic()
+    finally:
+        await conn.close()
+
+
+async def _through_kafka(settings: Settings, dsn: str, tenant: str, count: int) -> dict[str, float]:
+    commands = [_command(tenant, n) for n in range(count)]
+    producer = idempotent_producer(settings.kafka_bootstrap, "bench-upstream", linger_ms=10)
+    await producer.start()
+    try:
+        started = time.monotonic()
+        sends = [await producer.send(settings.topic(COMMANDS), c, key=str(n).encode())
+                 for n, c in enumerate(commands)]  # fmt: skip
+        await asyncio.gather(*sends)
+        published = time.monotonic()
+    finally:
+        await producer.stop()
+    done = await _wait_booked(dsn, tenant, count, timeout_s=max(120, count / 200))
+    return {"publish": count / (published - started), "accept": count / (done - started)}
+
+
+async def _over_http(url: str, tenant_token: str, count: int, clients: int) -> dict[str, float]:
+    run = uuid.uuid4().hex[:8]
+    auth = {"Authorization": f"Bearer {tenant_token}", "Content-Type": "application/json"}
+
+    def request_for(n: int) -> tuple[str, dict[str, str], bytes]:
+        body = {"reference": f"h-{run}-{n}", "payee": "payee", "destination": "acct_1",
+                "amount": 100 + n, "currency": "EUR"}  # fmt: skip
+        return (
+            "/v1/settlements",
+            {**auth, "Idempotency-Key": f"h-{run}-{n}"},
+            json.dumps(body).encode(),
+        )
+
+    result = await post_load(url, count, clients, request_for)
+    if result.statuses.get(201, 0) != count:
+        raise BenchError(f"expected {count} x 201, got {result.statuses}")
+    cuts = statistics.quantiles(result.latencies, n=100)
+    return {"accept": count / result.elapsed, "p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000}
+
+
+def run_ingest(settings: Settings, options: BenchOptions) -> BenchResult:
+    """Measure settlements/s through Kafka (count commands) and over HTTP (concurrent clients)."""
+    url = bench_database(settings.database_url)
+    dsn = libpq_dsn(url)
+    prefix, tenant = f"bench-{uuid.uuid4().hex[:8]}.", f"bench{uuid.uuid4().hex[:8]}"
+    asyncio.run(ensure_topics(settings.kafka_bootstrap, prefix))
+    env = {"SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": prefix,
+           "SETTLE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+           "SETTLE_API_TOKENS": f"{tenant}:{TOKEN}"}  # fmt: skip
+    log = run_paths().run / "bench" / "ledger-ingest.log"
+    bench_settings = settings.model_copy(update={"topic_prefix": prefix})
+    with running(["ledger"], env, log) as ledger:
+        kafka = asyncio.run(_through_kafka(bench_settings, dsn, tenant, options.count))
+        http_count = max(options.count // 4, options.clients)
+        http = asyncio.run(_over_http(ledger.url, TOKEN, http_count, options.clients))
+    figures = [
+        Figure("kafka accept", kafka["accept"], "settlements/s"),
+        Figure("kafka publish", kafka["publish"], "commands/s"),
+        Figure("http accept", http["accept"], "settlements/s"),
+        Figure("http latency p50", http["p50_ms"], "ms"),
+        Figure("http latency p99", http["p99_ms"], "ms"),
+    ]
+    baseline = read_result("baseline")
+    for base in baseline.figures if baseline else []:
+        if base.unit == "settlements/s" and base.value > 0:
+            figures.append(Figure(f"kafka accept / baseline {base.name}",
+                                  kafka["accept"] / base.value, "x"))  # fmt: skip
+    return BenchResult(
+        scenario="ingest",
+        parameters={
+            "kafka_commands": options.count,
+            "http_requests": http_count,
+            "http_clients": options.clients,
+            "ledger_processes": 1,
+        },
+        figures=figures,
+    )

@@ -1,0 +1,42 @@
+"""The one place every benchmark scenario plugs into: a name, a function, shared options."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.shared.config import Settings
+from services.shared.errors import SettleError
+from tools.bench.report import BenchResult
+
+
+class BenchError(SettleError):
+    """A scenario could not produce trustworthy figures (a tool failed, work went missing)."""
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """Knobs every scenario understands; a scenario ignores those that do not apply."""
+
+    seconds: int = 10
+    clients: int = 8
+    count: int = 10_000
+
+
+Scenario = Callable[[Settings, BenchOptions], BenchResult]
+
+
+def scenarios() -> dict[str, Scenario]:
+    """Every scenario by name; imported lazily so `settle --help` stays fast."""
+    from tools.bench.baseline import run_baseline
+    from tools.bench.inbox import run_inbox
+    from tools.bench.ingest import run_ingest
+    from tools.bench.relay import run_dispatch, run_relay
+
+    return {
+        "baseline": run_baseline,
+        "ingest": run_ingest,
+        "relay": run_relay,
+        "dispatch": run_dispatch,
+        "inbox": run_inbox,
+    }

@@ -1,0 +1,103 @@
+"""`settle chaos --count N --seconds S --seed K [--rail-ignores-keys] [--report FILE]`.
+
+Exit status: 0 every guarantee holds, every submitted settlement was booked exactly once and
+reached a final state, every fault landed and no process of the run is left; 1 one of those
+failed; 2 the run could not be carried out (a server or service would not start). Ctrl-C or
+SIGTERM stops the children and both private servers before exiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+PASSED, BROKEN, NOT_RUN = 0, 1, 2
+
+
+async def _main(options: Any, console: Console) -> tuple[dict[str, Any], Path]:
+    from tools.chaos.runner import run_chaos
+
+    task = asyncio.ensure_future(run_chaos(options, lambda line: console.print(line)))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    return await task
+
+
+def _summary(report: dict[str, Any]) -> str:
+    kinds: dict[str, int] = {}
+    for fault in report["faults"]:
+        name = f"{fault['action']} {fault['target']}"
+        kinds[name] = kinds.get(name, 0) + 1
+    faults = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
+    broken = [
+        k for k, v in report["checks"].items() if isinstance(v, dict) and v.get("ok") is False
+    ]
+    missed = [f"{f['action']} {f['target']}" for f in report["faults"] if not f["landed"]]
+    return (
+        f"faults: {faults}\nfaults that did not land: {missed or 'none'}\n"
+        f"final states: {report['final_states']}\n"
+        f"booked: {report['booked']}\nbroken checks: {broken or 'none'}\n"
+        f"processes left: {report['leftover_processes'] or 'none'}"
+    )
+
+
+@click.command()
+@click.option("--count", default=1000, show_default=True, type=click.IntRange(2))
+@click.option(
+    "--seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(20),
+    help="Length of the fault schedule; the load goes out over its first 75 %.",
+)
+@click.option("--seed", default=1, show_default=True, type=int, help="Decides the faults.")
+@click.option(
+    "--rail-ignores-keys",
+    is_flag=True,
+    help="The simulator ignores idempotency keys; relays look transfers up instead.",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where the JSON report goes (default <run dir>/chaos/seed-K/report.json).",
+)
+def chaos(
+    count: int, seconds: float, seed: int, rail_ignores_keys: bool, report_path: Path | None
+) -> None:
+    """The stack under load with seeded faults (kills, a paused relay, Kafka and PostgreSQL
+    restarts, rail faults), then wait for quiet and check every guarantee."""
+    from services.shared.errors import InfrastructureError
+    from tools.chaos.runner import ChaosOptions
+    from tools.check.errors import SourceUnavailable
+    from tools.run.supervisor import SupervisorError
+
+    console = Console()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    # The broker is down on purpose for a while; its clients' reconnect warnings are expected.
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    options = ChaosOptions(count, seconds, seed, rail_ignores_keys)
+    try:
+        report, run_dir = asyncio.run(_main(options, console))
+    except asyncio.CancelledError:
+        console.print("[yellow]chaos run interrupted; everything it started is stopped[/]")
+        raise SystemExit(NOT_RUN) from None
+    except (InfrastructureError, SupervisorError, SourceUnavailable) as e:
+        console.print(f"[red]chaos run could not finish: {e}[/]")
+        raise SystemExit(NOT_RUN) from e
+    target = report_path or run_dir / "report.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report, indent=2) + "\n")
+    console.print(_summary(report), soft_wrap=True)
+    verdict = "[green]chaos ok[/]" if report["ok"] else "[red]chaos FAILED[/]"
+    console.print(f"{verdict} in {report['elapsed_seconds']} s; report {target}")
+    raise SystemExit(PASSED if report["ok"] else BROKEN)

@@ -1,0 +1,224 @@
+"""One chaos run: private servers, the supervised stack, load and faults, then the verdict.
+
+Order: private PostgreSQL and Kafka up and migrated; ledger, two relays, inbox and simulator
+started; the load (tools/chaos/load.py) and the seeded schedule run side by side for the
+run's seconds; then anything paused is resumed, everything is made to answer again, the batch
+is followed to final states, and `settle check` judges the guarantees after waiting for
+quiet. Whatever happens, the children and both servers are stopped before returning. The run
+passes only when every fault landed (tools/chaos/evidence.py) and no process of it is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from services.shared.config import Settings, libpq_dsn, load_settings
+from services.shared.migrate import upgrade
+from services.shared.topics import COMMANDS, EVENTS
+from tools.chaos import infra as private
+from tools.chaos.evidence import leftovers
+from tools.chaos.inject import Injector
+from tools.chaos.load import Submitted, submit
+from tools.chaos.schedule import fault_schedule
+from tools.check.cli import effect_source
+from tools.check.report import as_json
+from tools.check.run import CheckOptions, run_check
+from tools.infra import kafka, postgres
+from tools.infra.procs import free_ports
+from tools.run.demo import FINAL, STATUS_COUNTS
+from tools.run.submit import Batch
+from tools.run.supervisor import Supervisor
+from tools.run.topology import Ports, StackOptions, service_specs
+
+LEASE_S = 6.0
+LOAD_SHARE = 0.75  # the batch goes out over this share of the run
+POLL_S = 1.0
+LEFTOVER_WAIT_S = 15.0  # for stopped processes to be gone before they count as left behind
+BOOKED = """
+SELECT count(*) AS n, count(DISTINCT reference) AS distinct_refs FROM settlements
+ WHERE tenant = $1 AND reference LIKE $2
+"""
+
+
+@dataclass(frozen=True)
+class ChaosOptions:
+    """What to run and for how long."""
+
+    count: int
+    seconds: float
+    seed: int
+    rail_ignores_keys: bool = False
+    settle_timeout_s: float = 240.0  # after the run, for the batch to reach final states
+    quiet_timeout_s: float = 120.0  # then for in-flight work to finish before the check
+
+
+def child_env(infra: private.PrivateInfra) -> dict[str, str]:
+    """The services' environment: the private servers, a short relay lease, no failpoints."""
+    env = {k: v for k, v in os.environ.items() if k != "SETTLE_FAILPOINTS"}
+    env.update(
+        SETTLE_DATABASE_URL=infra.database_url,
+        SETTLE_KAFKA_BOOTSTRAP=infra.bootstrap,
+        SETTLE_TOPIC_PREFIX=infra.topic_prefix,
+        SETTLE_RELAY_LEASE_SECONDS=f"{LEASE_S:g}",
+    )
+    return env
+
+
+async def _statuses(conn: asyncpg.Connection, batch: Batch) -> dict[str, int]:
+    rows = await conn.fetch(STATUS_COUNTS, batch.tenant, batch.reference_pattern)
+    return {str(r["status"]): int(r["n"]) for r in rows}
+
+
+async def _settle(settings: Settings, batch: Batch, timeout_s: float, say: Any) -> None:
+    """Poll until every settlement of the batch is final, or `timeout_s` passes."""
+    conn = await asyncpg.connect(libpq_dsn(settings.database_url))
+    try:
+        deadline, shown = time.monotonic() + timeout_s, 0.0
+        while time.monotonic() < deadline:
+            statuses = await _statuses(conn, batch)
+            final = sum(statuses.get(s, 0) for s in FINAL)
+            if time.monotonic() - shown >= 10:
+                say(f"settling: {final}/{batch.count} final; {statuses}")
+                shown = time.monotonic()
+            if final >= batch.count:
+                return
+            await asyncio.sleep(POLL_S)
+    finally:
+        await conn.close()
+
+
+async def _recover(supervisor: Supervisor, infra: private.PrivateInfra) -> None:
+    """Resume what is paused, start what is down, wait until every child answers."""
+    for spec in supervisor.specs():
+        if supervisor.is_paused(spec.name):
+            supervisor.resume(spec.name)
+    if postgres.server_pid(infra.paths) is None:
+        await asyncio.to_thread(postgres.start, infra.paths)
+    if kafka.broker_pid(infra.paths) is None:
+        await asyncio.to_thread(kafka.start, infra.paths)
+    await supervisor.wait_healthy()
+
+
+async def _outcome(settings: Settings, batch: Batch) -> tuple[dict[str, int], dict[str, int]]:
+    conn = await asyncpg.connect(libpq_dsn(settings.database_url))
+    try:
+        row = await conn.fetchrow(BOOKED, batch.tenant, batch.reference_pattern)
+        assert row is not None
+        booked = {"rows": int(row["n"]), "distinct_references": int(row["distinct_refs"])}
+        return await _statuses(conn, batch), booked
+    finally:
+        await conn.close()
+
+
+async def _start_services(
+    options: ChaosOptions, infra: private.PrivateInfra, supervisor: Supervisor,
+    env: dict[str, str], say: Any,
+) -> Ports:  # fmt: skip
+    pg_port = int(infra.database_url.rsplit(":", 1)[1].split("/")[0])
+    kafka_port = int(infra.bootstrap.rsplit(":", 1)[1])
+    avoid = {pg_port, kafka_port, kafka_port + 1}
+    ports = Ports.from_base(free_ports(private.SERVICE_PORTS, avoid))
+    stack = StackOptions("none", options.rail_ignores_keys, options.seed)
+    await supervisor.start_all(service_specs(ports, env, stack))
+    say(f"services up on ports {ports.ledger}..{ports.relays[-1]}; logs in {supervisor.log_dir}")
+    return ports
+
+
+async def _stack(
+    options: ChaosOptions, infra: private.PrivateInfra, supervisor: Supervisor, say: Any
+) -> dict[str, Any]:
+    env = child_env(infra)
+    settings = load_settings(env)
+    ports = await _start_services(options, infra, supervisor, env, say)
+    tenant, token = next(iter(settings.api_tokens.items()))
+    batch = Batch(f"chaos{options.seed}-{uuid.uuid4().hex[:6]}", tenant, token, options.count)
+    rail_url = ports.url(ports.railsim)
+    schedule = fault_schedule(options.seed, options.seconds, LEASE_S)
+    began = time.monotonic()
+    load = asyncio.create_task(
+        submit(
+            batch,
+            options.seconds * LOAD_SHARE,
+            ports.url(ports.ledger),
+            infra.bootstrap,
+            settings.topic(COMMANDS),
+        )
+    )
+    try:
+        injected = await Injector(supervisor, infra, rail_url, say).run(schedule, began)
+        await asyncio.sleep(max(0.0, began + options.seconds - time.monotonic()))
+        say("schedule done; recovering")
+        await _recover(supervisor, infra)
+        sent: Submitted = await load
+    finally:
+        load.cancel()
+    say(f"load sent: {sent.kafka_messages} Kafka messages, HTTP {dict(sent.http)}")
+    await _settle(settings, batch, options.settle_timeout_s, say)
+    say(f"checking the invariants (waiting up to {options.quiet_timeout_s:.0f} s for quiet)")
+    check = await run_check(
+        settings.database_url, settings.kafka_bootstrap, settings.topic(EVENTS),
+        effect_source(settings, rail_url), CheckOptions(wait_quiet_s=options.quiet_timeout_s),
+    )  # fmt: skip
+    statuses, booked = await _outcome(settings, batch)
+    final = sum(statuses.get(s, 0) for s in FINAL)
+    exactly_once = booked["rows"] == booked["distinct_references"] == options.count
+    landed = all(i.landed for i in injected)
+    return {
+        "batch": batch.run_id,
+        "faults": [i.as_json() for i in injected],
+        "faults_landed": landed,
+        "restarts": {s.name: supervisor.restarts(s.name) for s in supervisor.specs()},
+        "submitted": {
+            "settlements": options.count,
+            "kafka_messages": sent.kafka_messages,
+            "kafka_resends": sent.kafka_resends,
+            "http_answers": dict(sorted(sent.http.items())),
+            "http_gave_up": sent.http_gave_up,
+        },
+        "booked": {**booked, "exactly_once": exactly_once},
+        "final_states": dict(sorted(statuses.items())),
+        "all_final": final == options.count,
+        "checks": as_json(check),
+        "ok": check.ok and exactly_once and final == options.count and landed,
+    }
+
+
+async def run_chaos(options: ChaosOptions, say: Any) -> tuple[dict[str, Any], Path]:
+    """The run's report (JSON-ready) and its directory; servers and children always stopped."""
+    began = time.monotonic()
+    infra = private.plan(options.seed)
+    head = {
+        "seed": options.seed,
+        "rail_ignores_keys": options.rail_ignores_keys,
+        "count": options.count,
+        "seconds": options.seconds,
+        "relay_lease_seconds": LEASE_S,
+        "postgres": infra.database_url,
+        "kafka": infra.bootstrap,
+    }
+    supervisor = Supervisor(infra.paths.run / "logs")
+    try:
+        say(f"private PostgreSQL {infra.database_url}, Kafka {infra.bootstrap}: starting")
+        await asyncio.to_thread(private.start, infra)
+        await asyncio.to_thread(upgrade, infra.database_url)
+        body = await _stack(options, infra, supervisor, say)
+    finally:
+        say("stopping the services and the private servers")
+        await supervisor.stop_all(grace=10.0)
+        await asyncio.to_thread(private.stop, infra)
+    # Nothing of the run may outlive it: no service, no child of one, no server.
+    left = await leftovers(infra.paths.run, infra.database_url, LEFTOVER_WAIT_S)
+    report = {**head, **body, "leftover_processes": left}
+    report["ok"] = body["ok"] and not left
+    report["elapsed_seconds"] = round(time.monotonic() - began, 1)
+    if report["ok"]:
+        private.purge(infra)
+    return report, infra.paths.run

@@ -1,0 +1,114 @@
+"""`settle check [--json] [--wait-quiet S] [--rail-url URL]`: judge every guarantee, read-only.
+
+Exit status: 0 every guarantee holds, 1 one or more is broken, 2 a source (PostgreSQL, Kafka,
+the rail) or the configuration could not be read, so there is no verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, NoReturn
+
+import click
+from rich.console import Console
+
+from services.shared.config import RailKind, Settings, load_settings
+from services.shared.errors import ConfigError
+from services.shared.topics import EVENTS
+from tools.check.errors import SourceUnavailable
+
+if TYPE_CHECKING:
+    from tools.check.rail import EffectSource
+
+HOLDS, BROKEN, NO_VERDICT = 0, 1, 2
+SIMULATOR_API = "http://127.0.0.1:12111"
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option(
+    "--wait-quiet",
+    "wait_quiet_s",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="First wait up to S seconds for in-flight work to finish.",
+)
+@click.option(
+    "--rail-url",
+    default=None,
+    help="The rail's API base (default STRIPE_API_BASE, else the local simulator).",
+)
+@click.option(
+    "--outbox-bound",
+    "outbox_bound_s",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds after which an unpublished outbox row counts as lost.",
+)
+@click.option(
+    "--inbox-bound",
+    "inbox_bound_s",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds after which a webhook still unapplied counts as lost.",
+)
+def check(
+    as_json: bool,
+    wait_quiet_s: float,
+    rail_url: str | None,
+    outbox_bound_s: float,
+    inbox_bound_s: float,
+) -> None:
+    """Check the guarantees over PostgreSQL, the events topic and the rail; changes nothing."""
+    from tools.check.report import as_json as report_json
+    from tools.check.report import print_table
+    from tools.check.run import CheckOptions, run_check
+
+    try:
+        settings = load_settings()
+    except ConfigError as e:
+        _fail(as_json, "config", str(e))
+    options = CheckOptions(wait_quiet_s, outbox_bound_s, inbox_bound_s)
+    try:
+        report = asyncio.run(
+            run_check(
+                settings.database_url,
+                settings.kafka_bootstrap,
+                settings.topic(EVENTS),
+                effect_source(settings, rail_url),
+                options,
+            )
+        )
+    except SourceUnavailable as e:
+        _fail(as_json, e.source, e.detail)
+    except ValueError as e:
+        _fail(as_json, "config", str(e))
+    if as_json:
+        click.echo(json.dumps(report_json(report), sort_keys=False))
+    else:
+        print_table(report, Console())
+    raise SystemExit(HOLDS if report.ok else BROKEN)
+
+
+def effect_source(settings: Settings, rail_url: str | None) -> EffectSource:
+    """Stripe's list API for SETTLE_RAIL=stripe, else the simulator's effect counts."""
+    from tools.check.rail import SimulatorEffects, StripeEffects
+
+    base = rail_url or settings.stripe_api_base
+    if settings.rail is RailKind.STRIPE:
+        return StripeEffects(settings.stripe_api_key, api_base=base)
+    return SimulatorEffects(base or SIMULATOR_API)
+
+
+def _fail(as_json: bool, source: str, detail: str) -> NoReturn:
+    from tools.check.report import source_error_json
+
+    if as_json:
+        click.echo(json.dumps(source_error_json(source, detail)))
+    else:
+        click.echo(f"settle check: cannot read {source}: {detail}", err=True)
+    raise SystemExit(NO_VERDICT)

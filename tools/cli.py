@@ -1,0 +1,39 @@
+"""The `settle` console script: one group, one subcommand module per concern."""
+
+from __future__ import annotations
+
+import click
+
+from railsim.cli import railsim
+from services.inbox.cli import inbox
+from services.ledger.cli import ledger
+from services.relay.cli import relay
+from services.shared.cli import migrate
+from tools.bench.cli import bench
+from tools.chaos.cli import chaos
+from tools.check.cli import check
+from tools.infra.cli import infra
+from tools.run.cli import demo, run
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """settle: ledger, relay and inbox for settlements paid exactly once in effect."""
+
+
+cli.add_command(infra)
+cli.add_command(migrate)
+cli.add_command(bench)
+cli.add_command(ledger)
+cli.add_command(railsim)
+cli.add_command(relay)
+cli.add_command(inbox)
+cli.add_command(check)
+cli.add_command(run)
+cli.add_command(demo)
+cli.add_command(chaos)
+
+
+def main() -> None:
+    """Entry point of the `settle` console script."""
+    cli()

@@ -1,0 +1,77 @@
+"""`settle infra up | down | status | env`: local PostgreSQL and Kafka without Docker."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import click
+
+from services.shared.errors import InfrastructureError
+from tools.infra import stack
+from tools.infra.model import Outcome, State
+
+
+def _progress(line: str) -> None:
+    click.echo(f"  .. {line}", err=True)
+
+
+@click.group()
+def infra() -> None:
+    """Local PostgreSQL and Kafka, run as plain processes under .run/."""
+
+
+@infra.command()
+@click.option("-q", "--quiet", is_flag=True, help="Print only the summary.")
+def up(quiet: bool) -> None:
+    """Start PostgreSQL and Kafka unless running or external; create the topics."""
+    try:
+        report = stack.up(progress=None if quiet else _progress)
+    except InfrastructureError as e:
+        raise click.ClickException(str(e)) from e
+    for component in report.components:
+        pid = f"pid {component.pid}" if component.pid else ""
+        note = (
+            " (using the external server; not started here)"
+            if component.outcome is Outcome.EXTERNAL
+            else ""
+        )
+        click.echo(f"{component.name:<9} {component.outcome:<16} {pid:<11} {component.url}{note}")
+    if report.topics_created:
+        click.echo(f"topics created: {', '.join(report.topics_created)}")
+    if not report.started and all(c.outcome is Outcome.ALREADY_RUNNING for c in report.components):
+        click.echo("both were already running; nothing to do")
+    click.echo(f"infra up in {report.seconds:.1f} s")
+
+
+@infra.command()
+@click.option("--purge", is_flag=True, help="Also delete the PostgreSQL and Kafka data.")
+def down(purge: bool) -> None:
+    """Stop the servers `up` started; data stays unless --purge."""
+    try:
+        stack.down(purge=purge, progress=click.echo)
+    except InfrastructureError as e:
+        raise click.ClickException(str(e)) from e
+
+
+@infra.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
+def status(as_json: bool) -> None:
+    """Tell what runs: component, state, pid, address, URL."""
+    components = stack.status()
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(c) for c in components], indent=2))
+        return
+    click.echo(f"{'component':<10} {'state':<9} {'pid':<8} {'address':<16} url")
+    for c in components:
+        line = f"{c.name:<10} {c.state:<9} {c.pid or '-'!s:<8} {c.address or '-':<16} {c.url}"
+        click.echo(line + (f"  ({c.detail})" if c.detail else ""))
+
+
+@infra.command()
+def env() -> None:
+    """Print `export SETTLE_DATABASE_URL=... SETTLE_KAFKA_BOOTSTRAP=...` for a shell to eval."""
+    down_now = [c.name for c in stack.status() if c.state is State.DOWN]
+    if down_now:
+        click.echo(f"# warning: not running: {', '.join(down_now)} (settle infra up)", err=True)
+    click.echo(stack.env_lines())

@@ -1,0 +1,139 @@
+"""What the broker needs before it starts: jars from Maven Central, server.properties, a format."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+from services.shared.errors import InfrastructureError
+from tools.infra.paths import KafkaEndpoint, RunPaths
+from tools.infra.procs import apt_install
+
+STAMP_NAME = ".settle-pom.sha256"
+MAVEN_TIMEOUT_S = 900
+
+
+def java() -> str:
+    """Path of the java launcher ($JAVA_HOME first), installing a JRE with apt-get when root."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        apt_install(["default-jre-headless"], "Kafka needs Java 17+ and no java is on PATH")
+        found = shutil.which("java")
+    if found is None:
+        raise InfrastructureError("java is still not on PATH after installing it")
+    return found
+
+
+def pom_hash(pom: Path) -> str:
+    """sha256 of pom.xml, which the jar cache's stamp must match."""
+    return hashlib.sha256(pom.read_bytes()).hexdigest()
+
+
+def jars_cached(lib: Path, pom: Path) -> bool:
+    """Whether `lib` holds a completed copy of the jars `pom` names."""
+    stamp = lib / STAMP_NAME
+    try:
+        return stamp.read_text().strip() == pom_hash(pom)
+    except FileNotFoundError:
+        return False
+
+
+def ensure_jars(paths: RunPaths) -> Path:
+    """The jar directory, resolved with `mvn dependency:copy-dependencies` unless cached."""
+    if jars_cached(paths.kafka_lib, paths.pom):
+        return paths.kafka_lib
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        apt_install(["maven"], "resolving the Kafka broker jars needs Maven (mvn)")
+        mvn = shutil.which("mvn")
+    if mvn is None:
+        raise InfrastructureError("mvn is still not on PATH after installing it")
+    # Resolve beside the cache and swap it in whole, so an interrupted run never looks complete;
+    # the staging directory is this process's own, as two fetches may run at once (a chaos run
+    # beside `settle infra up`).
+    staging = paths.kafka_lib.with_name(f"{paths.kafka_lib.name}.partial-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    log = paths.run / f"maven-{os.getpid()}.log"
+    args = [mvn, "-q", "-B", "-f", str(paths.pom), "dependency:copy-dependencies"]
+    args += [f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
+    with log.open("w") as sink:
+        done = subprocess.run(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=paths.root,
+            timeout=MAVEN_TIMEOUT_S,
+            check=False,
+        )
+    if done.returncode != 0 or not any(staging.glob("kafka_*.jar")):
+        tail = log.read_text(errors="replace").splitlines()[-40:]
+        raise InfrastructureError("mvn could not resolve the Kafka jars:\n" + "\n".join(tail))
+    (staging / STAMP_NAME).write_text(pom_hash(paths.pom) + "\n")
+    log.unlink(missing_ok=True)
+    if jars_cached(paths.kafka_lib, paths.pom):  # another fetch finished first; keep its copy
+        shutil.rmtree(staging, ignore_errors=True)
+        return paths.kafka_lib
+    shutil.rmtree(paths.kafka_lib, ignore_errors=True)
+    staging.rename(paths.kafka_lib)
+    return paths.kafka_lib
+
+
+def render_server_properties(endpoint: KafkaEndpoint, data_dir: Path) -> str:
+    """server.properties of a single combined broker+controller node in KRaft mode."""
+    host, port, ctl = endpoint.host, endpoint.port, endpoint.controller_port
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@{host}:{ctl}",
+        "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{ctl}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(data_dir).replace("\\", "\\\\"),
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        "auto.create.topics.enable": "false",
+    }
+    lines = ["# Written by `settle infra up` on every start; edits are lost."]
+    lines += [f"{key}={value}" for key, value in settings.items()]
+    return "\n".join(lines) + "\n"
+
+
+def new_cluster_id() -> str:
+    """A random KRaft cluster id: 16 bytes, URL-safe base64 without padding."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        # Kafka's own generator skips ids that a command line would read as an option.
+        if not candidate.startswith("-"):
+            return candidate
+
+
+def format_storage(paths: RunPaths, lib: Path) -> bool:
+    """Format the data dir once (no meta.properties yet); whether this call formatted it."""
+    if (paths.kafka_data / "meta.properties").exists():
+        return False
+    args = [java(), "-cp", f"{lib}/*", f"-Dlog4j2.configurationFile={paths.log4j}"]
+    args += ["kafka.tools.StorageTool", "format", "-t", new_cluster_id()]
+    args += ["-c", str(paths.kafka_props)]
+    done = subprocess.run(
+        args, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120, check=False
+    )
+    if done.returncode != 0:
+        out = (done.stdout + done.stderr).strip()[-4000:]
+        raise InfrastructureError(f"kafka StorageTool format failed:\n{out}")
+    return True

@@ -1,0 +1,206 @@
+"""`settle demo`: a batch of settlements through the running stack, watched, then judged.
+
+The batch goes in half as Kafka commands and half over HTTP (see submit.py), the simulator's
+fault profile is set first, a progress bar follows the batch's settlements through their
+states in PostgreSQL, and the report gives the final states, the latency from acceptance to
+`paid`, and the invariant check (tools/check) taken once the system is quiet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+
+import asyncpg
+import httpx
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from services.shared.config import Settings, libpq_dsn
+from services.shared.topics import COMMANDS, EVENTS
+from tools.check.cli import effect_source
+from tools.check.run import CheckOptions, Report, run_check
+from tools.run.submit import Batch, post_settlements, publish_commands
+
+FINAL = ("paid", "failed", "reversed", "needs_review")
+STATES = ("accepted", "dispatching", "submitted", *FINAL)
+POLL_SECONDS = 0.5
+NOTHING_BOOKED_S = 30.0
+STATUS_COUNTS = """
+SELECT status, count(*) AS n FROM settlements
+ WHERE tenant = $1 AND reference LIKE $2 GROUP BY status
+"""
+# From the settlement's first transition (booked as `accepted`) to its transition to `paid`;
+# reversed settlements count too, they were paid first.
+LATENCY = """
+SELECT count(*) AS n,
+       percentile_cont(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (ORDER BY d) AS p,
+       max(d) AS worst
+  FROM (SELECT extract(epoch FROM paid.occurred_at - first.occurred_at) AS d
+          FROM settlements s
+          JOIN settlement_transitions first ON first.settlement_id = s.id AND first.sequence = 1
+          JOIN settlement_transitions paid
+            ON paid.settlement_id = s.id AND paid.to_status = 'paid' AND paid.from_status <> 'paid'
+         WHERE s.tenant = $1 AND s.reference LIKE $2) d
+"""
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """Where the stack listens and how the batch runs."""
+
+    ledger_url: str
+    rail_url: str
+    count: int = 1000
+    fault_profile: str | None = "demo"  # set on the simulator first; None leaves it as it is
+    settle_timeout_s: float = 300.0  # how long the batch may take to reach final states
+    quiet_timeout_s: float = 60.0  # how long the check waits for in-flight work
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Seconds from acceptance to `paid`, over the settlements that got there."""
+
+    count: int
+    p50: float
+    p90: float
+    p99: float
+    worst: float
+
+
+@dataclass(frozen=True)
+class DemoReport:
+    """What the batch did and whether the guarantees hold afterwards."""
+
+    batch: Batch
+    statuses: dict[str, int]  # the batch's settlements per status, at the end
+    http: Counter[str]  # HTTP answers by outcome, retries and duplicates included
+    commands_sent: int  # Kafka messages, repeats included
+    latency: Latency | None
+    check: Report
+    seconds: float
+
+    @property
+    def settled(self) -> int:
+        """Settlements of the batch in a final state (or waiting for review)."""
+        return sum(self.statuses.get(s, 0) for s in FINAL)
+
+    @property
+    def ok(self) -> bool:
+        """Every settlement of the batch settled and every guarantee holds."""
+        return self.settled == self.batch.count and self.check.ok
+
+
+async def set_fault_profile(rail_url: str, profile: str) -> None:
+    """Switch the simulator to a named fault profile."""
+    async with httpx.AsyncClient(base_url=rail_url, timeout=10.0) as client:
+        answer = await client.post("/_sim/faults", json={"profile": profile})
+        answer.raise_for_status()
+
+
+async def _statuses(conn: asyncpg.Connection, batch: Batch) -> dict[str, int]:
+    rows = await conn.fetch(STATUS_COUNTS, batch.tenant, batch.reference_pattern)
+    return {str(r["status"]): int(r["n"]) for r in rows}
+
+
+async def _latency(conn: asyncpg.Connection, batch: Batch) -> Latency | None:
+    row = await conn.fetchrow(LATENCY, batch.tenant, batch.reference_pattern)
+    if row is None or not row["n"]:
+        return None
+    p50, p90, p99 = (float(v) for v in row["p"])
+    return Latency(int(row["n"]), p50, p90, p99, float(row["worst"]))
+
+
+def _describe(statuses: dict[str, int]) -> str:
+    return "  ".join(f"{s} {statuses[s]}" for s in STATES if statuses.get(s))
+
+
+async def _follow(
+    conn: asyncpg.Connection,
+    batch: Batch,
+    timeout_s: float,
+    sending: asyncio.Future[tuple[int, Counter[str]]],
+    bar: Progress,
+    booked: TaskID,
+    settled: TaskID,
+) -> None:
+    """Poll the batch's statuses into the bars until all are final, sending failed, or timeout."""
+    deadline = time.monotonic() + timeout_s
+    sent_at: float | None = None
+    while time.monotonic() < deadline:
+        statuses = await _statuses(conn, batch)
+        done = sum(statuses.get(s, 0) for s in FINAL)
+        bar.update(booked, completed=sum(statuses.values()))
+        bar.update(settled, completed=done, states=_describe(statuses))
+        if sending.done() and (done >= batch.count or sending.exception() is not None):
+            return
+        if sending.done():
+            sent_at = sent_at or time.monotonic()
+            if not statuses and time.monotonic() - sent_at > NOTHING_BOOKED_S:
+                # The ledger answered, yet nothing shows here: another database than ours.
+                bar.console.print(
+                    f"[red]nothing of the batch booked {NOTHING_BOOKED_S:.0f} s after sending: "
+                    "do the ledger and this command use the same SETTLE_DATABASE_URL?[/]"
+                )
+                return
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def run_demo(settings: Settings, options: DemoOptions, console: Console) -> DemoReport:
+    """Submit the batch, follow it to final states, check the invariants; the report."""
+    began = time.monotonic()
+    tenant, token = next(iter(settings.api_tokens.items()))
+    batch = Batch(uuid.uuid4().hex[:8], tenant, token, options.count)
+    if options.fault_profile is not None:
+        await set_fault_profile(options.rail_url, options.fault_profile)
+    half = options.count // 2
+    conn = await asyncpg.connect(libpq_dsn(settings.database_url))
+    try:
+        columns = (
+            TextColumn("{task.description:<10}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[states]}"),
+        )
+        with Progress(*columns, console=console, transient=False) as bar:
+            http_task = bar.add_task("http", total=options.count - half, states="")
+            booked = bar.add_task("booked", total=options.count, states="")
+            settled = bar.add_task("settled", total=options.count, states="")
+            sending = asyncio.gather(
+                publish_commands(batch, range(half), settings.kafka_bootstrap,
+                                 settings.topic(COMMANDS)),
+                post_settlements(batch, range(half, options.count), options.ledger_url,
+                                 lambda: bar.advance(http_task)),
+            )  # fmt: skip
+            try:
+                await _follow(conn, batch, options.settle_timeout_s, sending, bar, booked, settled)
+                commands_sent, http = await sending
+            finally:
+                sending.cancel()
+        console.print(f"checking the invariants (waiting up to {options.quiet_timeout_s:.0f} s)")
+        check = await run_check(
+            settings.database_url,
+            settings.kafka_bootstrap,
+            settings.topic(EVENTS),
+            effect_source(settings, options.rail_url),
+            CheckOptions(wait_quiet_s=options.quiet_timeout_s),
+        )
+        # Read after the wait for quiet: late reversals and reviews have landed.
+        statuses = await _statuses(conn, batch)
+        latency = await _latency(conn, batch)
+    finally:
+        await conn.close()
+    return DemoReport(
+        batch, statuses, http, commands_sent, latency, check, time.monotonic() - began
+    )

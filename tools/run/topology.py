@@ -1,0 +1,82 @@
+"""The local stack as child specs: one ledger, two relays, the inbox and the rail simulator.
+
+Default ports (the services' own defaults): ledger 8081, inbox 8083, rail simulator 12111,
+relay metrics 9101 and 9102. `--ports-from P` (or SETTLE_RUN_PORTS_FROM) puts them on P..P+4
+instead, in that order, so a second stack does not collide with the first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tools.run.supervisor import ServiceSpec
+
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Where each child listens."""
+
+    ledger: int = 8081
+    inbox: int = 8083
+    railsim: int = 12111
+    relays: tuple[int, ...] = (9101, 9102)  # one metrics port per relay replica
+
+    @classmethod
+    def from_base(cls, base: int) -> Ports:
+        """Five consecutive ports from `base`: ledger, inbox, simulator, relay 1, relay 2."""
+        return cls(base, base + 1, base + 2, (base + 3, base + 4))
+
+    def url(self, port: int) -> str:
+        """http://host:port."""
+        return f"http://{HOST}:{port}"
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    """How the simulator behaves."""
+
+    fault_profile: str = "demo"
+    rail_ignores_keys: bool = False  # the simulator ignores keys; relays look transfers up
+    seed: int | None = None
+
+
+def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> list[ServiceSpec]:
+    """The children of `settle run`, simulator and inbox first so the relays find them."""
+    rail = ports.url(ports.railsim)
+    child_env = {
+        **env,
+        "STRIPE_API_BASE": rail,
+        "SETTLE_RAIL": "sim",
+        "SETTLE_RAIL_IDEMPOTENT": "false" if options.rail_ignores_keys else "true",
+    }
+    sim_args = [
+        "railsim", "--host", HOST, "--port", str(ports.railsim),
+        "--webhook-url", f"{ports.url(ports.inbox)}/v1/webhooks/stripe",
+        "--fault-profile", options.fault_profile,
+        "--idempotency-window", "0" if options.rail_ignores_keys else "86400",
+    ]  # fmt: skip
+    if options.seed is not None:
+        sim_args += ["--seed", str(options.seed)]
+    specs = [
+        ServiceSpec("railsim", sim_args, child_env, ports.railsim, f"{rail}/healthz"),
+        ServiceSpec(
+            "inbox",
+            ["inbox", "--host", HOST, "--port", str(ports.inbox)],
+            child_env,
+            ports.inbox,
+            f"{ports.url(ports.inbox)}/healthz",
+        ),
+        ServiceSpec(
+            "ledger",
+            ["ledger", "--host", HOST, "--port", str(ports.ledger)],
+            child_env,
+            ports.ledger,
+            f"{ports.url(ports.ledger)}/healthz",
+        ),
+    ]
+    for n, port in enumerate(ports.relays, start=1):
+        args = ["relay", "--host", HOST, "--metrics-port", str(port)]
+        specs.append(ServiceSpec(f"relay-{n}", args, child_env, port, f"{ports.url(port)}/healthz"))
+    return specs
