@@ -12,7 +12,7 @@ from pathlib import Path
 
 from services.shared.errors import InfrastructureError
 from tools.infra.paths import KafkaEndpoint, RunPaths
-from tools.infra.procs import apt_install
+from tools.infra.procs import run_logged, tool
 
 STAMP_NAME = ".settle-pom.sha256"
 MAVEN_TIMEOUT_S = 900
@@ -23,13 +23,7 @@ def java() -> str:
     home = os.environ.get("JAVA_HOME")
     if home and (Path(home) / "bin" / "java").exists():
         return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
-    if found is None:
-        apt_install(["default-jre-headless"], "Kafka needs Java 17+ and no java is on PATH")
-        found = shutil.which("java")
-    if found is None:
-        raise InfrastructureError("java is still not on PATH after installing it")
-    return found
+    return tool("java", "default-jre-headless", "Kafka needs Java 17+")
 
 
 def pom_hash(pom: Path) -> str:
@@ -50,12 +44,7 @@ def ensure_jars(paths: RunPaths) -> Path:
     """The jar directory, resolved with `mvn dependency:copy-dependencies` unless cached."""
     if jars_cached(paths.kafka_lib, paths.pom):
         return paths.kafka_lib
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        apt_install(["maven"], "resolving the Kafka broker jars needs Maven (mvn)")
-        mvn = shutil.which("mvn")
-    if mvn is None:
-        raise InfrastructureError("mvn is still not on PATH after installing it")
+    mvn = tool("mvn", "maven", "resolving the Kafka broker jars needs Maven")
     # Resolve beside the cache and swap it in whole, so an interrupted run never looks complete;
     # the staging directory is this process's own, as two fetches may run at once (a chaos run
     # beside `settle infra up`).
@@ -65,17 +54,8 @@ def ensure_jars(paths: RunPaths) -> Path:
     log = paths.run / f"maven-{os.getpid()}.log"
     args = [mvn, "-q", "-B", "-f", str(paths.pom), "dependency:copy-dependencies"]
     args += [f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
-    with log.open("w") as sink:
-        done = subprocess.run(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            cwd=paths.root,
-            timeout=MAVEN_TIMEOUT_S,
-            check=False,
-        )
-    if done.returncode != 0 or not any(staging.glob("kafka_*.jar")):
+    code = run_logged(args, log, cwd=paths.root, timeout=MAVEN_TIMEOUT_S)
+    if code != 0 or not any(staging.glob("kafka_*.jar")):
         tail = log.read_text(errors="replace").splitlines()[-40:]
         raise InfrastructureError("mvn could not resolve the Kafka jars:\n" + "\n".join(tail))
     (staging / STAMP_NAME).write_text(pom_hash(paths.pom) + "\n")

@@ -19,7 +19,7 @@ from tools.infra.paths import (
     log_tail,
     pg_endpoint,
 )
-from tools.infra.procs import apt_install, is_root, live_pid, port_open
+from tools.infra.procs import apt_install, is_root, live_pid, port_open, run_logged
 
 START_TIMEOUT_S = 60
 # sun_path holds 108 bytes; past that PostgreSQL refuses the socket and TCP must do.
@@ -69,20 +69,9 @@ def _server_user() -> dict[str, Any]:
 
 
 def _run_server_tool(paths: RunPaths, args: list[str], timeout: float) -> tuple[int, str]:
-    # Output goes to a file, not a pipe: the forked postmaster could otherwise hold it open.
     out = paths.pg / "pg_ctl.out"
-    with out.open("w") as sink:
-        code = subprocess.run(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            cwd=paths.pg,
-            start_new_session=True,
-            timeout=timeout,
-            check=False,
-            **_server_user(),
-        ).returncode
+    extra = {"start_new_session": True, **_server_user()}
+    code = run_logged(args, out, cwd=paths.pg, timeout=timeout, **extra)
     return code, out.read_text(errors="replace").strip()
 
 

@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -132,6 +133,30 @@ def terminate(pid: int, grace: float = 30.0) -> bool:
 def is_root() -> bool:
     """Whether we run with euid 0."""
     return os.geteuid() == 0
+
+
+def tool(name: str, package: str, why: str) -> str:
+    """The path of command `name`, installing Debian `package` first (root only) if it is
+    missing; `why` says what needs it."""
+    found = shutil.which(name)
+    if found is None:
+        apt_install([package], f"{why} and no {name} is on PATH")
+        found = shutil.which(name)
+    if found is None:
+        raise InfrastructureError(f"{name} is still not on PATH after installing {package}")
+    return found
+
+
+def run_logged(args: list[str], log: Path, *, cwd: Path, timeout: float, **extra: Any) -> int:
+    """Run `args` to its end with stdin closed and stdout and stderr written to `log` (a file,
+    not a pipe: a child that forks a server could otherwise hold a pipe open); its exit
+    status. `extra` goes to subprocess.run (a user, a new session)."""
+    with log.open("w") as sink:
+        done = subprocess.run(
+            args, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT, cwd=cwd,
+            timeout=timeout, check=False, **extra,
+        )  # fmt: skip
+    return done.returncode
 
 
 def apt_install(packages: list[str], why: str) -> None:

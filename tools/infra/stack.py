@@ -96,25 +96,31 @@ def up(*, progress: Progress | None = None) -> StackReport:
     began = time.monotonic()
     paths = run_paths()
     with _locked(paths):
-        if _external(DATABASE_ENV):
-            pg = ComponentReport("postgres", Outcome.EXTERNAL, None, database_url())
-        else:
-            say("postgres: checking")
-            started, pid = postgres.start(paths)
-            outcome = Outcome.STARTED if started else Outcome.ALREADY_RUNNING
-            pg = ComponentReport("postgres", outcome, pid, LOCAL_DATABASE_URL)
-        say(f"postgres: {pg.outcome}")
-        if _external(KAFKA_ENV):
-            broker = ComponentReport("kafka", Outcome.EXTERNAL, None, kafka_bootstrap())
-        else:
-            say("kafka: checking (the first run resolves the broker jars with Maven)")
-            started, pid = kafka.start(paths)
-            outcome = Outcome.STARTED if started else Outcome.ALREADY_RUNNING
-            broker = ComponentReport("kafka", outcome, pid, LOCAL_KAFKA_BOOTSTRAP)
-        say(f"kafka: {broker.outcome}")
+        pg = _bring_up("postgres", DATABASE_ENV, LOCAL_DATABASE_URL, postgres.start, paths, say)
+        broker = _bring_up(
+            "kafka", KAFKA_ENV, LOCAL_KAFKA_BOOTSTRAP, kafka.start, paths, say,
+            " (the first run resolves the broker jars with Maven)",
+        )  # fmt: skip
         prefix = os.environ.get(PREFIX_ENV, "")
         created = kafka.run_sync(lambda: ensure_topics(kafka_bootstrap(), prefix))
     return StackReport(pg, broker, tuple(created), time.monotonic() - began)
+
+
+def _bring_up(
+    name: str, variable: str, local_url: str, start: Callable[[RunPaths], tuple[bool, int]],
+    paths: RunPaths, say: Progress, hint: str = "",
+) -> ComponentReport:  # fmt: skip
+    """Start the local server `name` unless $`variable` names an external one to use."""
+    external = _external(variable)
+    if external:
+        report = ComponentReport(name, Outcome.EXTERNAL, None, external)
+    else:
+        say(f"{name}: checking{hint}")
+        started, pid = start(paths)
+        outcome = Outcome.STARTED if started else Outcome.ALREADY_RUNNING
+        report = ComponentReport(name, outcome, pid, local_url)
+    say(f"{name}: {report.outcome}")
+    return report
 
 
 def down(
