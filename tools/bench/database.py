@@ -4,11 +4,17 @@ every run."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 
 import asyncpg
 from sqlalchemy.engine import make_url
 
+from services.ledger.acceptor import Ledger
+from services.ledger.app import windows
+from services.ledger.booking import Books
+from services.ledger.intake import parse_settlement_body
+from services.shared.config import Settings
 from services.shared.migrate import upgrade
 
 
@@ -45,3 +51,18 @@ def bench_database(database_url: str) -> str:
     bench_url = url.set(database=name).render_as_string(hide_password=False)
     upgrade(bench_url)
     return bench_url
+
+
+async def book_settlements(
+    pool: asyncpg.Pool, settings: Settings, tenant: str, prefix: str, count: int
+) -> list[str]:
+    """Book `count` settlements of `tenant` (references `<prefix>-<n>`) through the ledger's
+    own acceptor, as a benchmark's starting point; their ids."""
+    requests = [
+        parse_settlement_body(tenant, f"{prefix}-{n}", json.dumps({
+            "reference": f"{prefix}-{n}", "payee": "p", "destination": f"acct_{n % 50}",
+            "amount": 100 + n, "currency": "USD"}).encode())
+        for n in range(count)
+    ]  # fmt: skip
+    results = await Ledger(pool, Books(windows(settings))).accept_many(requests)
+    return [r.settlement_id for r in results if r.settlement_id]

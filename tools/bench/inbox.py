@@ -11,7 +11,6 @@ deduped and applied per second, from the first post until the last settlement is
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import time
 import uuid
@@ -22,14 +21,10 @@ import uvloop
 
 from railsim.objects import event, json_bytes
 from railsim.webhooks import signature_header
-from services.ledger.acceptor import Ledger
-from services.ledger.app import windows
-from services.ledger.booking import Books
-from services.ledger.intake import parse_settlement_body
 from services.shared.config import Settings, libpq_dsn
 from services.shared.domain.settlement import SettlementStatus
 from services.shared.transitions import Move, apply_transitions
-from tools.bench.database import bench_database
+from tools.bench.database import bench_database, book_settlements
 from tools.bench.http_load import post_load
 from tools.bench.report import BenchResult, Figure
 from tools.bench.runner import BenchError, BenchOptions
@@ -44,14 +39,7 @@ TWINS = 0.05  # share of extra posts that announce a change again under a new ev
 async def _settlements(
     pool: asyncpg.Pool, settings: Settings, tenant: str, count: int
 ) -> list[str]:
-    requests = [
-        parse_settlement_body(tenant, f"{tenant}-{n}", json.dumps({
-            "reference": f"{tenant}-{n}", "payee": "p", "destination": f"acct_{n % 50}",
-            "amount": 100 + n, "currency": "USD"}).encode())
-        for n in range(count)
-    ]  # fmt: skip
-    results = await Ledger(pool, Books(windows(settings))).accept_many(requests)
-    ids = [r.settlement_id for r in results if r.settlement_id]
+    ids = await book_settlements(pool, settings, tenant, tenant, count)
     # Half as the relay leaves them once it recorded the rail's answer: submitted with the
     # rail's reference, so their webhooks are matched by it.
     for start in range(0, len(ids), 2_000):

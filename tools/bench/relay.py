@@ -12,17 +12,12 @@ through the Stripe adapter; instructions completed (transferred and recorded) pe
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 
 import asyncpg
 import uvloop
 
-from services.ledger.acceptor import Ledger
-from services.ledger.app import windows
-from services.ledger.booking import Books
-from services.ledger.intake import parse_settlement_body
 from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.outbox import PUBLISH_BATCH_BYTES, OutboxPublisher
@@ -31,7 +26,7 @@ from services.relay.triggers import DISPATCH_CHUNK
 from services.shared.config import Settings, libpq_dsn
 from services.shared.kafka import idempotent_producer
 from services.shared.topics import EVENTS, ensure_topics
-from tools.bench.database import bench_database
+from tools.bench.database import bench_database, book_settlements
 from tools.bench.report import BenchResult, Figure
 from tools.bench.runner import BenchError, BenchOptions
 from tools.bench.services import running
@@ -97,14 +92,7 @@ async def _dispatch(settings: Settings, dsn: str, sim_url: str, count: int) -> f
     rail = StripeRail("sk_test_bench", api_base=sim_url)
     try:
         tenant, run = f"d{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:8]
-        requests = [
-            parse_settlement_body(tenant, f"{run}-{n}", json.dumps({
-                "reference": f"{run}-{n}", "payee": "p", "destination": f"acct_{n % 50}",
-                "amount": 100 + n, "currency": "USD"}).encode())
-            for n in range(count)
-        ]  # fmt: skip
-        results = await Ledger(pool, Books(windows(settings))).accept_many(requests)
-        ids = [r.settlement_id for r in results if r.settlement_id]
+        ids = await book_settlements(pool, settings, tenant, run, count)
         dispatcher = Dispatcher(pool, rail, create_metrics(), "bench-dispatch")
         chunks = [ids[i : i + DISPATCH_CHUNK] for i in range(0, len(ids), DISPATCH_CHUNK)]
         gate = asyncio.Semaphore(CONCURRENT_CHUNKS)
