@@ -14,7 +14,9 @@
     ├── DomainError                     a settlement rule refused the input (shared.domain)
     │   ├── IllegalTransition
     │   ├── ReasonRequired
-    │   └── IllegalInstructionEvent     a rail instruction cannot take the event
+    │   ├── IllegalInstructionEvent     a rail instruction cannot take the event
+    │   ├── IllegalBreakTransition      a reconciliation break cannot go to that status
+    │   └── BreakNotHealable            only an operator may resolve this break
     ├── TransitionConflict              a settlement changed under its row lock; never retried
     ├── RailLookupFailed                the rail could not be searched; retriable (relay)
     │   └── RailLookupIncomplete        the search ran out of pages; never retried

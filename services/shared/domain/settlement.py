@@ -20,8 +20,10 @@ the settlement on without a rail reference, the reference is written as a step o
 
     DomainError (SettleError)       base of the pure domain's errors; never retriable
     ├── IllegalTransition           the target status may not follow the current one
-    ├── ReasonRequired              needs_review without the reason an operator must read
-    └── IllegalInstructionEvent     a rail instruction cannot take the event (instruction.py)
+    ├── ReasonRequired              needs_review, or a break resolved, without a reason
+    ├── IllegalInstructionEvent     a rail instruction cannot take the event (instruction.py)
+    ├── IllegalBreakTransition      a break cannot go to that status (breaks.py)
+    └── BreakNotHealable            healing a break only an operator may resolve (breaks.py)
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ class IllegalTransition(DomainError):
 
 
 class ReasonRequired(DomainError):
-    """A move to needs_review came without a reason; an operator must know why."""
+    """A move to needs_review, or a break's resolution, came without a reason; a reader must
+    know why."""
 
 
 class Transition(NamedTuple):

@@ -1,0 +1,1 @@
+"""Reconciliation: the ledger compared with the rail's objects and balance, breaks reported."""
