@@ -1,0 +1,181 @@
+"""Each break type found in a small planted case, naming the right settlement and rail object."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.reconcile.compare import compare
+from services.reconcile.model import Break, LedgerRecord, RailObject, Report
+from services.shared.domain.breaks import BreakType
+from services.shared.domain.settlement import SettlementStatus
+from tests.unit.reconcile_cases import GRACE, NOW, payout, settled, sid, transfer
+
+S = SettlementStatus
+T = BreakType
+
+
+def run(ledger: list[LedgerRecord], rail: list[RailObject]) -> Report:
+    return compare(ledger, rail, NOW, grace=GRACE)
+
+
+def only_break(report: Report) -> Break:
+    assert report.pending == ()
+    (found,) = report.breaks
+    return found
+
+
+def test_a_ledger_and_rail_that_agree_give_no_break() -> None:
+    ledger = [settled(1), settled(2, S.SUBMITTED), settled(3, S.REVERSED), settled(4, S.FAILED)]
+    ledger += [settled(5, S.SUBMITTED), settled(6, S.PAID), settled(7, S.REVERSED)]
+    rail = [transfer(1), transfer(3, reversed_=1_000), payout(2, "in_transit")]
+    rail += [payout(5, "pending"), payout(6, "paid"), payout(7, "failed")]
+    assert run(ledger, rail) == Report((), ())
+
+
+def test_a_paid_settlement_the_rail_never_saw_is_missing_at_rail() -> None:
+    found = only_break(run([settled(1), settled(2, S.FAILED)], []))
+    assert found.break_type is T.MISSING_AT_RAIL
+    assert (found.settlement_id, found.rail_object_id) == (sid(1), None)
+
+
+def test_a_transfer_no_settlement_explains_is_unknown_at_rail() -> None:
+    stray = transfer(9, settlement_id=None)
+    found = only_break(run([settled(1)], [transfer(1), stray]))
+    assert found.break_type is T.UNKNOWN_AT_RAIL
+    assert (found.settlement_id, found.rail_object_id) == (None, "tr_9")
+
+
+def test_a_transfer_naming_a_settlement_the_ledger_lacks_is_unknown_at_rail() -> None:
+    found = only_break(run([], [transfer(9)]))
+    assert (found.break_type, found.rail_object_id, found.actual) == (
+        T.UNKNOWN_AT_RAIL,
+        "tr_9",
+        sid(9),
+    )
+
+
+def test_a_transfer_naming_a_settlement_that_never_sent_is_unknown_at_rail() -> None:
+    never_sent = settled(1, S.ACCEPTED, sent_at=None, reference=False)
+    found = only_break(run([never_sent], [transfer(1)]))
+    assert found.break_type is T.UNKNOWN_AT_RAIL
+    assert (found.settlement_id, found.rail_object_id) == (sid(1), "tr_1")
+
+
+def test_a_second_transfer_for_one_settlement_is_a_duplicate_and_the_first_is_compared() -> None:
+    again = transfer(1, object_id="tr_1b", created=transfer(1).created - 5, amount=7)
+    found = only_break(run([settled(1)], [transfer(1), again]))
+    assert found.break_type is T.DUPLICATE_AT_RAIL
+    assert (found.settlement_id, found.rail_object_id, found.actual) == (sid(1), "tr_1b", 2)
+
+
+def test_without_a_reference_the_earliest_object_is_the_settlements_own() -> None:
+    later = transfer(1, object_id="tr_1b", created=transfer(1).created + 5)
+    found = only_break(run([settled(1, reference=False)], [later, transfer(1)]))
+    assert (found.break_type, found.rail_object_id) == (T.DUPLICATE_AT_RAIL, "tr_1b")
+
+
+@pytest.mark.parametrize(
+    ("changes", "kind", "field", "expected", "actual", "difference"),
+    [
+        ({"amount": 1_500}, T.AMOUNT_MISMATCH, "amount", 1_000, 1_500, 500),
+        ({"currency": "USD"}, T.CURRENCY_MISMATCH, "currency", "EUR", "USD", None),
+        (
+            {"destination": "acct_x"},
+            T.DESTINATION_MISMATCH,
+            "destination",
+            "acct_1",
+            "acct_x",
+            None,
+        ),
+        ({"amount_reversed": 1_000}, T.STATUS_DRIFT, "status", "paid", "reversed", None),
+    ],
+)
+def test_a_field_the_rail_disagrees_on_is_named_with_both_values(
+    changes: dict[str, object],
+    kind: BreakType,
+    field: str,
+    expected: object,
+    actual: object,
+    difference: int | None,
+) -> None:
+    found = only_break(run([settled(1)], [transfer(1, **changes)]))
+    assert found == Break(kind, sid(1), "tr_1", field, expected, actual, difference, "EUR")
+
+
+def test_a_partial_reversal_booked_in_full_is_an_amount_reversed_mismatch() -> None:
+    found = only_break(run([settled(1, S.REVERSED)], [transfer(1, reversed_=400)]))
+    assert (found.break_type, found.field, found.difference) == (
+        T.AMOUNT_MISMATCH,
+        "amount_reversed",
+        -600,
+    )
+
+
+def test_a_partial_reversal_the_ledger_missed_is_a_status_drift() -> None:
+    found = only_break(run([settled(1)], [transfer(1, reversed_=400)]))
+    assert (found.break_type, found.expected, found.actual) == (
+        T.STATUS_DRIFT,
+        "paid",
+        "partly_reversed",
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "rail_status", "actual"),
+    [
+        (S.SUBMITTED, "paid", "paid"),
+        (S.SUBMITTED, "failed", "failed"),
+        (S.PAID, "failed", "failed"),
+        (S.PAID, "in_transit", "in_flight"),
+        (S.FAILED, "paid", "paid"),
+        (S.NEEDS_REVIEW, "paid", "paid"),
+        (S.DISPATCHING, "canceled", "failed"),
+    ],
+)
+def test_a_payout_whose_status_the_ledger_disagrees_with_drifts(
+    status: SettlementStatus, rail_status: str, actual: str
+) -> None:
+    found = only_break(
+        run([settled(1, status)], [payout(1, rail_status)._replace(object_id="tr_1")])
+    )
+    assert (found.break_type, found.settlement_id, found.rail_object_id) == (
+        T.STATUS_DRIFT,
+        sid(1),
+        "tr_1",
+    )
+    assert (found.expected, found.actual) == (status.value, actual)
+
+
+def test_inside_the_grace_period_a_missing_object_or_a_lagging_status_is_pending() -> None:
+    sent = NOW - GRACE + 1
+    report = run(
+        [settled(1, sent_at=sent), settled(2, S.SUBMITTED, sent_at=sent)],
+        [payout(2, "paid")._replace(object_id="tr_2")],
+    )
+    assert report.breaks == ()
+    assert [(p.settlement_id, p.rail_object_id, p.would_be, p.age) for p in report.pending] == [
+        (sid(1), None, T.MISSING_AT_RAIL, GRACE - 1),
+        (sid(2), "tr_2", T.STATUS_DRIFT, GRACE - 1),
+    ]
+    assert {p.bucket for p in report.pending} == {"T+0s"}
+
+
+def test_at_the_end_of_the_grace_period_the_same_items_are_breaks() -> None:
+    sent = NOW - GRACE
+    report = run(
+        [settled(1, sent_at=sent), settled(2, S.SUBMITTED, sent_at=sent)],
+        [payout(2, "paid")._replace(object_id="tr_2")],
+    )
+    assert report.pending == ()
+    assert [b.break_type for b in report.breaks] == [T.MISSING_AT_RAIL, T.STATUS_DRIFT]
+
+
+def test_a_wrong_amount_is_a_break_even_inside_the_grace_period() -> None:
+    report = run([settled(1, sent_at=NOW)], [transfer(1, amount=999)])
+    assert [b.break_type for b in report.breaks] == [T.AMOUNT_MISMATCH]
+
+
+def test_two_versions_of_one_object_are_refused_and_exact_repeats_count_once() -> None:
+    assert run([settled(1)], [transfer(1), transfer(1)]) == Report((), ())
+    with pytest.raises(ValueError, match="pass one version"):
+        run([settled(1)], [transfer(1), transfer(1, reversed_=1_000)])
