@@ -1,0 +1,75 @@
+"""The nostro view: the rail's balance moves by what the ledger's sent accounts took in."""
+
+from __future__ import annotations
+
+from services.reconcile.model import Break
+from services.reconcile.nostro import (
+    BalanceMove,
+    balance_breaks,
+    ledger_inflow,
+    rail_outflow,
+    statement_breaks,
+)
+from services.shared.domain.breaks import BreakType
+from services.shared.domain.postings import AccountKind, Posting, postings_for
+from services.shared.domain.settlement import SettlementStatus
+
+S = SettlementStatus
+K = AccountKind
+
+
+def booked(tenant: str, amount: int, currency: str, *steps: SettlementStatus) -> list[Posting]:
+    """The postings of a settlement accepted and moved through `steps` by the shared rules."""
+    held, out = K.PAYABLE, []
+    for target in steps:
+        postings, held = postings_for(amount, currency, tenant, held, target)
+        out += postings
+    return out
+
+
+def move(n: int, kind: str, amount: int, currency: str = "EUR") -> BalanceMove:
+    return BalanceMove(f"txn_{n}", kind, amount, currency, 1_800_000_000 + n)
+
+
+def test_money_sent_paid_and_returned_nets_the_same_on_both_sides() -> None:
+    postings = booked("acme", 1_000, "EUR", S.SUBMITTED, S.PAID)
+    postings += booked("a:b", 300, "EUR", S.PAID, S.REVERSED)  # a tenant with a colon
+    postings += booked("acme", 50, "USD", S.SUBMITTED, S.FAILED)
+    moves = [
+        move(1, "transfer", -1_000),
+        move(2, "transfer", -300),
+        move(3, "transfer_refund", 300),
+    ]
+    moves += [move(4, "payout", -50, "USD"), move(5, "payout_failure", 50, "USD")]
+    moves += [move(6, "charge", 99_999), move(7, "stripe_fee", -25)]  # not the ledger's business
+    assert ledger_inflow(postings) == {"EUR": 1_000, "USD": 0}
+    assert rail_outflow(moves) == {"EUR": 1_000, "USD": 0}
+    assert balance_breaks(moves, postings) == []
+
+
+def test_money_that_left_the_rail_without_a_booking_is_a_balance_mismatch() -> None:
+    postings = booked("acme", 1_000, "EUR", S.SUBMITTED)
+    moves = [move(1, "transfer", -1_000), move(2, "payout", -250), move(3, "payout", -9, "GBP")]
+    assert balance_breaks(moves, postings) == [
+        Break(BreakType.BALANCE_MISMATCH, None, None, "balance", 1_000, 1_250, 250, "EUR"),
+        Break(BreakType.BALANCE_MISMATCH, None, None, "balance", 0, 9, 9, "GBP"),
+    ]
+
+
+def test_a_booking_the_rail_never_moved_is_a_balance_mismatch_the_other_way() -> None:
+    found = balance_breaks([], booked("acme", 700, "EUR", S.PAID))
+    assert [(b.expected, b.actual, b.difference) for b in found] == [(700, 0, -700)]
+
+
+def test_the_rails_closing_balance_is_its_opening_plus_its_transactions() -> None:
+    moves = [move(1, "charge", 5_000), move(2, "transfer", -1_000), move(3, "payout", -7, "USD")]
+    closing = {"EUR": 14_000, "USD": 93}
+    assert statement_breaks({"EUR": 10_000, "USD": 100}, closing, moves) == []
+    (found,) = statement_breaks({"EUR": 10_000, "USD": 100}, closing, moves[1:])
+    assert (found.field, found.expected, found.actual, found.difference, found.currency) == (
+        "balance_transactions",
+        9_000,
+        14_000,
+        5_000,
+        "EUR",
+    )
