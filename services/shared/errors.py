@@ -20,6 +20,8 @@
     ├── TransitionConflict              a settlement changed under its row lock; never retried
     ├── RailLookupFailed                the rail could not be searched; retriable (relay)
     │   └── RailLookupIncomplete        the search ran out of pages; never retried
+    ├── ReconcileError                  reconciliation (reconcile.errors)
+    │   └── UnreadableRailObject        a rail object that cannot be read; never retried
     └── CheckError                      the invariant checker (check.errors)
 
 Each class says with ``retriable`` whether doing the same thing again may succeed, so callers

@@ -1,0 +1,79 @@
+"""Rail objects as the Stripe API renders them (a `to_dict()` of the library's objects), read
+into reconciliation's values. Amounts must be JSON integers: a float, a bool or a string is
+refused rather than rounded, and currencies are upper-cased and must be ISO 4217 codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from services.reconcile.errors import UnreadableRailObject
+from services.reconcile.model import RailObject
+from services.reconcile.nostro import BalanceMove
+from services.shared.domain.payout import PayoutMethod
+from services.shared.money import is_currency
+
+
+def rail_object_of(wire: Mapping[str, Any]) -> RailObject:
+    """The transfer or payout in `wire`; UnreadableRailObject if it is neither or malformed."""
+    object_id = _text(wire, "id")
+    try:
+        kind = PayoutMethod(str(wire.get("object")))
+    except ValueError:
+        raise UnreadableRailObject(object_id, "`object` is neither transfer nor payout") from None
+    transfer = kind is PayoutMethod.TRANSFER
+    metadata = wire.get("metadata")
+    named = metadata.get("settlement_id") if isinstance(metadata, Mapping) else None
+    return RailObject(
+        object_id,
+        kind,
+        _int(wire, "amount", object_id),
+        _int(wire, "amount_reversed", object_id) if transfer else 0,
+        _currency(wire, object_id),
+        _ref(wire.get("destination")),
+        None if transfer else _text(wire, "status"),
+        _int(wire, "created", object_id),
+        named if isinstance(named, str) and named else None,
+    )
+
+
+def balance_move_of(wire: Mapping[str, Any]) -> BalanceMove:
+    """The balance transaction in `wire`; UnreadableRailObject if it is malformed."""
+    move_id = _text(wire, "id")
+    return BalanceMove(
+        move_id,
+        _text(wire, "type"),
+        _int(wire, "amount", move_id),
+        _currency(wire, move_id),
+        _int(wire, "created", move_id),
+    )
+
+
+def _text(wire: Mapping[str, Any], key: str) -> str:
+    value = wire.get(key)
+    if not isinstance(value, str) or not value:
+        raise UnreadableRailObject(wire.get("id"), f"`{key}` must be a non-empty string")
+    return value
+
+
+def _int(wire: Mapping[str, Any], key: str, object_id: str) -> int:
+    value = wire.get(key)
+    if type(value) is not int:
+        raise UnreadableRailObject(object_id, f"`{key}` must be an integer, not {value!r}")
+    return value
+
+
+def _currency(wire: Mapping[str, Any], object_id: str) -> str:
+    value = wire.get("currency")
+    code = value.upper() if isinstance(value, str) else ""
+    if not is_currency(code):
+        raise UnreadableRailObject(object_id, f"`currency` must be an ISO 4217 code, not {value!r}")
+    return code
+
+
+def _ref(value: object) -> str | None:
+    # Stripe sends an id, or the whole object when the request asked to expand it.
+    if isinstance(value, Mapping):
+        value = value.get("id")
+    return value if isinstance(value, str) and value else None

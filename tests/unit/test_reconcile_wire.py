@@ -1,0 +1,82 @@
+"""Rail objects read from the API's JSON as the simulator renders them: exact ints or refusal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from railsim.objects import Payout, Transfer
+from services.reconcile.errors import UnreadableRailObject
+from services.reconcile.model import MoneyState, RailObject, money_state
+from services.reconcile.nostro import BalanceMove
+from services.reconcile.wire import balance_move_of, rail_object_of
+from services.shared.domain.payout import PayoutMethod
+
+SID = "6f1c2b1e-2f7e-4c1a-9d1e-3f6a9b2c4d5e"
+
+
+def sent_transfer() -> Transfer:
+    return Transfer("tr_1", 1_000, "eur", "acct_1", 1_800_000_000, metadata={"settlement_id": SID})
+
+
+def test_a_transfer_and_its_full_reversal_read_as_the_rail_shows_them() -> None:
+    transfer = sent_transfer()
+    read = rail_object_of(transfer.to_wire())
+    assert read == RailObject(
+        "tr_1", PayoutMethod.TRANSFER, 1_000, 0, "EUR", "acct_1", None, 1_800_000_000, SID
+    )
+    assert money_state(read) is MoneyState.PAID
+    transfer.reversal_id = "trr_1"
+    assert money_state(rail_object_of(transfer.to_wire())) is MoneyState.REVERSED
+
+
+@pytest.mark.parametrize(
+    ("status", "state"),
+    [("pending", MoneyState.IN_FLIGHT), ("paid", MoneyState.PAID), ("failed", MoneyState.FAILED)],
+)
+def test_a_payout_reads_with_its_status(status: Any, state: MoneyState) -> None:
+    payout = Payout("po_1", 500, "usd", "ba_1", 1_800_000_000, status=status)
+    read = rail_object_of(payout.to_wire())
+    assert (read.kind, read.amount, read.currency, read.destination, read.settlement_id) == (
+        PayoutMethod.PAYOUT,
+        500,
+        "USD",
+        "ba_1",
+        None,
+    )
+    assert money_state(read) is state
+
+
+def test_an_expanded_destination_reads_as_its_id() -> None:
+    wire = sent_transfer().to_wire() | {"destination": {"id": "acct_1", "object": "account"}}
+    assert rail_object_of(wire).destination == "acct_1"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"amount": 1_000.0},
+        {"amount": True},
+        {"amount": "1000"},
+        {"amount_reversed": None},
+        {"created": 1.8e9},
+        {"currency": "eu"},
+        {"currency": None},
+        {"object": "charge"},
+        {"id": ""},
+    ],
+)
+def test_an_object_with_a_field_of_the_wrong_kind_is_refused_not_rounded(
+    change: dict[str, Any],
+) -> None:
+    with pytest.raises(UnreadableRailObject) as caught:
+        rail_object_of(sent_transfer().to_wire() | change)
+    assert caught.value.retriable is False
+
+
+def test_a_balance_transaction_keeps_its_sign() -> None:
+    wire = {"id": "txn_1", "type": "transfer", "amount": -1_000, "currency": "eur", "created": 7}
+    assert balance_move_of(wire) == BalanceMove("txn_1", "transfer", -1_000, "EUR", 7)
+    with pytest.raises(UnreadableRailObject):
+        balance_move_of(wire | {"amount": -10.5})
