@@ -108,7 +108,8 @@ def money_state(obj: RailObject) -> MoneyState:
 
 
 def break_key(item: Break) -> tuple[str, str, str, str, str]:
-    """The sort key that puts breaks in one order whatever order their inputs came in."""
+    """The sort key that puts breaks in one order whatever order their inputs came in; without
+    the values, it is also what makes a break seen again the same break."""
     return (
         item.settlement_id or "",
         item.rail_object_id or "",
