@@ -47,9 +47,15 @@ def control_routes(sim: RailSim, sender: WebhookSender | None) -> list[BaseRoute
         return JSONResponse({"reset": True, "faults": dataclasses.asdict(sim.faults)})
 
     async def webhooks(_: Request) -> Response:
+        withheld = sim.withheld_webhooks()["count"]
         if sender is None:
-            return JSONResponse({"enabled": False})
-        return JSONResponse({"enabled": True, "url": sender.url, **sender.stats()})
+            return JSONResponse({"enabled": False, "withheld": withheld})
+        return JSONResponse(
+            {"enabled": True, "url": sender.url, **sender.stats(), "withheld": withheld}
+        )
+
+    async def withheld(_: Request) -> Response:
+        return JSONResponse(sim.withheld_webhooks())
 
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -60,6 +66,7 @@ def control_routes(sim: RailSim, sender: WebhookSender | None) -> list[BaseRoute
         Route("/_sim/faults", faults, methods=["GET", "POST"]),
         Route("/_sim/reset", reset, methods=["POST"]),
         Route("/_sim/webhooks", webhooks, methods=["GET"]),
+        Route("/_sim/webhooks/withheld", withheld, methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),
         Route("/readyz", health, methods=["GET"]),
     ]
@@ -73,7 +80,8 @@ class SimCollector(Collector):
         self._sim, self._sender = sim, sender
 
     def collect(self) -> Iterator[Metric]:
-        """railsim_effects, railsim_settlements_with_extra_effects, railsim_webhooks{state}."""
+        """railsim_effects, railsim_settlements_with_extra_effects, railsim_webhooks{state},
+        railsim_webhooks_withheld."""
         summary = self._sim.effects()
         yield GaugeMetricFamily(
             "railsim_effects", "Transfers and payouts created", value=summary["total"]
@@ -83,6 +91,11 @@ class SimCollector(Collector):
             "railsim_settlements_with_extra_effects",
             "Settlements with more than one transfer or payout (guarantee 1 broken)",
             value=sum(1 for counts in by_settlement if sum(counts.values()) > 1),
+        )
+        yield GaugeMetricFamily(
+            "railsim_webhooks_withheld",
+            "Events never sent (the webhook_drop fault)",
+            value=self._sim.withheld_webhooks()["count"],
         )
         if self._sender is not None:
             gauge = GaugeMetricFamily("railsim_webhooks", "Webhook deliveries", labels=["state"])

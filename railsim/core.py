@@ -10,20 +10,21 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from railsim.announce import announce
+from railsim.announce import Withheld, announce
+from railsim.balance import BalanceBook
 from railsim.clock import Clock, SystemClock
 from railsim.creation import make, refusal
 from railsim.effects import Effects
 from railsim.errors import ApiError
 from railsim.faults import Dice, Faults
 from railsim.idempotency import IdempotencyStore, Stored, fingerprint
-from railsim.listing import page
+from railsim.listing import BALANCE_TRANSACTION_FILTERS, OBJECT_FILTERS, page
 from railsim.objects import Payout, Transfer, Wire, json_bytes, new_id
-from railsim.params import Kind, create_request, decode
+from railsim.params import Form, Kind, create_request, decode
 from railsim.replies import Delivery, Reply, api_error, error_reply
-from railsim.timers import Timers, apply_due
+from railsim.timers import Rail, Timers, apply_due
 
 Pairs = Iterable[tuple[str, str]]
 MAX_KEY_LENGTH = 255
@@ -31,7 +32,7 @@ _CLASSES: dict[Kind, type[Transfer | Payout]] = {Kind.TRANSFER: Transfer, Kind.P
 
 
 class RailSim:
-    """A stateful fake of Stripe's transfers and payouts; the ground truth for effects."""
+    """A stateful fake of Stripe's transfers, payouts and balance; the ground truth for effects."""
 
     def __init__(
         self,
@@ -50,6 +51,9 @@ class RailSim:
         self._objects: dict[str, Transfer | Payout] = {}
         self._effects = Effects()
         self._timers = Timers()
+        self._book = BalanceBook()
+        self._withheld = Withheld(outbox_limit)
+        self._outbox_limit = outbox_limit
         self._outbox: deque[Delivery] = deque(maxlen=outbox_limit)
 
     @property
@@ -73,6 +77,8 @@ class RailSim:
             self._objects.clear()
             self._effects = Effects()
             self._timers = Timers()
+            self._book = BalanceBook()
+            self._withheld = Withheld(self._outbox_limit)
             self._outbox.clear()
 
     def create(self, kind: Kind, pairs: Pairs, idempotency_key: str | None = None) -> Reply:
@@ -97,7 +103,7 @@ class RailSim:
             if refused is not None:
                 reply = error_reply(refused, request_id)
             else:
-                obj = make(request, subject, now, self._faults, self._dice, self._timers)
+                obj = make(request, subject, now, self._rail())
                 self._objects[obj.id] = obj
                 self._effects.count(kind, request.settlement_id)
                 reply = Reply(200, json_bytes(obj.to_wire()), request_id, created_id=obj.id)
@@ -108,50 +114,54 @@ class RailSim:
 
     def retrieve(self, kind: Kind, object_id: str) -> Reply:
         """GET /v1/<kind>/<id>: the object as it is now, or 404 resource_missing."""
-        request_id = new_id("req")
-        with self._lock:
-            self._advance()
-            if self._dice.chance("fail_before", object_id, self._faults.fail_before):
-                return api_error(request_id)
+
+        def found() -> Wire | None:
             obj = self._objects.get(object_id)
-            if not isinstance(obj, _CLASSES[kind]):
-                missing = ApiError(
-                    f"No such {kind.removesuffix('s')}: '{object_id}'",
-                    status=404,
-                    code="resource_missing",
-                    param="id",
-                )
-                return error_reply(missing, request_id)
-            return Reply(200, json_bytes(obj.to_wire()), request_id)
+            return obj.to_wire() if isinstance(obj, _CLASSES[kind]) else None
+
+        return self._one(object_id, f"No such {kind.removesuffix('s')}: '{object_id}'", found)
 
     def list_objects(self, kind: Kind, pairs: Pairs) -> Reply:
         """GET /v1/<kind>: a Stripe list object, newest first, filtered and paged by `pairs`."""
-        pairs = list(pairs)
-        request_id = new_id("req")
-        with self._lock:
-            self._advance()
-            subject = f"list:{kind}:{sorted(pairs)}"
-            if self._dice.chance("fail_before", subject, self._faults.fail_before):
-                return api_error(request_id)
-            wanted = Transfer if kind is Kind.TRANSFER else Payout
-            try:
-                form = decode(pairs)
-            except ApiError as e:
-                return error_reply(e, request_id)
+        wanted = Transfer if kind is Kind.TRANSFER else Payout
+
+        def newest(form: Form) -> list[Wire]:
             # Filter on the objects before building their wire form: a lookup by transfer
             # group among thousands of objects must not serialise them all under the lock.
             equal = {
                 k: v for k in ("transfer_group", "destination", "status")
                 if isinstance(v := form.get(k), str)
             }  # fmt: skip
-            newest = [
+            return [
                 o.to_wire() for o in reversed(self._objects.values())
                 if isinstance(o, wanted) and all(getattr(o, k, None) == v for k, v in equal.items())
             ]  # fmt: skip
-            try:
-                return Reply(200, json_bytes(page(kind, newest, form)), request_id)
-            except ApiError as e:
-                return error_reply(e, request_id)
+
+        return self._list(f"/v1/{kind}", OBJECT_FILTERS[kind], newest, pairs)
+
+    def list_balance_transactions(self, pairs: Pairs) -> Reply:
+        """GET /v1/balance_transactions: every movement of the balance, newest first, paged."""
+        return self._list(
+            "/v1/balance_transactions",
+            BALANCE_TRANSACTION_FILTERS,
+            lambda _: self._book.newest_first(),
+            pairs,
+        )
+
+    def retrieve_balance_transaction(self, transaction_id: str) -> Reply:
+        """GET /v1/balance_transactions/<id>: one movement, or 404 resource_missing."""
+        missing = f"No such balance transaction: '{transaction_id}'"
+        return self._one(transaction_id, missing, lambda: self._book.find(transaction_id))
+
+    def balance(self) -> Reply:
+        """GET /v1/balance: what every movement so far adds up to, per currency."""
+        return self._one("balance", "", self._book.balance)
+
+    def withheld_webhooks(self) -> Wire:
+        """Events the webhook_drop fault never sent: {"count": n, "recent": [...]}."""
+        with self._lock:
+            self._advance()
+            return {"count": self._withheld.count, "recent": self._withheld.recent()}
 
     def effects(self) -> Wire:
         """Objects created, per settlement id in metadata: {"by_settlement": ..., "total": n}."""
@@ -185,9 +195,43 @@ class RailSim:
             self._outbox.clear()
             return taken
 
+    def _list(
+        self, url: str, filters: frozenset[str], newest: Callable[[Form], list[Wire]], pairs: Pairs
+    ) -> Reply:
+        pairs = list(pairs)
+        request_id = new_id("req")
+        with self._lock:
+            self._advance()
+            subject = f"list:{url.removeprefix('/v1/')}:{sorted(pairs)}"
+            if self._dice.chance("fail_before", subject, self._faults.fail_before):
+                return api_error(request_id)
+            try:
+                form = decode(pairs)
+                return Reply(200, json_bytes(page(url, filters, newest(form), form)), request_id)
+            except ApiError as e:
+                return error_reply(e, request_id)
+
+    def _one(self, subject: str, missing: str, found: Callable[[], Wire | None]) -> Reply:
+        """One object read under the lock, or Stripe's 404 with the message `missing`."""
+        request_id = new_id("req")
+        with self._lock:
+            self._advance()
+            if self._dice.chance("fail_before", subject, self._faults.fail_before):
+                return api_error(request_id)
+            obj = found()
+            if obj is None:
+                error = ApiError(missing, status=404, code="resource_missing", param="id")
+                return error_reply(error, request_id)
+            return Reply(200, json_bytes(obj), request_id)
+
+    def _rail(self) -> Rail:
+        return Rail(
+            self._objects, self._timers, self._book, self._faults, self._dice, self._withheld
+        )
+
     def _advance(self) -> float:
         now = self.clock.now()
-        self._outbox.extend(apply_due(self._timers, self._objects, now, self._faults, self._dice))
+        self._outbox.extend(apply_due(self._rail(), now))
         return now
 
     def _usable_key(self, key: str | None) -> str | None:
@@ -226,6 +270,7 @@ class RailSim:
             faults=f,
             dice=dice,
             request_id=reply.request_id,
+            withheld=self._withheld,
             idempotency_key=key,
         )
         reply = dataclasses.replace(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from railsim.balance import MovementType
 from railsim.errors import ApiError
 from railsim.faults import Dice, Faults
 from railsim.objects import Payout, Transfer, new_id
 from railsim.params import CreateRequest, Kind
-from railsim.timers import REVERSING, Action, Timers
+from railsim.timers import PARTLY_REVERSING, REVERSING, Action, Rail
 
 # Destinations that make the rail refuse every time, for tests to aim at.
 REFUSALS = (
@@ -32,34 +33,45 @@ def refusal(request: CreateRequest, subject: str, faults: Faults, dice: Dice) ->
     return None
 
 
-def make(
-    request: CreateRequest, subject: str, now: float, faults: Faults, dice: Dice, timers: Timers
-) -> Transfer | Payout:
-    """The new transfer or payout, with its later changes (settle, fail, reverse) scheduled."""
+def make(request: CreateRequest, subject: str, now: float, rail: Rail) -> Transfer | Payout:
+    """The new transfer or payout, booked against the balance, with its later changes (settle,
+    fail, reverse) scheduled."""
     destination = request.destination or ""
+    faults, dice, created = rail.faults, rail.dice, int(now)
     if request.kind is Kind.TRANSFER:
         transfer = Transfer(
             id=new_id("tr"),
             amount=request.amount,
             currency=request.currency,
             destination=destination,
-            created=int(now),
+            created=created,
             transfer_group=request.transfer_group,
             description=request.description,
             metadata=request.metadata,
         )
+        transfer.balance_transaction = rail.book.record(
+            MovementType.TRANSFER, -request.amount, request.currency, transfer.id, created
+        )
+        reversing_at = now + faults.reversal_delay_ms / 1000
         if destination.startswith(REVERSING) or dice.chance("reversal", subject, faults.reversal):
-            timers.add(now + faults.reversal_delay_ms / 1000, Action.REVERSE, transfer.id)
+            rail.timers.add(reversing_at, Action.REVERSE, transfer.id)
+        elif destination.startswith(PARTLY_REVERSING) or dice.chance(
+            "partial_reversal", subject, faults.partial_reversal
+        ):
+            rail.timers.add(reversing_at, Action.REVERSE_PART, transfer.id)
         return transfer
     payout = Payout(
         id=new_id("po"),
         amount=request.amount,
         currency=request.currency,
         destination=request.destination,
-        created=int(now),
+        created=created,
         method=request.method,
         description=request.description,
         metadata=request.metadata,
+    )
+    payout.balance_transaction = rail.book.record(
+        MovementType.PAYOUT, -request.amount, request.currency, payout.id, created
     )
     if destination.startswith(FAILING_PAYOUT):
         action = Action.FAIL_CLOSED
@@ -67,5 +79,5 @@ def make(
         action = Action.FAIL_PROCESSING
     else:
         action = Action.PAY
-    timers.add(now + faults.payout_delay_ms / 1000, action, payout.id)
+    rail.timers.add(now + faults.payout_delay_ms / 1000, action, payout.id)
     return payout

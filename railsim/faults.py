@@ -27,6 +27,10 @@ class Faults:
     webhook_early: float = 0.0  # the created event posted before the API answers
     payout_fail: float = 0.0  # an accepted payout fails later
     reversal: float = 0.0  # a transfer or paid payout is reversed later
+    # The faults only a reconciliation catches: off in every profile for now
+    webhook_drop: float = 0.0  # a change's events are never sent at all
+    partial_reversal: float = 0.0  # a transfer is later reversed in part (half, rounded down)
+    payout_return: float = 0.0  # a paid payout comes back later (payout.paid, then .failed)
     reversal_delay_ms: float = 2000.0
     payout_delay_ms: float = 200.0  # pending -> paid/failed
     reorder_delay_ms: float = 500.0  # how long a reordered event is held back
@@ -45,6 +49,9 @@ PROBABILITIES = frozenset(
         "webhook_early",
         "payout_fail",
         "reversal",
+        "webhook_drop",
+        "partial_reversal",
+        "payout_return",
     }
 )
 

@@ -32,7 +32,7 @@ TICK_SECONDS = 0.05  # how often due changes (payout paid, reversals) are turned
 
 
 class StripeApi:
-    """The /v1 endpoints for transfers and payouts."""
+    """The /v1 endpoints for transfers, payouts, the balance and its transactions."""
 
     def __init__(self, sim: RailSim, sender: WebhookSender | None) -> None:
         self.sim = sim
@@ -44,6 +44,11 @@ class StripeApi:
         for kind in Kind:
             routes.append(Route(f"/v1/{kind}", self._collection(kind), methods=["GET", "POST"]))
             routes.append(Route(f"/v1/{kind}/{{object_id}}", self._member(kind), methods=["GET"]))
+        routes.append(Route("/v1/balance", self._balance, methods=["GET"]))
+        routes.append(Route("/v1/balance_transactions", self._movements, methods=["GET"]))
+        routes.append(
+            Route("/v1/balance_transactions/{transaction_id}", self._movement, methods=["GET"])
+        )
         all_methods = ["GET", "POST", "DELETE", "PUT", "PATCH"]
         routes.append(Route("/v1/{rest:path}", self._unknown, methods=all_methods))
         return routes
@@ -76,6 +81,23 @@ class StripeApi:
             )
 
         return endpoint
+
+    async def _balance(self, request: Request) -> Response:
+        if (denied := await self._admit(request)) is not None:
+            return denied
+        return await self._answer(self.sim.balance(), None)
+
+    async def _movements(self, request: Request) -> Response:
+        if (denied := await self._admit(request)) is not None:
+            return denied
+        query = parse_qsl(request.url.query, keep_blank_values=True)
+        return await self._answer(self.sim.list_balance_transactions(query), None)
+
+    async def _movement(self, request: Request) -> Response:
+        if (denied := await self._admit(request)) is not None:
+            return denied
+        transaction_id = request.path_params["transaction_id"]
+        return await self._answer(self.sim.retrieve_balance_transaction(transaction_id), None)
 
     async def _unknown(self, request: Request) -> Response:
         missing = ApiError(

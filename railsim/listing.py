@@ -8,10 +8,12 @@ from railsim.errors import ApiError
 from railsim.objects import Wire
 from railsim.params import Form, Kind
 
-_FILTERS = {
+OBJECT_FILTERS = {
     Kind.TRANSFER: frozenset({"transfer_group", "destination"}),
     Kind.PAYOUT: frozenset({"status", "destination"}),
 }
+# `payout` names an automatic payout; the simulator makes none, so that filter finds nothing
+BALANCE_TRANSACTION_FILTERS = frozenset({"currency", "payout", "source", "type"})
 _PAGING = frozenset({"limit", "starting_after", "ending_before", "created", "expand"})
 _COMPARISONS = {
     "gt": lambda a, b: a > b,
@@ -21,14 +23,14 @@ _COMPARISONS = {
 }
 
 
-def page(kind: Kind, newest_first: Sequence[Wire], form: Form) -> Wire:
-    """The list object `GET /v1/<kind>` answers for `form`'s filters and paging."""
+def page(url: str, filters: frozenset[str], newest_first: Sequence[Wire], form: Form) -> Wire:
+    """The list object `GET <url>` answers for `form`'s `filters` (exact values) and paging."""
     for key in form:
-        if key not in _FILTERS[kind] | _PAGING:
+        if key not in filters | _PAGING:
             raise ApiError(
                 f"Received unknown parameter: {key}", code="parameter_unknown", param=key
             )
-    matching = [o for o in newest_first if _matches(o, form)]
+    matching = [o for o in newest_first if _matches(o, filters, form)]
     limit = _limit(form)
     after, before = form.get("starting_after"), form.get("ending_before")
     if isinstance(after, str):
@@ -39,11 +41,11 @@ def page(kind: Kind, newest_first: Sequence[Wire], form: Form) -> Wire:
         selected, has_more = matching[max(0, end - limit) : end], end > limit
     else:
         selected, has_more = matching[:limit], len(matching) > limit
-    return {"object": "list", "data": selected, "has_more": has_more, "url": f"/v1/{kind}"}
+    return {"object": "list", "data": selected, "has_more": has_more, "url": url}
 
 
-def _matches(obj: Wire, form: Form) -> bool:
-    for key in ("transfer_group", "destination", "status"):
+def _matches(obj: Wire, filters: frozenset[str], form: Form) -> bool:
+    for key in filters:
         wanted = form.get(key)
         if isinstance(wanted, str) and obj.get(key) != wanted:
             return False

@@ -24,9 +24,32 @@ def json_bytes(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+@dataclass(frozen=True, slots=True)
+class Reversal:
+    """Money of a transfer taken back from the connected account, in full or in part."""
+
+    id: str
+    amount: int  # minor units, at most what is left of the transfer
+    created: int
+    balance_transaction: str | None = None
+
+    def to_wire(self, transfer: Transfer) -> Wire:
+        """The transfer_reversal object as Stripe renders it inside its transfer."""
+        return {
+            "id": self.id,
+            "object": "transfer_reversal",
+            "amount": self.amount,
+            "balance_transaction": self.balance_transaction,
+            "created": self.created,
+            "currency": transfer.currency,
+            "metadata": {},
+            "transfer": transfer.id,
+        }
+
+
 @dataclass(slots=True)
 class Transfer:
-    """A Connect transfer; it moves once (created) and may be reversed later."""
+    """A Connect transfer; it moves once (created) and may be reversed later, in parts."""
 
     id: str
     amount: int
@@ -36,27 +59,23 @@ class Transfer:
     transfer_group: str | None = None
     description: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
-    reversal_id: str | None = None  # set once the transfer is reversed in full
+    reversals: list[Reversal] = field(default_factory=list)
+    balance_transaction: str | None = None
+
+    @property
+    def amount_reversed(self) -> int:
+        """How much of the amount has been taken back so far."""
+        return sum(r.amount for r in self.reversals)
 
     def to_wire(self) -> Wire:
         """The transfer object as Stripe's API returns it."""
-        reversals = []
-        if self.reversal_id is not None:
-            reversals.append(
-                {
-                    "id": self.reversal_id,
-                    "object": "transfer_reversal",
-                    "amount": self.amount,
-                    "currency": self.currency,
-                    "transfer": self.id,
-                    "metadata": {},
-                }
-            )
+        reversals = [r.to_wire(self) for r in self.reversals]
         return {
             "id": self.id,
             "object": "transfer",
             "amount": self.amount,
-            "amount_reversed": self.amount if self.reversal_id else 0,
+            "amount_reversed": self.amount_reversed,
+            "balance_transaction": self.balance_transaction,
             "created": self.created,
             "currency": self.currency,
             "description": self.description,
@@ -70,7 +89,8 @@ class Transfer:
                 "total_count": len(reversals),
                 "url": f"/v1/transfers/{self.id}/reversals",
             },
-            "reversed": self.reversal_id is not None,
+            # Stripe's own rule: true only once reversed in full, false while partly reversed
+            "reversed": bool(self.reversals) and self.amount_reversed == self.amount,
             "transfer_group": self.transfer_group,
         }
 
@@ -90,6 +110,8 @@ class Payout:
     status: PayoutStatus = "pending"
     failure_code: str | None = None
     failure_message: str | None = None
+    balance_transaction: str | None = None  # the money leaving the platform
+    failure_balance_transaction: str | None = None  # the money coming back, once failed
 
     def to_wire(self) -> Wire:
         """The payout object as Stripe's API returns it."""
@@ -99,10 +121,12 @@ class Payout:
             "amount": self.amount,
             "arrival_date": self.created + 2 * 86400,
             "automatic": False,
+            "balance_transaction": self.balance_transaction,
             "created": self.created,
             "currency": self.currency,
             "description": self.description,
             "destination": self.destination,
+            "failure_balance_transaction": self.failure_balance_transaction,
             "failure_code": self.failure_code,
             "failure_message": self.failure_message,
             "livemode": False,

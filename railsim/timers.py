@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from dataclasses import dataclass
 from enum import Enum
 
-from railsim.announce import announce
+from railsim.announce import Withheld, announce
+from railsim.balance import BalanceBook, MovementType
 from railsim.faults import Dice, Faults
-from railsim.objects import Payout, Transfer, new_id
+from railsim.objects import Payout, Reversal, Transfer, new_id
 from railsim.replies import Delivery
 
 REVERSING = "acct_reverse"  # accepted, then reversed after reversal_delay_ms
+PARTLY_REVERSING = "acct_partial"  # a transfer accepted, then reversed in part
 
 
 class Action(Enum):
@@ -21,6 +24,7 @@ class Action(Enum):
     FAIL_CLOSED = "fail_closed"  # payout pending -> failed, account_closed
     FAIL_PROCESSING = "fail_processing"  # payout pending -> failed, could_not_process
     REVERSE = "reverse"  # transfer reversed in full, or paid payout returned (-> failed)
+    REVERSE_PART = "reverse_part"  # transfer reversed in part: half its amount, rounded down
 
 
 _FAILURES = {
@@ -48,37 +52,80 @@ class Timers:
         return at, action, object_id
 
 
-def apply_due(
-    timers: Timers,
-    objects: dict[str, Transfer | Payout],
-    now: float,
-    faults: Faults,
-    dice: Dice,
-) -> list[Delivery]:
+@dataclass(frozen=True, slots=True)
+class Rail:
+    """What a due change reads and writes: the objects, their timers, the balance, the dice."""
+
+    objects: dict[str, Transfer | Payout]
+    timers: Timers
+    book: BalanceBook
+    faults: Faults
+    dice: Dice
+    withheld: Withheld
+
+
+def apply_due(rail: Rail, now: float) -> list[Delivery]:
     """Apply every change due by `now`, including those due changes schedule; announce them."""
     deliveries: list[Delivery] = []
-    while (due := timers.pop_due(now)) is not None:
+    while (due := rail.timers.pop_due(now)) is not None:
         at, action, object_id = due
-        obj = objects.get(object_id)
+        obj = rail.objects.get(object_id)
         if obj is None:
             continue
         subject = obj.metadata.get("settlement_id", obj.id)
         if isinstance(obj, Transfer):
-            obj.reversal_id = new_id("trr")
-            type_ = "transfer.reversed"
+            type_ = _reverse(rail, obj, action, at)
         elif action is Action.PAY:
-            obj.status = "paid"
-            type_ = "payout.paid"
-            if (obj.destination or "").startswith(REVERSING) or dice.chance(
-                "reversal", subject, faults.reversal
-            ):
-                timers.add(at + faults.reversal_delay_ms / 1000, Action.REVERSE, obj.id)
+            type_ = _pay(rail, obj, subject, at)
         else:
-            # A paid payout that comes back is reported by Stripe as payout.failed
-            code, message = _FAILURES.get(action, ("account_closed", "The payout was returned."))
-            obj.status, obj.failure_code, obj.failure_message = "failed", code, message
-            type_ = "payout.failed"
+            type_ = _fail(rail, obj, action, at)
+        if type_ is None:
+            continue
         deliveries.extend(
-            announce(type_, obj.to_wire(), at=at, subject=subject, faults=faults, dice=dice)
+            announce(
+                type_,
+                obj.to_wire(),
+                at=at,
+                subject=subject,
+                faults=rail.faults,
+                dice=rail.dice,
+                withheld=rail.withheld,
+            )
         )
     return deliveries
+
+
+def _reverse(rail: Rail, transfer: Transfer, action: Action, at: float) -> str | None:
+    left = transfer.amount - transfer.amount_reversed
+    amount = transfer.amount // 2 if action is Action.REVERSE_PART else left
+    if not 0 < amount <= left:
+        return None  # nothing (or too little) left to take back
+    reversal_id = new_id("trr")
+    txn = rail.book.record(
+        MovementType.TRANSFER_REFUND, amount, transfer.currency, reversal_id, int(at)
+    )
+    transfer.reversals.append(Reversal(reversal_id, amount, int(at), txn))
+    # Stripe announces a partial reversal with the same event type as a full one
+    return "transfer.reversed"
+
+
+def _pay(rail: Rail, payout: Payout, subject: str, at: float) -> str:
+    payout.status = "paid"
+    faults, dice = rail.faults, rail.dice
+    if (
+        (payout.destination or "").startswith(REVERSING)
+        or dice.chance("reversal", subject, faults.reversal)
+        or dice.chance("payout_return", subject, faults.payout_return)
+    ):
+        rail.timers.add(at + faults.reversal_delay_ms / 1000, Action.REVERSE, payout.id)
+    return "payout.paid"
+
+
+def _fail(rail: Rail, payout: Payout, action: Action, at: float) -> str:
+    # A paid payout that comes back is reported by Stripe as payout.failed
+    code, message = _FAILURES.get(action, ("account_closed", "The payout was returned."))
+    payout.status, payout.failure_code, payout.failure_message = "failed", code, message
+    payout.failure_balance_transaction = rail.book.record(
+        MovementType.PAYOUT_FAILURE, payout.amount, payout.currency, payout.id, int(at)
+    )
+    return "payout.failed"
