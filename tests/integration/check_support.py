@@ -37,8 +37,8 @@ from services.shared.topics import EVENTS, ensure_topics
 from services.shared.transitions import apply_transition
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique, with_database
 from tests.harness import Servers
+from tests.integration.railsim_support import serving
 from tests.integration.test_ledger_books import WINDOWS
-from tests.integration.test_railsim_http import serving
 from tools.check.invariants import CheckResult, by_name
 from tools.check.rail import SimulatorEffects
 from tools.check.run import CheckOptions, Report, run_check

@@ -1,0 +1,126 @@
+"""The rail simulator served over HTTP for tests: a webhook receiver that verifies with Stripe's
+library, a simulator wired to it, and Stripe's own client pointed at it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import stripe
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from railsim.app import SimOptions, build
+from railsim.webhooks import RetryPolicy
+
+SECRET = "whsec_railsim_test"
+FAST_RETRIES = RetryPolicy(first_delay=0.05, max_delay=0.2, give_up_after=30)
+
+
+@dataclass
+class Receiver:
+    """A webhook endpoint that records what it got and can be told to fail for a while."""
+
+    received: list[tuple[bytes, str]] = field(default_factory=list)
+    failures_left: int = 0
+
+    async def endpoint(self, request: Request) -> Response:
+        if self.failures_left > 0:
+            self.failures_left -= 1
+            return Response(status_code=503)
+        self.received.append((await request.body(), request.headers["Stripe-Signature"]))
+        return Response(status_code=200)
+
+    def events(self, settlement_id: str) -> list[stripe.Event]:
+        verified = [stripe.Webhook.construct_event(p.decode(), h, SECRET) for p, h in self.received]
+        # StripeObject is no dict in stripe v16: .get() raises, so read through to_dict()
+        return [
+            e
+            for e in verified
+            if e.data.object.metadata.to_dict().get("settlement_id") == settlement_id
+        ]
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Starlette) -> AsyncIterator[str]:
+    """Serve `app` on a free local port for the duration; yield its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    await eventually(lambda: server.started)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+@dataclass
+class Sim:
+    """A simulator being served: its base URL, its webhook receiver, a client for /_sim."""
+
+    url: str
+    receiver: Receiver
+    control: httpx.AsyncClient
+
+    async def faults(self, **settings: Any) -> None:
+        (await self.control.post("/_sim/faults", json=settings)).raise_for_status()
+
+    async def effects(self, settlement_id: str) -> dict[str, Any]:
+        return (await self.control.get(f"/_sim/effects/{settlement_id}")).json()  # type: ignore[no-any-return]
+
+    async def withheld(self) -> dict[str, Any]:
+        return (await self.control.get("/_sim/webhooks/withheld")).json()  # type: ignore[no-any-return]
+
+
+@contextlib.asynccontextmanager
+async def running_sim() -> AsyncIterator[Sim]:
+    """A simulator and its webhook receiver, each on a free local port, for the duration."""
+    receiver = Receiver()
+    hooks = Starlette(routes=[Route("/hooks", receiver.endpoint, methods=["POST"])])
+    async with serving(hooks) as hooks_url:
+        options = SimOptions(f"{hooks_url}/hooks", SECRET, retry=FAST_RETRIES)
+        async with serving(build(options)[1]) as url, httpx.AsyncClient(base_url=url) as control:
+            yield Sim(url, receiver, control)
+
+
+@contextlib.asynccontextmanager
+async def stripe_client(sim: Sim) -> AsyncIterator[stripe.StripeClient]:
+    """Stripe's own client, its API base pointed at the simulator, without retries."""
+    http = stripe.HTTPXClient(timeout=5)
+    try:
+        yield stripe.StripeClient(
+            "sk_test_x", base_addresses={"api": sim.url}, max_network_retries=0, http_client=http
+        )
+    finally:
+        await http.close_async()  # type: ignore[no-untyped-call]
+
+
+def transfer_params(
+    settlement_id: str, destination: str = "acct_ok", amount: int = 1050
+) -> stripe.params.TransferCreateParams:
+    return {
+        "amount": amount,
+        "currency": "eur",
+        "destination": destination,
+        "transfer_group": settlement_id,
+        "metadata": {"settlement_id": settlement_id, "tenant": "acme"},
+    }
+
+
+async def eventually(condition: Callable[[], object], within: float = 5.0) -> None:
+    """Wait until `condition()` is true; fail the test after `within` seconds."""
+    for _ in range(int(within / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"condition not met within {within}s")
