@@ -94,12 +94,12 @@ async def running_sim() -> AsyncIterator[Sim]:
 
 
 @contextlib.asynccontextmanager
-async def stripe_client(sim: Sim) -> AsyncIterator[stripe.StripeClient]:
-    """Stripe's own client, its API base pointed at the simulator, without retries."""
+async def stripe_client(url: str) -> AsyncIterator[stripe.StripeClient]:
+    """Stripe's own client, its API base pointed at the simulator at `url`, without retries."""
     http = stripe.HTTPXClient(timeout=5)
     try:
         yield stripe.StripeClient(
-            "sk_test_x", base_addresses={"api": sim.url}, max_network_retries=0, http_client=http
+            "sk_test_x", base_addresses={"api": url}, max_network_retries=0, http_client=http
         )
     finally:
         await http.close_async()  # type: ignore[no-untyped-call]

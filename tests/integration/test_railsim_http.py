@@ -32,7 +32,7 @@ async def no_faults(sim: Sim) -> AsyncIterator[None]:
 
 @pytest.fixture
 async def client(sim: Sim) -> AsyncIterator[stripe.StripeClient]:
-    async with stripe_client(sim) as client:
+    async with stripe_client(sim.url) as client:
         yield client
 
 
