@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from railsim.listing import Ordered
 from railsim.objects import Wire, new_id
 
 
@@ -35,8 +36,8 @@ class BalanceBook:
     """Balance transactions in the order they happened, and the running balance per currency."""
 
     def __init__(self) -> None:
-        self._entries: list[Wire] = []  # never changed once written, so kept in wire form
-        self._by_id: dict[str, Wire] = {}
+        # never changed once written, so kept in wire form
+        self.transactions: Ordered[Wire] = Ordered()
         self._totals: dict[str, int] = {}
 
     def record(
@@ -61,18 +62,14 @@ class BalanceBook:
             "status": "available",
             "type": type_.value,
         }
-        self._entries.append(entry)
-        self._by_id[entry["id"]] = entry
+        self.transactions.add(entry["id"], entry)
         self._totals[currency] = self._totals.get(currency, 0) + amount
         return str(entry["id"])
 
     def find(self, transaction_id: str) -> Wire | None:
         """One balance transaction by id, if it exists."""
-        return self._by_id.get(transaction_id)
-
-    def newest_first(self) -> list[Wire]:
-        """Every balance transaction, newest first (the order Stripe lists them in)."""
-        return self._entries[::-1]
+        position = self.transactions.position.get(transaction_id)
+        return None if position is None else self.transactions.records[position]
 
     def balance(self) -> Wire:
         """The balance object of `GET /v1/balance`: what the movements add up to per currency."""

@@ -20,9 +20,9 @@ from railsim.effects import Effects
 from railsim.errors import ApiError
 from railsim.faults import Dice, Faults
 from railsim.idempotency import IdempotencyStore, Stored, fingerprint
-from railsim.listing import BALANCE_TRANSACTION_FILTERS, OBJECT_FILTERS, page
+from railsim.listing import BALANCE_TRANSACTION_FILTERS, OBJECT_FILTERS, Ordered, R, page
 from railsim.objects import Payout, Transfer, Wire, json_bytes, new_id
-from railsim.params import Form, Kind, create_request, decode
+from railsim.params import Kind, create_request, decode
 from railsim.replies import Delivery, Reply, api_error, error_reply
 from railsim.timers import Rail, Timers, apply_due
 
@@ -49,6 +49,7 @@ class RailSim:
         self._dice = Dice(self._faults.seed)
         self._keys = IdempotencyStore(idempotency_window)
         self._objects: dict[str, Transfer | Payout] = {}
+        self._listed: dict[Kind, Ordered[Transfer | Payout]] = {k: Ordered() for k in Kind}
         self._effects = Effects()
         self._timers = Timers()
         self._book = BalanceBook()
@@ -75,6 +76,7 @@ class RailSim:
             self._dice = Dice(self._faults.seed)
             self._keys.clear()
             self._objects.clear()
+            self._listed = {k: Ordered() for k in Kind}
             self._effects = Effects()
             self._timers = Timers()
             self._book = BalanceBook()
@@ -105,6 +107,7 @@ class RailSim:
             else:
                 obj = make(request, subject, now, self._rail())
                 self._objects[obj.id] = obj
+                self._listed[kind].add(obj.id, obj)
                 self._effects.count(kind, request.settlement_id)
                 reply = Reply(200, json_bytes(obj.to_wire()), request_id, created_id=obj.id)
             # Stripe keeps refusals too: the endpoint ran, so the same key gets the same no
@@ -123,29 +126,24 @@ class RailSim:
 
     def list_objects(self, kind: Kind, pairs: Pairs) -> Reply:
         """GET /v1/<kind>: a Stripe list object, newest first, filtered and paged by `pairs`."""
-        wanted = Transfer if kind is Kind.TRANSFER else Payout
-
-        def newest(form: Form) -> list[Wire]:
-            # Filter on the objects before building their wire form: a lookup by transfer
-            # group among thousands of objects must not serialise them all under the lock.
-            equal = {
-                k: v for k in ("transfer_group", "destination", "status")
-                if isinstance(v := form.get(k), str)
-            }  # fmt: skip
-            return [
-                o.to_wire() for o in reversed(self._objects.values())
-                if isinstance(o, wanted) and all(getattr(o, k, None) == v for k, v in equal.items())
-            ]  # fmt: skip
-
-        return self._list(f"/v1/{kind}", OBJECT_FILTERS[kind], newest, pairs)
+        return self._list(
+            f"/v1/{kind}",
+            OBJECT_FILTERS[kind],
+            self._listed[kind],
+            pairs,
+            lambda o, key: getattr(o, key, None),
+            lambda o: o.to_wire(),
+        )
 
     def list_balance_transactions(self, pairs: Pairs) -> Reply:
         """GET /v1/balance_transactions: every movement of the balance, newest first, paged."""
         return self._list(
             "/v1/balance_transactions",
             BALANCE_TRANSACTION_FILTERS,
-            lambda _: self._book.newest_first(),
+            self._book.transactions,
             pairs,
+            lambda t, key: t.get(key),
+            lambda t: t,
         )
 
     def retrieve_balance_transaction(self, transaction_id: str) -> Reply:
@@ -196,7 +194,13 @@ class RailSim:
             return taken
 
     def _list(
-        self, url: str, filters: frozenset[str], newest: Callable[[Form], list[Wire]], pairs: Pairs
+        self,
+        url: str,
+        filters: frozenset[str],
+        ordered: Ordered[R],
+        pairs: Pairs,
+        read: Callable[[R, str], object],
+        wire: Callable[[R], Wire],
     ) -> Reply:
         pairs = list(pairs)
         request_id = new_id("req")
@@ -206,10 +210,10 @@ class RailSim:
             if self._dice.chance("fail_before", subject, self._faults.fail_before):
                 return api_error(request_id)
             try:
-                form = decode(pairs)
-                return Reply(200, json_bytes(page(url, filters, newest(form), form)), request_id)
+                listed = page(url, filters, ordered, decode(pairs), read=read, wire=wire)
             except ApiError as e:
                 return error_reply(e, request_id)
+            return Reply(200, json_bytes(listed), request_id)
 
     def _one(self, subject: str, missing: str, found: Callable[[], Wire | None]) -> Reply:
         """One object read under the lock, or Stripe's 404 with the message `missing`."""

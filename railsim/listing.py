@@ -1,8 +1,11 @@
-"""Stripe list objects: newest first, filtered, paged with limit and starting_after."""
+"""Stripe list objects: newest first, filtered, paged with limit and starting_after or
+ending_before."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from railsim.errors import ApiError
 from railsim.objects import Wire
@@ -14,8 +17,10 @@ OBJECT_FILTERS = {
 }
 # `payout` names an automatic payout; the simulator makes none, so that filter finds nothing
 BALANCE_TRANSACTION_FILTERS = frozenset({"currency", "payout", "source", "type"})
+R = TypeVar("R")
 _PAGING = frozenset({"limit", "starting_after", "ending_before", "created", "expand"})
-_COMPARISONS = {
+_COMPARISONS: dict[str, Callable[[int, int], bool]] = {
+    "eq": lambda a, b: a == b,
     "gt": lambda a, b: a > b,
     "gte": lambda a, b: a >= b,
     "lt": lambda a, b: a < b,
@@ -23,41 +28,85 @@ _COMPARISONS = {
 }
 
 
-def page(url: str, filters: frozenset[str], newest_first: Sequence[Wire], form: Form) -> Wire:
-    """The list object `GET <url>` answers for `form`'s `filters` (exact values) and paging."""
+class Ordered(Generic[R]):
+    """Records in the order the rail made them (so oldest first), each found by its id."""
+
+    def __init__(self) -> None:
+        self.records: list[R] = []
+        self.position: dict[str, int] = {}
+
+    def add(self, record_id: str, record: R) -> None:
+        """Keep `record` as the newest."""
+        self.position[record_id] = len(self.records)
+        self.records.append(record)
+
+
+def page(
+    url: str,
+    filters: frozenset[str],
+    ordered: Ordered[R],
+    form: Form,
+    *,
+    read: Callable[[R, str], object],
+    wire: Callable[[R], Wire],
+) -> Wire:
+    """The list object `GET <url>` answers for `form`'s `filters` (exact values) and paging.
+
+    Walks from the cursor and stops one match past the page, so paging through a long
+    history costs each page its own length, not the history's; only a page's records are
+    rendered (`wire`), and fields are read with `read`.
+    """
     for key in form:
         if key not in filters | _PAGING:
             raise ApiError(
                 f"Received unknown parameter: {key}", code="parameter_unknown", param=key
             )
-    matching = [o for o in newest_first if _matches(o, filters, form)]
-    limit = _limit(form)
+    wanted = {k: v for k in filters if isinstance(v := form.get(k), str)}
+    bounds = _created_bounds(form)
+    records, limit = ordered.records, _limit(form)
+
+    def matching(indices: range) -> list[R]:
+        found = (
+            r for i in indices if _matches(r := records[i], wanted, bounds, read)
+        )  # fmt: skip
+        return list(itertools.islice(found, limit + 1))
+
     after, before = form.get("starting_after"), form.get("ending_before")
-    if isinstance(after, str):
-        start = _position(matching, after, "starting_after") + 1
-        selected, has_more = matching[start : start + limit], len(matching) > start + limit
-    elif isinstance(before, str):
-        end = _position(matching, before, "ending_before")
-        selected, has_more = matching[max(0, end - limit) : end], end > limit
+    if isinstance(before, str) and not isinstance(after, str):
+        newer = matching(range(_cursor(ordered, before, "ending_before") + 1, len(records)))
+        selected = newer[:limit][::-1]
     else:
-        selected, has_more = matching[:limit], len(matching) > limit
-    return {"object": "list", "data": selected, "has_more": has_more, "url": url}
+        start = len(records)
+        if isinstance(after, str):
+            start = _cursor(ordered, after, "starting_after")
+        newer = matching(range(start - 1, -1, -1))
+        selected = newer[:limit]
+    data = [wire(r) for r in selected]
+    return {"object": "list", "data": data, "has_more": len(newer) > limit, "url": url}
 
 
-def _matches(obj: Wire, filters: frozenset[str], form: Form) -> bool:
-    for key in filters:
-        wanted = form.get(key)
-        if isinstance(wanted, str) and obj.get(key) != wanted:
-            return False
+def _matches(
+    record: R,
+    wanted: dict[str, str],
+    bounds: list[tuple[Callable[[int, int], bool], int]],
+    read: Callable[[R, str], object],
+) -> bool:
+    if any(read(record, key) != value for key, value in wanted.items()):
+        return False
+    created = read(record, "created")
+    return all(compare(created, bound) for compare, bound in bounds)  # type: ignore[arg-type]
+
+
+def _created_bounds(form: Form) -> list[tuple[Callable[[int, int], bool], int]]:
     created = form.get("created")
     if isinstance(created, str):
-        return bool(obj["created"] == _integer(created, "created"))
+        return [(_COMPARISONS["eq"], _integer(created, "created"))]
+    bounds = []
     for op, bound in (created or {}).items():
-        if op not in _COMPARISONS:
+        if op not in _COMPARISONS or op == "eq":
             raise ApiError(f"Invalid created[{op}]", code="parameter_unknown", param="created")
-        if not _COMPARISONS[op](obj["created"], _integer(bound, f"created[{op}]")):
-            return False
-    return True
+        bounds.append((_COMPARISONS[op], _integer(bound, f"created[{op}]")))
+    return bounds
 
 
 def _limit(form: Form) -> int:
@@ -78,8 +127,8 @@ def _integer(raw: object, param: str) -> int:
     return int(raw)
 
 
-def _position(objects: Sequence[Wire], object_id: str, param: str) -> int:
-    for index, obj in enumerate(objects):
-        if obj["id"] == object_id:
-            return index
-    raise ApiError(f"No such object: '{object_id}'", code="resource_missing", param=param)
+def _cursor(ordered: Ordered[R], record_id: str, param: str) -> int:
+    position = ordered.position.get(record_id)
+    if position is None:
+        raise ApiError(f"No such object: '{record_id}'", code="resource_missing", param=param)
+    return position

@@ -9,7 +9,9 @@ from typing import Any
 from railsim.clock import ManualClock
 from railsim.core import RailSim
 from railsim.faults import Faults
-from railsim.params import Kind
+from railsim.listing import Ordered, page
+from railsim.objects import Wire
+from railsim.params import Form, Kind
 from railsim.replies import Reply
 
 
@@ -122,3 +124,39 @@ def test_reset_forgets_the_movements_and_the_withheld_events() -> None:
     assert listed(sim)["data"] == []
     assert body(sim.balance())["available"] == [{"amount": 0, "currency": "usd"}]
     assert sim.withheld_webhooks() == {"count": 0, "recent": []}
+
+
+def test_ending_before_pages_towards_the_newest_and_says_whether_more_are_newer() -> None:
+    sim = RailSim()
+    for amount in range(1, 6):
+        transfer(sim, amount)
+    ids = [t["id"] for t in listed(sim, ("limit", "5"))["data"]]  # newest first: 5, 4, ... 1
+
+    newer = listed(sim, ("ending_before", ids[4]), ("limit", "2"))
+    assert [t["id"] for t in newer["data"]] == [ids[2], ids[3]] and newer["has_more"]
+    newest = listed(sim, ("ending_before", ids[2]), ("limit", "2"))
+    assert [t["id"] for t in newest["data"]] == [ids[0], ids[1]] and not newest["has_more"]
+
+
+def test_walking_a_long_history_reads_each_record_about_once() -> None:
+    history: Ordered[Wire] = Ordered()
+    for n in range(10_000):
+        history.add(f"txn_{n}", {"id": f"txn_{n}", "created": n})
+    reads = 0
+
+    def read(record: Wire, key: str) -> object:
+        nonlocal reads
+        reads += 1
+        return record.get(key)
+
+    seen: list[str] = []
+    form: Form = {"limit": "100", "created": {"gte": "0"}}
+    while True:
+        answer = page("/v1/balance_transactions", frozenset(), history, form, read=read, wire=dict)
+        seen += [t["id"] for t in answer["data"]]
+        if not answer["has_more"]:
+            break
+        form = {**form, "starting_after": seen[-1]}
+
+    assert seen == [f"txn_{n}" for n in range(9_999, -1, -1)]
+    assert reads <= 10_000 + 100  # one look per record, plus one look-ahead per page
