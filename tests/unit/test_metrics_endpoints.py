@@ -9,6 +9,7 @@ from starlette.types import ASGIApp
 
 from railsim.clock import ManualClock
 from railsim.core import RailSim
+from railsim.faults import Faults
 from railsim.http import create_app as railsim_app
 from railsim.params import Kind
 from services.relay.metrics import create_metrics, metrics_app
@@ -63,3 +64,11 @@ async def test_the_simulators_metrics_are_read_from_its_core_at_each_scrape() ->
     samples = await scrape(app)
     assert samples[("railsim_effects", ())] == 3
     assert samples[("railsim_settlements_with_extra_effects", ())] == 1
+
+
+async def test_the_simulator_counts_the_events_it_withheld() -> None:
+    sim = RailSim(clock=ManualClock(), faults=Faults(webhook_drop=1))
+    app = railsim_app(sim)
+    assert (await scrape(app))[("railsim_webhooks_withheld", ())] == 0
+    transfer(sim, "s-1", "k-1")
+    assert (await scrape(app))[("railsim_webhooks_withheld", ())] == 1
