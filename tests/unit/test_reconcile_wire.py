@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from railsim.objects import Payout, Transfer
+from railsim.objects import Payout, Reversal, Transfer
 from services.reconcile.errors import UnreadableRailObject
 from services.reconcile.model import MoneyState, RailObject, money_state
 from services.reconcile.nostro import BalanceMove
@@ -27,7 +27,7 @@ def test_a_transfer_and_its_full_reversal_read_as_the_rail_shows_them() -> None:
         "tr_1", PayoutMethod.TRANSFER, 1_000, 0, "EUR", "acct_1", None, 1_800_000_000, SID
     )
     assert money_state(read) is MoneyState.PAID
-    transfer.reversal_id = "trr_1"
+    transfer.reversals.append(Reversal("trr_1", 1_000, 1_800_000_100))
     assert money_state(rail_object_of(transfer.to_wire())) is MoneyState.REVERSED
 
 
