@@ -1,7 +1,8 @@
 """Errors of reconciliation.
 
 ReconcileError (SettleError)    base; a source reconciliation cannot read is never "no breaks"
-└── UnreadableRailObject        the rail answered with an object reconciliation cannot read
+├── UnreadableRailObject        the rail answered with an object reconciliation cannot read
+└── RunNotRunning               the run is finished (or unknown); its record is final
 """
 
 from __future__ import annotations
@@ -22,3 +23,13 @@ class UnreadableRailObject(ReconcileError):
         super().__init__(f"rail object {object_id!r} cannot be read: {detail}")
         self.object_id = object_id
         self.detail = detail
+
+
+class RunNotRunning(ReconcileError):
+    """The run is finished or does not exist: its evidence is final and nothing was written."""
+
+    retriable = False
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(f"reconciliation run {run_id} is not running; its record is final")
+        self.run_id = run_id

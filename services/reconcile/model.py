@@ -34,6 +34,23 @@ class MoneyState(StrEnum):
     PARTLY_REVERSED = "partly_reversed"
 
 
+class RunKind(StrEnum):
+    """Which window a reconciliation run covers; the values are stored."""
+
+    INTRADAY = "intraday"  # since the last completed run, with overlap
+    END_OF_DAY = "end_of_day"  # one whole day
+    RECHECK = "recheck"  # what is still open or submitted, at its next re-check age
+    STATEMENT = "statement"  # a counterparty's statement file
+
+
+class RunStatus(StrEnum):
+    """Where a reconciliation run stands; completed means every source was read cleanly."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
 class LedgerRecord(NamedTuple):
     """One settlement as the ledger books it."""
 

@@ -21,7 +21,8 @@
     ├── RailLookupFailed                the rail could not be searched; retriable (relay)
     │   └── RailLookupIncomplete        the search ran out of pages; never retried
     ├── ReconcileError                  reconciliation (reconcile.errors)
-    │   └── UnreadableRailObject        a rail object that cannot be read; never retried
+    │   ├── UnreadableRailObject        a rail object that cannot be read; never retried
+    │   └── RunNotRunning               a finished reconciliation run's record is final
     └── CheckError                      the invariant checker (check.errors)
 
 Each class says with ``retriable`` whether doing the same thing again may succeed, so callers

@@ -56,6 +56,9 @@ async def test_upgrade_to_head_downgrade_to_base_and_up_again(fresh_db: str) -> 
         "rail_instructions",
         "inbox_events",
         "operator_actions",
+        "reconciliation_runs",
+        "reconciliation_sources",
+        "reconciliation_breaks",
     }
     await asyncio.to_thread(upgrade, fresh_db)
     assert model <= await tables(fresh_db)
@@ -310,3 +313,23 @@ async def test_rail_instruction_key_is_a_sha256_and_unique(db: asyncpg.Connectio
         await instruct(await insert_settlement(db, unique(), unique()), key)
     with pytest.raises(asyncpg.CheckViolationError):
         await instruct(await insert_settlement(db, unique(), unique()), "not-a-key")
+
+
+async def test_operator_actions_are_append_only(db: asyncpg.Connection) -> None:
+    target = unique("stl_")
+    await db.execute(
+        """INSERT INTO operator_actions (actor, action, target, before, after)
+           VALUES ('ops', 'review.resolve', $1, $2, '{"status": "paid"}')""",
+        target,
+        '{"status": "needs_review"}',
+    )
+    # A writer that predates before/after still writes.
+    await db.execute(
+        "INSERT INTO operator_actions (actor, action, target) VALUES ('ops', 'inbox.replay', $1)",
+        target,
+    )
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
+        await db.execute("UPDATE operator_actions SET actor = 'someone' WHERE target = $1", target)
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
+        await db.execute("DELETE FROM operator_actions WHERE target = $1", target)
+    assert await db.fetchval("SELECT count(*) FROM operator_actions WHERE target = $1", target) == 2
