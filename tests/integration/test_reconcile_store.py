@@ -70,6 +70,10 @@ async def test_a_break_seen_again_is_one_row_with_last_seen_moved(pool: asyncpg.
     assert (row["first_seen"], row["last_seen"]) == (T0, T0 + HOUR)
     assert (row["first_run_id"], row["last_run_id"]) == (first, second)
     assert (row["status"], row["actual"], row["reason"]) == ("open", "800", "amount:-200")
+    # A late page of the first run moves neither back.
+    assert await upsert_breaks(pool, first, [found], T0) == (0, 1)
+    row = await stored(pool, found)
+    assert (row["last_seen"], row["last_run_id"]) == (T0 + HOUR, second)
 
 
 async def test_a_page_naming_one_break_twice_stores_it_once(pool: asyncpg.Pool) -> None:
@@ -172,14 +176,14 @@ async def test_a_run_that_read_nothing_or_crashed_is_never_completed(pool: async
     await record_source(pool, crashed, "ledger", read_at=T0, rows=5, data_expected=True)
     assert await finish_run(pool, crashed, T0, "rail unreachable") is RunStatus.FAILED
     # Even written by hand, a completed run must have read every source cleanly.
+    complete = "UPDATE reconciliation_runs SET status = 'completed', finished_at = $2 WHERE id = $1"
+    with pytest.raises(asyncpg.CheckViolationError, match="cannot be completed"):
+        await pool.execute(complete, await run(pool), T0)
     failing = await run(pool)
     await record_source(pool, failing, "rail", read_at=T0, rows=0, data_expected=False,
                         error="timeout")  # fmt: skip
     with pytest.raises(asyncpg.CheckViolationError, match="cannot be completed"):
-        await pool.execute(
-            "UPDATE reconciliation_runs SET status = 'completed', finished_at = $2 WHERE id = $1",
-            failing, T0,
-        )  # fmt: skip
+        await pool.execute(complete, failing, T0)
 
 
 async def insert_break(pool: asyncpg.Pool, break_type: str, status: str = "open") -> None:
