@@ -2,7 +2,9 @@
 
 ReconcileError (SettleError)    base; a source reconciliation cannot read is never "no breaks"
 ├── UnreadableRailObject        the rail answered with an object reconciliation cannot read
-└── RunNotRunning               the run is finished (or unknown); its record is final
+├── RunNotRunning               the run is finished (or unknown); its record is final
+├── BreakNotFound               no stored break has that id
+└── BreakChanged                a break changed under its row lock; never retried
 """
 
 from __future__ import annotations
@@ -33,3 +35,19 @@ class RunNotRunning(ReconcileError):
     def __init__(self, run_id: int) -> None:
         super().__init__(f"reconciliation run {run_id} is not running; its record is final")
         self.run_id = run_id
+
+
+class BreakNotFound(ReconcileError):
+    """No stored break has this id; nothing was changed."""
+
+    def __init__(self, break_id: int) -> None:
+        super().__init__(f"no reconciliation break {break_id}")
+        self.break_id = break_id
+
+
+class BreakChanged(ReconcileError):
+    """The break changed under its row lock: a bug or a manual edit; nothing was changed."""
+
+    def __init__(self, break_id: int) -> None:
+        super().__init__(f"reconciliation break {break_id} changed under its lock")
+        self.break_id = break_id

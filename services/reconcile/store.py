@@ -77,7 +77,8 @@ SELECT DISTINCT ON (b.break_key)
 RETURNING (xmax = 0) AS inserted
 """
 BREAK_COLUMNS = """id, break_key, break_type, settlement_id, rail_object_id, field, currency,
-       expected, actual, reason, status, first_seen, last_seen, first_run_id, last_run_id"""
+       expected, actual, reason, status, first_seen, last_seen, first_run_id, last_run_id,
+       resolved_at, resolved_by, resolution_reason"""
 OPEN_BREAKS = f"""
 SELECT {BREAK_COLUMNS} FROM reconciliation_breaks
  WHERE status = 'open' AND id > $1 ORDER BY id LIMIT $2
@@ -127,6 +128,9 @@ class StoredBreak(NamedTuple):
     last_seen: datetime
     first_run_id: int
     last_run_id: int
+    resolved_at: datetime | None  # when it was healed or resolved
+    resolved_by: str | None  # who healed or resolved it
+    resolution_reason: str | None  # the operator's reason
 
 
 def stored_key(item: Break) -> str:
@@ -217,7 +221,8 @@ async def upsert_breaks(
     return Upserted(opened, len(inserted) - opened)
 
 
-def _stored(row: asyncpg.Record) -> StoredBreak:
+def stored_break(row: asyncpg.Record) -> StoredBreak:
+    """A row of BREAK_COLUMNS as a StoredBreak, its JSON values read back exactly."""
     values: dict[str, Any] = dict(row)
     values["break_type"] = BreakType(row["break_type"])
     values["status"] = BreakStatus(row["status"])
@@ -240,4 +245,4 @@ async def open_breaks(
             rows = await conn.fetch(OPEN_BREAKS, after_id, limit)
         else:
             rows = await conn.fetch(OPEN_BREAKS_OF_TYPE, after_id, limit, break_type.value)
-    return [_stored(r) for r in rows]
+    return [stored_break(r) for r in rows]

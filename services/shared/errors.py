@@ -22,7 +22,9 @@
     │   └── RailLookupIncomplete        the search ran out of pages; never retried
     ├── ReconcileError                  reconciliation (reconcile.errors)
     │   ├── UnreadableRailObject        a rail object that cannot be read; never retried
-    │   └── RunNotRunning               a finished reconciliation run's record is final
+    │   ├── RunNotRunning               a finished reconciliation run's record is final
+    │   ├── BreakNotFound               no stored break has that id
+    │   └── BreakChanged                a break changed under its row lock; never retried
     └── CheckError                      the invariant checker (check.errors)
 
 Each class says with ``retriable`` whether doing the same thing again may succeed, so callers

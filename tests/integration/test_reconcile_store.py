@@ -3,6 +3,7 @@ break stays closed, and a run is completed only when every source it read answer
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -10,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from services.reconcile.errors import RunNotRunning
+from services.reconcile.closing import close_break
+from services.reconcile.errors import BreakNotFound, RunNotRunning
 from services.reconcile.model import Break, RunKind, RunStatus
 from services.reconcile.store import (
     EMPTY_ANSWER,
@@ -22,7 +24,13 @@ from services.reconcile.store import (
     stored_key,
     upsert_breaks,
 )
-from services.shared.domain.breaks import BreakStatus, BreakType
+from services.shared.domain.breaks import (
+    BreakNotHealable,
+    BreakStatus,
+    BreakType,
+    IllegalBreakTransition,
+)
+from services.shared.domain.settlement import ReasonRequired
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 
@@ -212,3 +220,65 @@ async def test_break_types_and_statuses_are_a_closed_set(pool: asyncpg.Pool) -> 
     # Closing a break records when (and, when resolved, who and why).
     with pytest.raises(asyncpg.CheckViolationError):
         await insert_break(pool, "amount_mismatch", status="healed")
+
+
+async def break_id(pool: asyncpg.Pool, item: Break) -> int:
+    await upsert_breaks(pool, await run(pool), [item], T0)
+    return int((await stored(pool, item))["id"])
+
+
+async def audit(pool: asyncpg.Pool, item_id: int) -> list[asyncpg.Record]:
+    return await pool.fetch(
+        "SELECT actor, action, detail, before, after FROM operator_actions WHERE target = $1",
+        f"break:{item_id}",
+    )
+
+
+async def test_an_operator_resolves_an_open_break_with_a_reason_audited(
+    pool: asyncpg.Pool,
+) -> None:
+    found = amount_break(900)
+    item_id = await break_id(pool, found)
+    async with pool.acquire() as conn:
+        with pytest.raises(ReasonRequired):
+            await close_break(conn, item_id, BreakStatus.RESOLVED, actor="ops", reason=" ", now=T0)
+        assert await audit(pool, item_id) == []
+        with pytest.raises(BreakNotHealable):
+            await close_break(conn, item_id, BreakStatus.HEALED, actor="reconciler", reason=None,
+                              now=T0)  # fmt: skip
+        closed = await close_break(
+            conn, item_id, BreakStatus.RESOLVED, actor="ops", reason="fee agreed", now=T0
+        )
+        assert closed.status is BreakStatus.RESOLVED
+        with pytest.raises(IllegalBreakTransition):
+            await close_break(conn, item_id, BreakStatus.RESOLVED, actor="ops", reason="again",
+                              now=T0)  # fmt: skip
+        with pytest.raises(BreakNotFound):
+            await close_break(conn, 2**62, BreakStatus.RESOLVED, actor="ops", reason="x", now=T0)
+    row = await stored(pool, found)
+    assert (row["resolved_by"], row["resolution_reason"], row["resolved_at"]) == (
+        "ops",
+        "fee agreed",
+        T0,
+    )
+    [action] = await audit(pool, item_id)
+    assert (action["actor"], action["action"]) == ("ops", "break.resolve")
+    assert json.loads(action["before"]) == {"status": "open"}
+    assert json.loads(action["after"]) == {"status": "resolved", "resolution_reason": "fee agreed"}
+    assert json.loads(action["detail"])["break_key"] == stored_key(found)
+
+
+async def test_a_status_drift_is_healed_audited(pool: asyncpg.Pool) -> None:
+    drift = Break(
+        BreakType.STATUS_DRIFT, str(uuid.uuid4()), unique("tr_"), "status", "submitted", "paid",
+        None, None,
+    )  # fmt: skip
+    item_id = await break_id(pool, drift)
+    async with pool.acquire() as conn:
+        healed = await close_break(
+            conn, item_id, BreakStatus.HEALED, actor="reconciler", reason=None, now=T0
+        )
+    assert (healed.status, healed.id) == (BreakStatus.HEALED, item_id)
+    [action] = await audit(pool, item_id)
+    assert (action["actor"], action["action"]) == ("reconciler", "break.heal")
+    assert json.loads(action["after"])["status"] == "healed"
