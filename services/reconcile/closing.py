@@ -47,8 +47,9 @@ async def close_break(
     reason: str | None,
     now: datetime,
 ) -> StoredBreak:
-    """Heal or resolve an open break, audited in operator_actions; BreakNotFound,
-    IllegalBreakTransition (not open), BreakNotHealable or ReasonRequired refuse it."""
+    """Heal or resolve an open break, audited in operator_actions, in the caller's transaction
+    if any; BreakNotFound, IllegalBreakTransition (not open), BreakNotHealable or
+    ReasonRequired refuse it and change nothing."""
     with unavailable_when_down("PostgreSQL is unreachable; the break was not closed"):
         async with conn.transaction():
             row = await conn.fetchrow(LOCK_BREAK, break_id)
@@ -60,6 +61,6 @@ async def close_break(
                 CLOSE_BREAK, break_id, step.source.value, step.target.value, now, actor,
                 step.reason, ACTIONS[step.target],
             )  # fmt: skip
-    if closed is None:
-        raise BreakChanged(break_id)
+            if closed is None:
+                raise BreakChanged(break_id)
     return stored_break(closed)
