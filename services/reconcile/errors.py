@@ -2,6 +2,7 @@
 
 ReconcileError (SettleError)    base; a source reconciliation cannot read is never "no breaks"
 ├── UnreadableRailObject        the rail answered with an object reconciliation cannot read
+├── RailUnreadable              the rail could not be read (unreachable, an HTTP error)
 ├── RunNotRunning               the run is finished (or unknown); its record is final
 ├── BreakNotFound               no stored break has that id
 └── BreakChanged                a break changed under its row lock; never retried
@@ -24,6 +25,16 @@ class UnreadableRailObject(ReconcileError):
     def __init__(self, object_id: object, detail: str) -> None:
         super().__init__(f"rail object {object_id!r} cannot be read: {detail}")
         self.object_id = object_id
+        self.detail = detail
+
+
+class RailUnreadable(ReconcileError):
+    """The rail did not answer a read, or answered an error: its silence is never "no breaks"."""
+
+    retriable = True
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"the rail could not be read: {detail}")
         self.detail = detail
 
 

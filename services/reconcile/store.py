@@ -76,6 +76,9 @@ SELECT DISTINCT ON (b.break_key)
        reason = CASE WHEN k.status = 'open' THEN excluded.reason ELSE k.reason END
 RETURNING (xmax = 0) AS inserted
 """
+BREAK_STATUSES = """
+SELECT break_key, status FROM reconciliation_breaks WHERE break_key = ANY($1::text[])
+"""
 BREAK_COLUMNS = """id, break_key, break_type, settlement_id, rail_object_id, field, currency,
        expected, actual, reason, status, first_seen, last_seen, first_run_id, last_run_id,
        resolved_at, resolved_by, resolution_reason"""
@@ -219,6 +222,17 @@ async def upsert_breaks(
         inserted = await conn.fetch(UPSERT_BREAKS, run_id, now, rows)
     opened = sum(1 for r in inserted if r["inserted"])
     return Upserted(opened, len(inserted) - opened)
+
+
+async def break_statuses(
+    conn: asyncpg.Connection | asyncpg.Pool, keys: Sequence[str]
+) -> dict[str, BreakStatus]:
+    """The stored status of each break among `keys` (stored keys) that is stored."""
+    if not keys:
+        return {}
+    with unavailable_when_down("PostgreSQL is unreachable; no break was read"):
+        rows = await conn.fetch(BREAK_STATUSES, sorted(set(keys)))
+    return {r["break_key"]: BreakStatus(r["status"]) for r in rows}
 
 
 def stored_break(row: asyncpg.Record) -> StoredBreak:

@@ -1,0 +1,203 @@
+"""One reconciliation run: read the rail and the ledger over a window, compare, record.
+
+    1. start the run (reconciliation_runs, `running`)
+    2. list the rail's transfers and payouts created in the window
+    3. page the ledger's settlements alive in the window by id; per page, retrieve by id any
+       object a reference names that the list did not return, compare the page with the
+       objects it owns, store its breaks (a break seen before is seen again, not added)
+    4. read by id the settlements that the remaining objects name, compare them with those
+       objects: what no settlement explains is unknown_at_rail
+    5. record each source (when read, how many rows) and finish the run
+
+A rail that cannot be read records its error and the run ends `failed`: never a clean run.
+The rail is also unreadable when it answers nothing though the ledger sent money in the
+window. PostgreSQL out of reach raises StoreUnavailable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import asyncpg
+
+from services.reconcile import ledger_source, store
+from services.reconcile.compare import SENT, compare
+from services.reconcile.errors import ReconcileError
+from services.reconcile.model import Break, LedgerRecord, Pending, RailObject, Report, RunStatus
+from services.reconcile.model import break_key as sort_key
+from services.reconcile.rail_source import RailSource
+from services.reconcile.windows import Window
+from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS, BreakStatus
+
+LEDGER, RAIL = "ledger", "rail"
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Outcome:
+    """What one run found and how it ended."""
+
+    run_id: int
+    window: Window
+    status: RunStatus
+    breaks: list[Break] = field(default_factory=list)
+    pending: list[Pending] = field(default_factory=list)
+    stored: dict[str, BreakStatus] = field(default_factory=dict)  # status by stored key
+    error: str | None = None  # why a source could not be read
+
+    def report(self) -> Report:
+        """The breaks and pending items found, in the stable order."""
+        return Report(
+            tuple(sorted(set(self.breaks), key=sort_key)),
+            tuple(sorted(set(self.pending), key=lambda p: (p.settlement_id, p.would_be.value))),
+        )
+
+    def status_of(self, item: Break) -> BreakStatus:
+        """The break's stored status: open unless it was healed or resolved since."""
+        return self.stored.get(store.stored_key(item), BreakStatus.OPEN)
+
+    @property
+    def open_breaks(self) -> int:
+        """How many of the breaks found are still open."""
+        return sum(1 for b in set(self.breaks) if self.status_of(b) is BreakStatus.OPEN)
+
+
+@dataclass
+class _Pass:
+    """One run's reading, carried from page to page."""
+
+    seen_at: datetime  # when the run started: the breaks' last_seen
+    now: int  # the same, in Unix seconds, for grace periods
+    objects: dict[str, RailObject]  # by object id: listed, then retrieved
+    explained: set[str] = field(default_factory=set)  # object ids some settlement owns
+    settlements: int = 0  # settlements read
+    sent_in_window: int = 0  # of them, handed to the rail inside the window
+
+
+async def reconcile(
+    pool: asyncpg.Pool,
+    rail: RailSource,
+    window: Window,
+    *,
+    grace: int = DEFAULT_GRACE_SECONDS,
+    clock: Callable[[], datetime] = _utcnow,
+) -> Outcome:
+    """Run one reconciliation over `window`, recorded in the store; its outcome."""
+    started = clock()
+    run_id = await store.start_run(pool, window.kind, window.start, window.end, started)
+    outcome = Outcome(run_id, window, RunStatus.RUNNING)
+    try:
+        listed = await rail.objects(*window.seconds())
+    except ReconcileError as e:
+        outcome.error = str(e)
+        await store.record_source(
+            pool, run_id, RAIL, read_at=clock(), rows=0, data_expected=True, error=str(e)
+        )
+        outcome.status = await store.finish_run(pool, run_id, clock())
+        return outcome
+    rail_read_at = clock()
+    state = _Pass(started, int(started.timestamp()), {o.object_id: o for o in listed})
+    try:
+        await _ledger_pass(pool, rail, window, grace, outcome, state)
+        await _remaining(pool, rail, grace, outcome, state)
+    except ReconcileError as e:
+        outcome.error = str(e)
+    await _record_sources(pool, outcome, state, rail_read_at, clock())
+    outcome.status = await store.finish_run(pool, run_id, clock())
+    outcome.stored = await store.break_statuses(pool, [store.stored_key(b) for b in outcome.breaks])
+    return outcome
+
+
+async def _ledger_pass(
+    pool: asyncpg.Pool, rail: RailSource, window: Window, grace: int, outcome: Outcome, state: _Pass
+) -> None:
+    """Compare the window's settlements, a page at a time, with the objects each owns."""
+    named = _by_settlement(state.objects.values())
+    start = window.seconds()[0]
+    after: uuid.UUID | None = None
+    while page := await ledger_source.window_page(pool, window.start, window.end, after):
+        after = uuid.UUID(page[-1].settlement_id)
+        state.settlements += len(page)
+        state.sent_in_window += sum(
+            1 for r in page if r.status in SENT and r.sent_at is not None and r.sent_at >= start
+        )
+        await _retrieve_referenced(rail, page, state)
+        own = [
+            o
+            for r in page
+            for o in [state.objects.get(r.rail_reference or ""), *named.get(r.settlement_id, [])]
+            if o is not None
+        ]
+        state.explained.update(o.object_id for o in own)
+        await _store(pool, outcome, state, compare(page, own, state.now, grace))
+
+
+async def _remaining(
+    pool: asyncpg.Pool, rail: RailSource, grace: int, outcome: Outcome, state: _Pass
+) -> None:
+    """Compare the objects no window settlement owns with the settlements they name, a page
+    of named settlements at a time; what no settlement explains is unknown_at_rail."""
+    unexplained = [o for o in state.objects.values() if o.object_id not in state.explained]
+    anonymous = [o for o in unexplained if o.settlement_id is None]
+    await _store(pool, outcome, state, compare([], anonymous, state.now, grace))
+    left = _by_settlement(unexplained)
+    names = sorted(left)
+    for i in range(0, len(names), ledger_source.PAGE_SIZE):
+        chunk = names[i : i + ledger_source.PAGE_SIZE]
+        records = await ledger_source.by_ids(pool, chunk)
+        state.settlements += len(records)
+        await _retrieve_referenced(rail, records, state)
+        objects = [o for n in chunk for o in left[n]]
+        objects += [state.objects[r.rail_reference or ""] for r in records
+                    if (r.rail_reference or "") in state.objects]  # fmt: skip
+        await _store(pool, outcome, state, compare(records, objects, state.now, grace))
+
+
+async def _retrieve_referenced(
+    rail: RailSource, records: Sequence[LedgerRecord], state: _Pass
+) -> None:
+    """Fetch by id the objects the settlements' references name that were not listed."""
+    missing = {r.rail_reference for r in records if r.rail_reference} - state.objects.keys()
+    for obj in await rail.retrieve(sorted(missing)):
+        state.objects[obj.object_id] = obj
+
+
+async def _store(pool: asyncpg.Pool, outcome: Outcome, state: _Pass, report: Report) -> None:
+    """Keep one comparison's findings and store its breaks under this run."""
+    await store.upsert_breaks(pool, outcome.run_id, report.breaks, state.seen_at)
+    outcome.breaks.extend(report.breaks)
+    outcome.pending.extend(report.pending)
+
+
+async def _record_sources(
+    pool: asyncpg.Pool, outcome: Outcome, state: _Pass, rail_read_at: datetime, now: datetime
+) -> None:
+    """The evidence of each source: the rail must have answered something if money was sent."""
+    await store.record_source(
+        pool, outcome.run_id, LEDGER, read_at=now, rows=state.settlements, data_expected=False
+    )
+    error = await store.record_source(
+        pool,
+        outcome.run_id,
+        RAIL,
+        read_at=rail_read_at,
+        rows=len(state.objects),
+        data_expected=state.sent_in_window > 0,
+        error=outcome.error,
+    )
+    outcome.error = error
+
+
+def _by_settlement(objects: Iterable[RailObject]) -> dict[str, list[RailObject]]:
+    """Objects grouped by the settlement their metadata names."""
+    named: dict[str, list[RailObject]] = {}
+    for obj in objects:
+        if obj.settlement_id is not None:
+            named.setdefault(obj.settlement_id, []).append(obj)
+    return named

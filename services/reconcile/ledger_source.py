@@ -1,0 +1,90 @@
+"""The ledger side of a reconciliation: settlements read from PostgreSQL as `LedgerRecord`s.
+
+A window's settlements are those alive in it (created before its end, changed at or after its
+start), read a page at a time by increasing id, so no run holds the table in memory. Settlements
+a rail object names from outside the window are read by id. PostgreSQL out of reach raises
+StoreUnavailable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+
+import asyncpg
+
+from services.reconcile.model import LedgerRecord
+from services.shared.domain.settlement import SettlementStatus
+from services.shared.store_errors import unavailable_when_down
+
+PAGE_SIZE = 1000
+
+# sent_at: the first move out of `accepted`, i.e. when the settlement was first handed on to
+# the rail (a refusal before sending has no object either, and `failed` expects none).
+_COLUMNS = """
+SELECT s.id, s.tenant, s.amount, s.currency, s.destination, s.status, s.rail_reference,
+       (SELECT min(t.occurred_at) FROM settlement_transitions AS t
+         WHERE t.settlement_id = s.id AND t.to_status <> 'accepted') AS sent_at
+  FROM settlements AS s
+"""
+IN_WINDOW = (
+    _COLUMNS
+    + """
+ WHERE s.id > $1 AND s.updated_at >= $2 AND s.created_at < $3
+ ORDER BY s.id LIMIT $4
+"""
+)
+BY_IDS = _COLUMNS + " WHERE s.id = ANY($1::uuid[]) ORDER BY s.id"
+
+
+def ledger_record(row: asyncpg.Record) -> LedgerRecord:
+    """One settlement row as reconciliation compares it."""
+    status = SettlementStatus(row["status"])
+    sent_at: datetime | None = row["sent_at"]
+    return LedgerRecord(
+        str(row["id"]),
+        row["tenant"],
+        row["amount"],
+        row["currency"],
+        row["destination"],
+        status,
+        # The ledger books a reversal in full: what came back is the whole amount.
+        row["amount"] if status is SettlementStatus.REVERSED else 0,
+        row["rail_reference"],
+        int(sent_at.timestamp()) if sent_at is not None else None,
+    )
+
+
+async def window_page(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    start: datetime,
+    end: datetime,
+    after: uuid.UUID | None,
+    limit: int = PAGE_SIZE,
+) -> list[LedgerRecord]:
+    """The next page of settlements alive in [start, end), ids above `after`, by id."""
+    cursor = after or uuid.UUID(int=0)
+    with unavailable_when_down("PostgreSQL is unreachable; no settlement was read"):
+        rows = await conn.fetch(IN_WINDOW, cursor, start, end, limit)
+    return [ledger_record(r) for r in rows]
+
+
+async def by_ids(
+    conn: asyncpg.Connection | asyncpg.Pool, settlement_ids: Iterable[str]
+) -> list[LedgerRecord]:
+    """The settlements with these ids that exist (an id that is no UUID names none)."""
+    wanted = sorted({u for u in (_uuid(s) for s in settlement_ids) if u is not None})
+    if not wanted:
+        return []
+    with unavailable_when_down("PostgreSQL is unreachable; no settlement was read"):
+        rows = await conn.fetch(BY_IDS, wanted)
+    return [ledger_record(r) for r in rows]
+
+
+def _uuid(text: str) -> uuid.UUID | None:
+    # Rail metadata is written by whoever created the object: it may name anything.
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None

@@ -1,0 +1,1 @@
+"""`settle reconcile`: one reconciliation run of the ledger against the rail, recorded."""

@@ -1,0 +1,71 @@
+"""A reconciliation run as `settle reconcile` prints it: one JSON object, or lines of text.
+
+    {"ok": bool, "run_id": n, "status": "completed"|"failed", "error": str|null,
+     "window": {"kind", "start", "end"}, "counts": {<every break type>: n},
+     "breaks": [{"type", "settlement_id", "rail_object_id", "expected", "actual", "currency",
+                 "reason", "status"}], "pending": [...]}
+
+`ok` is true when the run completed and no break it found is open. Keys are sorted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from services.reconcile.engine import Outcome
+from services.reconcile.model import RunStatus
+from services.reconcile.report import break_document, counts, pending_document
+from services.shared.domain.breaks import BreakStatus
+
+NO_OPEN_BREAK, OPEN_BREAKS, SOURCE_UNREADABLE = 0, 1, 2
+
+
+def exit_status(outcome: Outcome) -> int:
+    """2 if a source could not be read, else 1 if a break is open, else 0."""
+    if outcome.status is not RunStatus.COMPLETED:
+        return SOURCE_UNREADABLE
+    return OPEN_BREAKS if outcome.open_breaks else NO_OPEN_BREAK
+
+
+def run_document(outcome: Outcome) -> dict[str, Any]:
+    """The run as one JSON-ready object."""
+    report = outcome.report()
+    window = outcome.window
+    return {
+        "ok": exit_status(outcome) == NO_OPEN_BREAK,
+        "run_id": outcome.run_id,
+        "status": outcome.status.value,
+        "error": outcome.error,
+        "window": {
+            "kind": window.kind.value,
+            "start": window.start.isoformat(),
+            "end": window.end.isoformat(),
+        },
+        "counts": counts(report),
+        "breaks": [
+            break_document(b) | {"status": outcome.status_of(b).value} for b in report.breaks
+        ],
+        "pending": [pending_document(p) for p in report.pending],
+    }
+
+
+def print_text(outcome: Outcome) -> None:
+    """The run's verdict on a line, then a line per break."""
+    window = outcome.window
+    click.echo(
+        f"reconciliation run {outcome.run_id} ({window.kind.value} "
+        f"{window.start.isoformat()} .. {window.end.isoformat()}): {outcome.status.value}, "
+        f"{outcome.open_breaks} open break(s), {len(outcome.report().pending)} pending"
+    )
+    if outcome.error:
+        click.echo(f"  source unreadable: {outcome.error}", err=True)
+    for item in outcome.report().breaks:
+        status = outcome.status_of(item)
+        mark = "" if status is BreakStatus.OPEN else f" [{status.value}]"
+        click.echo(
+            f"  {item.break_type.value}{mark} settlement={item.settlement_id} "
+            f"rail={item.rail_object_id} {item.field}: expected {item.expected!r}, "
+            f"actual {item.actual!r}"
+        )
