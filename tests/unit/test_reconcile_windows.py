@@ -22,7 +22,7 @@ def test_intraday_starts_at_the_last_completed_end_less_the_overlap() -> None:
     last = NOW - timedelta(minutes=20)
     window = intraday(last, NOW)
     assert window == (RunKind.INTRADAY, last - DEFAULT_OVERLAP, NOW)
-    assert DEFAULT_OVERLAP == timedelta(minutes=5)
+    assert timedelta(minutes=5) == DEFAULT_OVERLAP
 
 
 def test_intraday_without_a_completed_run_covers_the_last_hour() -> None:

@@ -1,0 +1,149 @@
+"""`settle reconcile` on the real PostgreSQL and a served rail simulator: a ledger and a rail
+that agree give a clean run; a transfer made at the rail by someone else is unknown_at_rail
+with its id; a second run over the same window stores no break twice; an unreachable rail
+fails the run, never a clean one.
+
+Each test gets a database of its own (copied from a migrated template) and its own simulator:
+a run judges every settlement it can see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import pytest
+
+from railsim.core import RailSim
+from railsim.http import create_app
+from services.shared.domain.settlement import SettlementStatus as S
+from tests.conftest import asyncpg_dsn, drop_database, unique, with_database
+from tests.harness import Servers
+from tests.integration.check_support import SETTLE, World, template
+from tests.integration.railsim_support import serving, stripe_client, transfer_params
+
+pytestmark = pytest.mark.integration
+__all__ = ["template"]
+
+
+@pytest.fixture
+async def world(infra: Servers, template: str) -> AsyncIterator[World]:
+    """Two settlements accepted, sent to the simulator and paid, through the real code."""
+    name = unique("settle_recon_")
+    conn = await asyncpg.connect(asyncpg_dsn(infra.database_url))
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        await conn.close()
+    url = with_database(infra.database_url, name)
+    pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
+    sim = RailSim()
+    try:
+        async with serving(create_app(sim)) as sim_url:
+            w = World(url, pool, sim, sim_url, infra.kafka_bootstrap, "", "", "", "", "")
+            w.paid = await w.accept()
+            for sid in (w.paid, await w.accept()):
+                await w.dispatch(sid)
+                await w.move(sid, S.PAID)
+            yield w
+    finally:
+        await pool.close()
+        await drop_database(infra.database_url, name)
+
+
+async def settle_reconcile(
+    world: World, *args: str, rail_url: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    """`settle reconcile --json` on this world's database: its exit status and its JSON."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
+    env |= {"SETTLE_DATABASE_URL": world.url, "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap}
+    process = await asyncio.create_subprocess_exec(
+        SETTLE, "reconcile", "--json", "--rail-url", rail_url or world.sim_url, *args,
+        env=env, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await process.communicate()
+    return await process.wait(), json.loads(out)
+
+
+async def sources(world: World, run_id: int) -> dict[str, tuple[int, str | None]]:
+    """What the run recorded of each source: rows returned, error."""
+    rows = await world.pool.fetch(
+        "SELECT source, rows_returned, error FROM reconciliation_sources WHERE run_id = $1", run_id
+    )
+    return {r["source"]: (r["rows_returned"], r["error"]) for r in rows}
+
+
+async def run_status(world: World, run_id: int) -> str:
+    status: str = await world.pool.fetchval(
+        "SELECT status FROM reconciliation_runs WHERE id = $1", run_id
+    )
+    return status
+
+
+async def test_a_ledger_and_rail_that_agree_give_a_clean_run(world: World) -> None:
+    status, report = await settle_reconcile(world)
+    assert status == 0, report
+    assert report["ok"] is True and report["status"] == "completed"
+    assert report["breaks"] == [] and set(report["counts"].values()) == {0}
+    assert report["window"]["kind"] == "intraday"
+    assert await run_status(world, report["run_id"]) == "completed"
+    assert await sources(world, report["run_id"]) == {"ledger": (2, None), "rail": (2, None)}
+
+
+async def test_a_transfer_made_at_the_rail_directly_is_unknown_at_rail(world: World) -> None:
+    async with stripe_client(world.sim_url) as client:
+        stray = await client.v1.transfers.create_async(transfer_params(str(uuid.uuid4())))
+    status, report = await settle_reconcile(world)
+    assert status == 1, report
+    assert report["ok"] is False and report["status"] == "completed"
+    assert report["counts"]["unknown_at_rail"] == 1
+    assert sum(report["counts"].values()) == 1
+    (found,) = report["breaks"]
+    assert (found["type"], found["rail_object_id"], found["settlement_id"]) == (
+        "unknown_at_rail",
+        stray.id,
+        None,
+    )
+    assert found["status"] == "open"
+
+
+async def test_a_second_run_over_the_same_window_adds_no_break(world: World) -> None:
+    # A second transfer for a paid settlement, made without its key: a duplicate.
+    async with stripe_client(world.sim_url) as client:
+        await client.v1.transfers.create_async(transfer_params(world.paid, "acct_1Q2w3E", 700))
+    today = datetime.now(UTC).date().isoformat()
+    first_status, first = await settle_reconcile(world, "--day", today)
+    second_status, second = await settle_reconcile(world, "--day", today)
+    assert (first_status, second_status) == (1, 1)
+    assert first["window"] == second["window"] and first["run_id"] != second["run_id"]
+    assert first["breaks"] == second["breaks"]
+    assert [(b["type"], b["settlement_id"]) for b in second["breaks"]] == [
+        ("duplicate_at_rail", world.paid)
+    ]
+    rows = await world.pool.fetch("SELECT first_run_id, last_run_id FROM reconciliation_breaks")
+    assert [tuple(r) for r in rows] == [(first["run_id"], second["run_id"])]
+
+
+async def test_an_unreachable_rail_fails_the_run_and_exits_2(world: World) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    status, report = await settle_reconcile(world, rail_url=closed)
+    assert status == 2, report
+    assert report["ok"] is False and report["status"] == "failed"
+    assert "rail could not be read" in report["error"]
+    assert await run_status(world, report["run_id"]) == "failed"
+    ((rows, error),) = (await sources(world, report["run_id"])).values()
+    assert rows == 0 and error is not None and "rail could not be read" in error
+    # A failed run is no starting point: the next intraday window starts where none completed.
+    completed = await world.pool.fetchval(
+        "SELECT count(*) FROM reconciliation_runs WHERE status = 'completed'"
+    )
+    assert completed == 0
