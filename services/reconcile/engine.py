@@ -10,8 +10,9 @@
     5. record each source (when read, how many rows) and finish the run
 
 A rail that cannot be read records its error and the run ends `failed`: never a clean run.
-The rail is also unreadable when it answers nothing though the ledger sent money in the
-window. PostgreSQL out of reach raises StoreUnavailable.
+The rail is also unreadable when it lists nothing though the ledger sent money in the window:
+the run stops before it stores a break read from that silence. PostgreSQL out of reach
+raises StoreUnavailable.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import asyncpg
 
 from services.reconcile import ledger_source, store
 from services.reconcile.compare import SENT, compare
-from services.reconcile.errors import ReconcileError
+from services.reconcile.errors import RailUnreadable, ReconcileError
 from services.reconcile.model import Break, LedgerRecord, Pending, RailObject, Report, RunStatus
 from services.reconcile.model import break_key as sort_key
 from services.reconcile.rail_source import RailSource
@@ -75,6 +76,7 @@ class _Pass:
     seen_at: datetime  # when the run started: the breaks' last_seen
     now: int  # the same, in Unix seconds, for grace periods
     objects: dict[str, RailObject]  # by object id: listed, then retrieved
+    listed: int  # objects the window's lists returned
     explained: set[str] = field(default_factory=set)  # object ids some settlement owns
     settlements: int = 0  # settlements read
     sent_in_window: int = 0  # of them, handed to the rail inside the window
@@ -102,7 +104,7 @@ async def reconcile(
         outcome.status = await store.finish_run(pool, run_id, clock())
         return outcome
     rail_read_at = clock()
-    state = _Pass(started, int(started.timestamp()), {o.object_id: o for o in listed})
+    state = _Pass(started, int(started.timestamp()), {o.object_id: o for o in listed}, len(listed))
     try:
         await _ledger_pass(pool, rail, window, grace, outcome, state)
         await _remaining(pool, rail, grace, outcome, state)
@@ -127,6 +129,9 @@ async def _ledger_pass(
         state.sent_in_window += sum(
             1 for r in page if r.status in SENT and r.sent_at is not None and r.sent_at >= start
         )
+        if state.sent_in_window and not state.listed:
+            # Compared with nothing, every settlement would read as missing: no break is.
+            raise RailUnreadable(store.EMPTY_ANSWER)
         await _retrieve_referenced(rail, page, state)
         own = [
             o

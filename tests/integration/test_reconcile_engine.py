@@ -23,6 +23,7 @@ import pytest
 
 from railsim.core import RailSim
 from railsim.http import create_app
+from services.reconcile.store import EMPTY_ANSWER
 from services.shared.domain.settlement import SettlementStatus as S
 from tests.conftest import asyncpg_dsn, drop_database, unique, with_database
 from tests.harness import Servers
@@ -147,3 +148,15 @@ async def test_an_unreachable_rail_fails_the_run_and_exits_2(world: World) -> No
         "SELECT count(*) FROM reconciliation_runs WHERE status = 'completed'"
     )
     assert completed == 0
+
+
+async def test_a_rail_answering_nothing_for_money_sent_fails_the_run(world: World) -> None:
+    # Another rail, empty: the ledger sent two transfers in the window, it lists none.
+    async with serving(create_app(RailSim())) as empty:
+        status, report = await settle_reconcile(world, rail_url=empty)
+    assert status == 2, report
+    assert report["status"] == "failed" and EMPTY_ANSWER in report["error"]
+    assert report["breaks"] == []
+    recorded = await sources(world, report["run_id"])
+    assert recorded["rail"] == (0, report["error"])
+    assert await world.pool.fetchval("SELECT count(*) FROM reconciliation_breaks") == 0
