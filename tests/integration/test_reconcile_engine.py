@@ -151,9 +151,10 @@ async def test_an_unreachable_rail_fails_the_run_and_exits_2(world: World) -> No
 
 
 async def test_a_rail_answering_nothing_for_money_sent_fails_the_run(world: World) -> None:
-    # Another rail, empty: the ledger sent two transfers in the window, it lists none.
+    # Another rail, empty: the ledger sent two transfers in the window, it lists none. With
+    # no grace, each would read as missing_at_rail if the silence were taken as an answer.
     async with serving(create_app(RailSim())) as empty:
-        status, report = await settle_reconcile(world, rail_url=empty)
+        status, report = await settle_reconcile(world, "--grace", "0", rail_url=empty)
     assert status == 2, report
     assert report["status"] == "failed" and EMPTY_ANSWER in report["error"]
     assert report["breaks"] == []
