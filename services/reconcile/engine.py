@@ -77,6 +77,7 @@ class _Pass:
     now: int  # the same, in Unix seconds, for grace periods
     objects: dict[str, RailObject]  # by object id: listed, then retrieved
     listed: int  # objects the window's lists returned
+    page_size: int  # settlements compared at a time
     explained: set[str] = field(default_factory=set)  # object ids some settlement owns
     settlements: int = 0  # settlements read
     sent_in_window: int = 0  # of them, handed to the rail inside the window
@@ -89,8 +90,10 @@ async def reconcile(
     *,
     grace: int = DEFAULT_GRACE_SECONDS,
     clock: Callable[[], datetime] = _utcnow,
+    page_size: int = ledger_source.PAGE_SIZE,
 ) -> Outcome:
-    """Run one reconciliation over `window`, recorded in the store; its outcome."""
+    """Run one reconciliation over `window`, `page_size` settlements at a time, recorded in
+    the store; its outcome."""
     started = clock()
     run_id = await store.start_run(pool, window.kind, window.start, window.end, started)
     outcome = Outcome(run_id, window, RunStatus.RUNNING)
@@ -104,7 +107,8 @@ async def reconcile(
         outcome.status = await store.finish_run(pool, run_id, clock())
         return outcome
     rail_read_at = clock()
-    state = _Pass(started, int(started.timestamp()), {o.object_id: o for o in listed}, len(listed))
+    objects = {o.object_id: o for o in listed}
+    state = _Pass(started, int(started.timestamp()), objects, len(listed), page_size)
     try:
         await _ledger_pass(pool, rail, window, grace, outcome, state)
         await _remaining(pool, rail, grace, outcome, state)
@@ -123,7 +127,9 @@ async def _ledger_pass(
     named = _by_settlement(state.objects.values())
     start = window.seconds()[0]
     after: uuid.UUID | None = None
-    while page := await ledger_source.window_page(pool, window.start, window.end, after):
+    while page := await ledger_source.window_page(
+        pool, window.start, window.end, after, state.page_size
+    ):
         after = uuid.UUID(page[-1].settlement_id)
         state.settlements += len(page)
         state.sent_in_window += sum(
@@ -153,8 +159,8 @@ async def _remaining(
     await _store(pool, outcome, state, compare([], anonymous, state.now, grace))
     left = _by_settlement(unexplained)
     names = sorted(left)
-    for i in range(0, len(names), ledger_source.PAGE_SIZE):
-        chunk = names[i : i + ledger_source.PAGE_SIZE]
+    for i in range(0, len(names), state.page_size):
+        chunk = names[i : i + state.page_size]
         records = await ledger_source.by_ids(pool, chunk)
         state.settlements += len(records)
         await _retrieve_referenced(rail, records, state)

@@ -23,7 +23,11 @@ import pytest
 
 from railsim.core import RailSim
 from railsim.http import create_app
+from services.reconcile.engine import reconcile
+from services.reconcile.model import RunKind, RunStatus
+from services.reconcile.rail_source import RailSource
 from services.reconcile.store import EMPTY_ANSWER
+from services.reconcile.windows import Window
 from services.shared.domain.settlement import SettlementStatus as S
 from tests.conftest import asyncpg_dsn, drop_database, unique, with_database
 from tests.harness import Servers
@@ -161,3 +165,25 @@ async def test_a_rail_answering_nothing_for_money_sent_fails_the_run(world: Worl
     recorded = await sources(world, report["run_id"])
     assert recorded["rail"] == (0, report["error"])
     assert await world.pool.fetchval("SELECT count(*) FROM reconciliation_breaks") == 0
+
+
+async def test_a_settlement_paid_in_the_window_for_a_transfer_made_before_it_is_read_by_id(
+    world: World,
+) -> None:
+    # Two settlements sent, then a window opening a second later: the list returns neither
+    # transfer, so each is fetched by the id its settlement's reference names.
+    sent = [await world.accept() for _ in range(2)]
+    for sid in sent:
+        await world.dispatch(sid)
+    await asyncio.sleep(1.1)
+    start = datetime.now(UTC)
+    for sid in sent:
+        await world.move(sid, S.PAID)
+    window = Window(RunKind.INTRADAY, start, datetime.now(UTC))
+    rail = RailSource("sk_test_x", api_base=world.sim_url)
+    try:
+        outcome = await reconcile(world.pool, rail, window, grace=0, page_size=1)
+    finally:
+        await rail.aclose()
+    assert (outcome.status, outcome.error, outcome.breaks) == (RunStatus.COMPLETED, None, [])
+    assert await sources(world, outcome.run_id) == {"ledger": (2, None), "rail": (2, None)}
