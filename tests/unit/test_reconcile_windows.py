@@ -13,7 +13,7 @@ from services.reconcile.model import Break, RunKind, RunStatus
 from services.reconcile.store import stored_key
 from services.reconcile.windows import DEFAULT_OVERLAP, end_of_day, intraday
 from services.shared.domain.breaks import BreakStatus, BreakType
-from tools.reconcile.output import exit_status, run_document
+from tools.reconcile.output import exit_status, print_text, run_document
 
 NOW = datetime(2026, 3, 4, 12, 30, 15, 500_000, tzinfo=UTC)
 
@@ -95,3 +95,13 @@ def test_a_failed_run_exits_2_even_without_breaks() -> None:
     done = outcome(RunStatus.FAILED)
     assert exit_status(done) == 2
     assert run_document(done)["ok"] is False
+
+
+def test_the_text_report_names_each_break_and_its_closed_status(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    print_text(outcome(RunStatus.COMPLETED, FOUND, stored=BreakStatus.RESOLVED))
+    lines = capsys.readouterr().out.splitlines()
+    assert "completed, 0 open break(s), 0 pending" in lines[0]
+    assert lines[1].split()[:3] == ["unknown_at_rail", "[resolved]", "settlement=None"]
+    assert "rail=tr_x" in lines[1]
