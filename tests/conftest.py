@@ -40,11 +40,13 @@ def with_database(database_url: str, name: str) -> str:
     return make_url(database_url).set(database=name).render_as_string(hide_password=False)
 
 
-async def create_database(server_url: str, name: str) -> str:
-    """Create database `name` on the server of `server_url`; return its URL."""
+async def create_database(server_url: str, name: str, template: str | None = None) -> str:
+    """Create database `name` on the server of `server_url` (a copy of `template`, if one is
+    named); return its URL."""
+    copy = f' TEMPLATE "{template}"' if template else ""
     conn = await asyncpg.connect(asyncpg_dsn(server_url))
     try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
+        await conn.execute(f'CREATE DATABASE "{name}"{copy}')
     finally:
         await conn.close()
     return with_database(server_url, name)

@@ -35,7 +35,7 @@ from services.shared.kafka import idempotent_producer
 from services.shared.migrate import upgrade
 from services.shared.topics import EVENTS, ensure_topics
 from services.shared.transitions import apply_transition
-from tests.conftest import asyncpg_dsn, create_database, drop_database, unique, with_database
+from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
 from tests.integration.railsim_support import serving
 from tests.integration.test_ledger_books import WINDOWS
@@ -127,12 +127,7 @@ async def template(infra: Servers) -> AsyncIterator[str]:
 async def world(infra: Servers, template: str, kafka_bootstrap: str) -> AsyncIterator[World]:
     """A healthy world of this test's own: paid, failed, under review and reversed."""
     name = unique("settle_check_")
-    conn = await asyncpg.connect(asyncpg_dsn(infra.database_url))
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    finally:
-        await conn.close()
-    url = with_database(infra.database_url, name)
+    url = await create_database(infra.database_url, name, template)
     prefix = unique("t") + "."
     await ensure_topics(kafka_bootstrap, prefix)
     pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)

@@ -29,7 +29,7 @@ from services.reconcile.rail_source import RailSource
 from services.reconcile.store import EMPTY_ANSWER
 from services.reconcile.windows import Window
 from services.shared.domain.settlement import SettlementStatus as S
-from tests.conftest import asyncpg_dsn, drop_database, unique, with_database
+from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
 from tests.integration.check_support import SETTLE, World, template
 from tests.integration.railsim_support import serving, stripe_client, transfer_params
@@ -42,12 +42,7 @@ __all__ = ["template"]
 async def world(infra: Servers, template: str) -> AsyncIterator[World]:
     """Two settlements accepted, sent to the simulator and paid, through the real code."""
     name = unique("settle_recon_")
-    conn = await asyncpg.connect(asyncpg_dsn(infra.database_url))
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    finally:
-        await conn.close()
-    url = with_database(infra.database_url, name)
+    url = await create_database(infra.database_url, name, template)
     pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
     sim = RailSim()
     try:
