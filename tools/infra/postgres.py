@@ -22,6 +22,7 @@ from tools.infra.paths import (
 from tools.infra.procs import apt_install, is_root, live_pid, port_open, run_logged
 
 START_TIMEOUT_S = 60
+BIND_ATTEMPTS = 5
 # sun_path holds 108 bytes; past that PostgreSQL refuses the socket and TCP must do.
 _MAX_SOCKET_PATH = 100
 SETTINGS = {"max_connections": "200", "shared_buffers": "512MB", "fsync": "on"}
@@ -197,19 +198,28 @@ def start(paths: RunPaths) -> tuple[bool, int]:
             f"({paths.pg_data}); stop it or set SETTLE_DATABASE_URL to use it"
         )
     _prepare(paths, endpoint)
-    pg_ctl = str(bindir() / "pg_ctl")
-    args = [pg_ctl, "-D", str(paths.pg_data), "-l", str(paths.pg_log)]
-    code, out = _run_server_tool(
-        paths, [*args, "-w", "-t", str(START_TIMEOUT_S), "start"], START_TIMEOUT_S + 15
-    )
-    if code != 0:
-        raise InfrastructureError(f"pg_ctl start failed: {out}\n{log_tail(paths.pg_log)}")
+    _pg_ctl_start(paths)
     _wait_ready(paths, endpoint, START_TIMEOUT_S)
     _ensure_database(endpoint)
     pid = server_pid(paths)
     if pid is None:
         raise InfrastructureError(f"PostgreSQL stopped right after start\n{log_tail(paths.pg_log)}")
     return True, pid
+
+
+def _pg_ctl_start(paths: RunPaths) -> None:
+    """pg_ctl start. A port held for a moment more (a server that just stopped, or a client's
+    ephemeral port: ours sits in the kernel's ephemeral range) is waited out a few times."""
+    args = [str(bindir() / "pg_ctl"), "-D", str(paths.pg_data), "-l", str(paths.pg_log)]
+    args += ["-w", "-t", str(START_TIMEOUT_S), "start"]
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        code, out = _run_server_tool(paths, args, START_TIMEOUT_S + 15)
+        if code == 0:
+            return
+        held = "Address already in use" in log_tail(paths.pg_log, lines=8)
+        if not held or attempt == BIND_ATTEMPTS:
+            raise InfrastructureError(f"pg_ctl start failed: {out}\n{log_tail(paths.pg_log)}")
+        time.sleep(1.0)
 
 
 def stop(paths: RunPaths) -> int | None:

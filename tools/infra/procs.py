@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 
 from services.shared.errors import InfrastructureError
+from tools.infra.paths import kafka_endpoint, pg_endpoint
 
 
 def read_pid(pid_file: Path) -> int | None:
@@ -76,15 +77,24 @@ def pids_matching(marker: str) -> list[int]:
     return sorted(found)
 
 
+# The local PostgreSQL's and broker's own ports (broker, controller): they sit inside the
+# kernel's ephemeral range, so a private server or a test service given one by the kernel
+# would keep the local stack from starting after it.
+RESERVED_PORTS = frozenset(
+    {pg_endpoint().port, kafka_endpoint().port, kafka_endpoint().controller_port}
+)
+
+
 def free_ports(count: int = 1, avoid: Collection[int] = ()) -> int:
-    """The first of `count` consecutive free loopback ports (none in `avoid`), chosen by the
-    kernel."""
+    """The first of `count` consecutive free loopback ports (none in `avoid` nor reserved for
+    the local stack), chosen by the kernel."""
+    taken = RESERVED_PORTS | set(avoid)
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             base = int(s.getsockname()[1])
         block = range(base, base + count)
-        if block[-1] < 65535 and not set(avoid) & set(block) and all(map(_free, block)):
+        if block[-1] < 65535 and not taken & set(block) and all(map(_free, block)):
             return base
 
 
