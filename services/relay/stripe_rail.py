@@ -142,6 +142,19 @@ class StripeRail:
         RailLookupFailed when Stripe cannot be asked, RailLookupIncomplete when the page
         bound was reached without a match.
         """
+        found = await self._search(instruction, since, every=False)
+        return found[0] if found else None
+
+    async def find_all(
+        self, instruction: RailInstruction, *, since: datetime | None = None
+    ) -> list[str]:
+        """The ids of every transfer or payout whose metadata names this settlement, searched
+        as `find` does to the last page; RailLookupIncomplete if the page bound came first."""
+        return await self._search(instruction, since, every=True)
+
+    async def _search(
+        self, instruction: RailInstruction, since: datetime | None, *, every: bool
+    ) -> list[str]:
         if instruction.method is PayoutMethod.TRANSFER:
 
             async def transfers(after: str | None) -> stripe.StripeObject:
@@ -153,7 +166,7 @@ class StripeRail:
                     params["starting_after"] = after
                 return await self._client.v1.transfers.list_async(params)
 
-            return await self._scan(instruction.settlement_id, transfers)
+            return await self._scan(instruction.settlement_id, transfers, every)
 
         start = since if since is not None else self._clock() - self._payout_lookback
 
@@ -167,13 +180,14 @@ class StripeRail:
                 params["starting_after"] = after
             return await self._client.v1.payouts.list_async(params)
 
-        return await self._scan(instruction.settlement_id, payouts)
+        return await self._scan(instruction.settlement_id, payouts, every)
 
     async def aclose(self) -> None:
         """Close the HTTP connections; the rail is unusable afterwards."""
         await self._http.close_async()
 
-    async def _scan(self, settlement_id: str, list_page: _ListPage) -> str | None:
+    async def _scan(self, settlement_id: str, list_page: _ListPage, every: bool) -> list[str]:
+        found: list[str] = []
         after: str | None = None
         for _ in range(self._max_pages):
             try:
@@ -193,9 +207,11 @@ class StripeRail:
                     raise RailLookupFailed(settlement_id, "malformed list response")
                 metadata = item.get("metadata")
                 if isinstance(metadata, dict) and metadata.get("settlement_id") == settlement_id:
-                    return ref
+                    found.append(ref)
+                    if not every:
+                        return found
             if not has_more or not items:
-                return None
+                return found
             after = str(items[-1]["id"])
         raise RailLookupIncomplete(settlement_id, f"no match in {self._max_pages} pages")
 

@@ -11,6 +11,10 @@
     processing   refer            needs_review  the rail may have acted: an operator decides
     transferred, failed, needs_review           terminal: no event moves them
 
+An operator's resolution is the one way out of needs_review (`resolved_status`), after the
+rail, looked up at that moment, agreed: paid -> transferred, failed -> failed, retry ->
+pending, re-armed under the same rail key for the dispatcher to send again.
+
 Every write the dispatcher makes is one of these events, and its SQL (relay/dispatch_sql.py)
 expects exactly the statuses the table gives as the event's sources.
 """
@@ -111,3 +115,56 @@ def end_of_budget(ambiguous: bool) -> InstructionEvent:
     """How an instruction past its retry budget ends: refer it when the rail may have acted
     (any attempt was ambiguous), else give up, since the rail surely did nothing."""
     return _E.REFER if ambiguous else _E.GIVE_UP
+
+
+class Resolution(StrEnum):
+    """What an operator says happened to an instruction the dispatcher referred."""
+
+    PAID = "paid"  # the rail made exactly the one object asked for
+    FAILED = "failed"  # the rail made nothing and nothing is in flight
+    RETRY = "retry"  # the rail made nothing: send again under the same key
+
+
+_R = Resolution
+
+# A paid or failed resolution may find the instruction already where the rail put it (the
+# relay recorded the answer, then a webhook sent the settlement to review).
+RESOLVED: Mapping[tuple[InstructionStatus, Resolution], InstructionStatus] = {
+    (_I.NEEDS_REVIEW, _R.PAID): _I.TRANSFERRED,
+    (_I.TRANSFERRED, _R.PAID): _I.TRANSFERRED,
+    (_I.NEEDS_REVIEW, _R.FAILED): _I.FAILED,
+    (_I.FAILED, _R.FAILED): _I.FAILED,
+    (_I.NEEDS_REVIEW, _R.RETRY): _I.PENDING,
+}
+
+# The dispatcher may be calling the rail for an instruction in these statuses.
+IN_FLIGHT: frozenset[InstructionStatus] = frozenset({_I.PENDING, _I.PROCESSING})
+
+# Where each resolution moves the instruction's settlement; a retry leaves it in review until
+# the dispatcher records the rail's answer (needs_review -> submitted or failed).
+SETTLEMENT_RESOLVED: Mapping[Resolution, SettlementStatus | None] = {
+    _R.PAID: SettlementStatus.PAID,
+    _R.FAILED: SettlementStatus.FAILED,
+    _R.RETRY: None,
+}
+
+
+class IllegalResolution(DomainError):
+    """The instruction is not in a status the operator's resolution may start from."""
+
+    def __init__(self, status: InstructionStatus, resolution: Resolution) -> None:
+        allowed = ", ".join(sorted(s for (s, r) in RESOLVED if r == resolution))
+        super().__init__(
+            f"rail instruction {status} cannot be resolved as {resolution}; it must be {allowed}"
+        )
+        self.status = status
+        self.resolution = resolution
+
+
+def resolved_status(current: InstructionStatus, resolution: Resolution) -> InstructionStatus:
+    """Where an operator's `resolution` takes an instruction in `current`; raises
+    IllegalResolution."""
+    target = RESOLVED.get((current, resolution))
+    if target is None:
+        raise IllegalResolution(current, resolution)
+    return target
