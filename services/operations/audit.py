@@ -1,0 +1,36 @@
+"""One `operator_actions` row per operator action, in the caller's transaction: who, when,
+what, and the thing before and after (the table refuses UPDATE and DELETE, migration 0004)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+RECORD = """
+INSERT INTO operator_actions (actor, action, target, detail, before, after, occurred_at)
+VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6::jsonb, $7)
+RETURNING id
+"""
+
+
+async def record_action(
+    conn: asyncpg.Connection,
+    *,
+    actor: str,
+    action: str,
+    target: str,
+    detail: Mapping[str, Any],
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    now: datetime,
+) -> int:
+    """Append the audit row of one action in the caller's transaction; its id."""
+    row_id = await conn.fetchval(
+        RECORD, actor, action, target, json.dumps(detail, sort_keys=True),
+        json.dumps(before, sort_keys=True), json.dumps(after, sort_keys=True), now,
+    )  # fmt: skip
+    return int(row_id)

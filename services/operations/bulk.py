@@ -1,0 +1,50 @@
+"""Bulk operator actions: each item its own audited action, its own transaction, and a
+summary of what was done and what was refused (with the refusal's code)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Awaitable, Callable
+from typing import Any, NamedTuple
+
+from services.operations.errors import OperationsError
+
+
+class ItemOutcome(NamedTuple):
+    """What became of one item of a bulk action."""
+
+    id: str
+    done: bool
+    code: str | None  # the refusal's code; None when done
+    message: str | None  # the refusal's message; None when done
+
+
+async def each(
+    ids: AsyncIterable[str], act: Callable[[str], Awaitable[object]]
+) -> list[ItemOutcome]:
+    """Run `act` on every id in turn; a refusal (any OperationsError) is recorded and the next
+    id goes on, anything else (PostgreSQL down) stops the run."""
+    outcomes: list[ItemOutcome] = []
+    async for item in ids:
+        try:
+            await act(item)
+        except OperationsError as e:
+            outcomes.append(ItemOutcome(item, False, e.code, e.message))
+        else:
+            outcomes.append(ItemOutcome(item, True, None, None))
+    return outcomes
+
+
+def summary(outcomes: list[ItemOutcome]) -> dict[str, Any]:
+    """`{"done", "refused", "items"}` of a bulk action, items in the order they ran."""
+    return {
+        "done": sum(1 for o in outcomes if o.done),
+        "refused": sum(1 for o in outcomes if not o.done),
+        "items": [o._asdict() for o in outcomes],
+    }
+
+
+async def lines_of(text: str) -> AsyncIterable[str]:
+    """The non-blank lines of a file of ids, stripped, one id per line."""
+    for line in text.splitlines():
+        if line.strip():
+            yield line.strip()

@@ -1,0 +1,51 @@
+"""The rail as an operator's resolution asks it, at that moment: every object that names a
+settlement, found the way the relay finds one (by metadata, `StripeRail.find_all`) and by the
+ids already recorded, each read whole by reconciliation's `RailSource`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Protocol
+
+from services.operations.errors import RailUnavailable
+from services.reconcile.errors import ReconcileError
+from services.reconcile.model import RailObject
+from services.reconcile.rail_source import RailSource
+from services.relay.rail import RailInstruction
+from services.relay.stripe_rail import RailLookupFailed, StripeRail
+
+
+class RailLookup(Protocol):
+    """What resolving a settlement asks of the rail."""
+
+    async def objects_for(
+        self, instruction: RailInstruction, known: Iterable[str], since: datetime
+    ) -> list[RailObject]:
+        """Every transfer or payout for the instruction's settlement; RailUnavailable if the
+        rail cannot be asked."""
+        ...
+
+
+class StripeLookup:
+    """The rail lookup over Stripe's API (or the simulator); close it with `aclose`."""
+
+    def __init__(self, api_key: str, *, api_base: str | None = None) -> None:
+        self._search = StripeRail(api_key, api_base=api_base)
+        self._read = RailSource(api_key, api_base=api_base)
+
+    async def objects_for(
+        self, instruction: RailInstruction, known: Iterable[str], since: datetime
+    ) -> list[RailObject]:
+        """Objects whose metadata names the settlement (payouts created since `since`) and
+        those with the `known` ids, read whole; an id the rail does not know is left out."""
+        try:
+            found = await self._search.find_all(instruction, since=since)
+            return await self._read.retrieve({*found, *known})
+        except (RailLookupFailed, ReconcileError) as e:
+            raise RailUnavailable(f"the rail could not be searched: {e}") from e
+
+    async def aclose(self) -> None:
+        """Close both HTTP sessions."""
+        await self._search.aclose()
+        await self._read.aclose()

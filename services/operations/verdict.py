@@ -1,0 +1,109 @@
+"""Whether the rail agrees with an operator's resolution of a settlement under review: pure.
+
+    resolution  the rail, looked up at that moment, must show
+    paid        exactly one object for the settlement, of its amount, currency and
+                destination, its money paid (not in flight, failed or reversed)
+    failed      no object, and no attempt of the dispatcher in flight
+    retry       no object, and no attempt in flight: the instruction is re-armed under the
+                same rail key, so a late object from an earlier attempt is the same object
+
+Anything else is refused with the rule's code and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from services.operations.errors import Refused
+from services.reconcile.model import MoneyState, RailObject, money_state
+from services.shared.domain.instruction import (
+    IN_FLIGHT,
+    SETTLEMENT_RESOLVED,
+    IllegalResolution,
+    InstructionStatus,
+    Resolution,
+    resolved_status,
+)
+from services.shared.domain.settlement import SettlementStatus
+
+RAIL_DISAGREES = "rail_disagrees"
+NOT_IN_REVIEW = "not_in_review"
+ATTEMPT_IN_FLIGHT = "attempt_in_flight"
+INSTRUCTION_STATUS = "instruction_status"
+
+
+class UnderReview(NamedTuple):
+    """A settlement and its rail instruction as an operator's resolution finds them."""
+
+    settlement_id: str
+    status: SettlementStatus
+    amount: int  # minor units the instruction asks the rail to move
+    currency: str  # ISO 4217, upper case
+    destination: str  # the account the instruction pays
+    instruction: InstructionStatus
+
+
+class Decision(NamedTuple):
+    """What an accepted resolution writes."""
+
+    instruction: InstructionStatus  # the instruction's status after it
+    settlement: SettlementStatus | None  # the settlement's; None keeps it in review
+    rail_reference: str | None  # the one rail object a paid resolution adopts
+
+
+def decide(item: UnderReview, resolution: Resolution, objects: Sequence[RailObject]) -> Decision:
+    """The writes of resolving `item` as `resolution` given what the rail shows; Refused with
+    the code of the first rule that does not hold."""
+    instruction = admissible(item, resolution)
+    reference = None
+    if resolution is Resolution.PAID:
+        reference = _the_one_paid(item, objects).object_id
+    elif objects:
+        shown = ", ".join(sorted(o.object_id for o in objects))
+        raise Refused(
+            f"settlement {item.settlement_id}: the rail shows {shown}; {resolution} needs none",
+            code=RAIL_DISAGREES,
+        )
+    return Decision(instruction, SETTLEMENT_RESOLVED[resolution], reference)
+
+
+def admissible(item: UnderReview, resolution: Resolution) -> InstructionStatus:
+    """The instruction's status after `resolution` if the rows allow it, whatever the rail
+    says; Refused (not in review, attempt in flight, instruction status) otherwise."""
+    if item.status is not SettlementStatus.NEEDS_REVIEW:
+        raise Refused(f"settlement {item.settlement_id} is {item.status}", code=NOT_IN_REVIEW)
+    if item.instruction in IN_FLIGHT:
+        raise Refused(
+            f"settlement {item.settlement_id}: the dispatcher has an attempt in flight "
+            f"(instruction {item.instruction}); wait for its answer",
+            code=ATTEMPT_IN_FLIGHT,
+        )
+    try:
+        return resolved_status(item.instruction, resolution)
+    except IllegalResolution as e:
+        raise Refused(str(e), code=INSTRUCTION_STATUS) from e
+
+
+def _the_one_paid(item: UnderReview, objects: Sequence[RailObject]) -> RailObject:
+    if len(objects) != 1:
+        raise Refused(
+            f"settlement {item.settlement_id}: the rail shows {len(objects)} objects; "
+            "paid needs exactly one",
+            code=RAIL_DISAGREES,
+        )
+    (obj,) = objects
+    for field, expected, actual in (
+        ("amount", item.amount, obj.amount),
+        ("currency", item.currency, obj.currency),
+        ("destination", item.destination, obj.destination),
+        ("state", MoneyState.PAID.value, money_state(obj).value),
+    ):
+        if expected != actual:
+            raise Refused(
+                f"settlement {item.settlement_id}: rail object {obj.object_id} has {field} "
+                f"{actual!r}, the settlement {expected!r}",
+                code=RAIL_DISAGREES,
+                field=field,
+            )
+    return obj

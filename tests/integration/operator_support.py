@@ -1,0 +1,133 @@
+"""A world for operator actions: its own database (copied from a migrated template), a served
+rail simulator, settlements sent to review the way the relay refers them, and breaks planted
+as reconciliation stores them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import pytest
+
+from railsim.core import RailSim
+from railsim.http import create_app
+from services.operations.rail_lookup import StripeLookup
+from services.shared.domain.settlement import SettlementStatus as S
+from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.harness import Servers
+from tests.integration.check_support import World
+from tests.integration.railsim_support import serving, stripe_client, transfer_params
+
+DESTINATION = "acct_1Q2w3E"  # World.accept's, for 700 EUR
+
+
+@pytest.fixture
+async def world(infra: Servers, template: str) -> AsyncIterator[World]:
+    name = unique("settle_ops_")
+    url = await create_database(infra.database_url, name, template)
+    pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
+    try:
+        sim = RailSim()
+        async with serving(create_app(sim)) as sim_url:
+            yield World(url, pool, sim, sim_url, infra.kafka_bootstrap, "", "", "", "", "")
+    finally:
+        await pool.close()
+        await drop_database(infra.database_url, name)
+
+
+@pytest.fixture
+async def rail(world: World) -> AsyncIterator[StripeLookup]:
+    lookup = StripeLookup("sk_test_x", api_base=world.sim_url)
+    yield lookup
+    await lookup.aclose()
+
+
+async def referred(world: World) -> str:
+    """A settlement accepted, whose instruction the relay referred: both under review."""
+    sid = await world.accept()
+    await world.pool.execute(
+        "UPDATE rail_instructions SET status = 'needs_review', error_class = 'ambiguous', "
+        "attempts = 8 WHERE settlement_id = $1::uuid", sid,
+    )  # fmt: skip
+    await world.move(sid, S.NEEDS_REVIEW, reason="rail answer unclear after 8 attempts")
+    return sid
+
+
+async def made_at_rail(world: World, sid: str, amount: int = 700) -> str:
+    """A transfer naming the settlement, made at the rail directly; its id."""
+    async with stripe_client(world.sim_url) as client:
+        made = await client.v1.transfers.create_async(transfer_params(sid, DESTINATION, amount))
+    return str(made.id)
+
+
+async def objects_at_rail(world: World, sid: str) -> list[str]:
+    """The ids of the transfers the rail holds for the settlement."""
+    async with stripe_client(world.sim_url) as client:
+        page = await client.v1.transfers.list_async({"transfer_group": sid, "limit": 10})
+    return [t.id for t in page.data]
+
+
+async def snapshot(world: World, sid: str) -> dict[str, Any]:
+    """Everything a resolution may change about a settlement."""
+    pool = world.pool
+    row = await pool.fetchrow(
+        "SELECT s.status, s.version, s.rail_reference, r.status AS instruction, r.attempts "
+        "FROM settlements s JOIN rail_instructions r ON r.settlement_id = s.id "
+        "WHERE s.id = $1::uuid", sid,
+    )  # fmt: skip
+    net = await pool.fetch(
+        "SELECT p.account_id, sum(p.amount) AS net FROM postings p JOIN journal_entries e "
+        "ON e.id = p.entry_id WHERE e.settlement_id = $1::uuid GROUP BY p.account_id "
+        "HAVING sum(p.amount) <> 0", sid,
+    )  # fmt: skip
+    actions = await pool.fetch(
+        "SELECT actor, action, detail, before, after FROM operator_actions WHERE target = $1 "
+        "ORDER BY id", f"settlement:{sid}",
+    )  # fmt: skip
+    return {
+        **dict(row),
+        "net": {r["account_id"].split(":")[1]: r["net"] for r in net},
+        "actions": [
+            {k: json.loads(v) if k in ("detail", "before", "after") else v for k, v in a.items()}
+            for a in actions
+        ],
+    }
+
+
+async def plant_run(pool: asyncpg.Pool) -> int:
+    run_id: int = await pool.fetchval(
+        "INSERT INTO reconciliation_runs (kind, window_start, window_end, started_at, status) "
+        "VALUES ('intraday', now() - interval '1 hour', now(), now(), 'running') RETURNING id"
+    )
+    return run_id
+
+
+async def plant_breaks(
+    pool: asyncpg.Pool, count: int, break_type: str = "amount_mismatch", status: str = "open"
+) -> list[int]:
+    """`count` breaks of `break_type` in `status`, each of 700 expected and 200 less actual."""
+    run_id = await plant_run(pool)
+    closed = status != "open"
+    rows = await pool.fetch(
+        """
+        INSERT INTO reconciliation_breaks
+               (break_key, break_type, settlement_id, rail_object_id, field, currency, expected,
+                actual, reason, status, first_seen, last_seen, first_run_id, last_run_id,
+                resolved_at, resolved_by)
+        SELECT $1 || n, $2, gen_random_uuid(), 'tr_' || $1 || n, 'amount', 'EUR', '700',
+               '500', 'amount:-200', $3, $4, $4, $5, $5,
+               CASE WHEN $6 THEN $4 END, CASE WHEN $6 THEN 'reconciler' END
+          FROM generate_series(1, $7) AS n
+        RETURNING id
+        """,
+        unique("k"), break_type, status, datetime.now(UTC), run_id, closed, count,
+    )  # fmt: skip
+    return [r["id"] for r in rows]
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())

@@ -1,0 +1,164 @@
+"""Operators resolve settlements under review on the real PostgreSQL against the served rail
+simulator: a resolution the rail contradicts is refused and changes nothing; an accepted one
+moves the settlement through the guarded write path with its postings and writes exactly one
+audit row; a retry re-arms the instruction and the dispatcher sends it under the same key;
+`operator_actions` refuses UPDATE and DELETE."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+
+from services.operations.errors import NotFound, Refused
+from services.operations.rail_lookup import StripeLookup
+from services.operations.review import list_review, resolve
+from services.shared.domain.instruction import Resolution
+from services.shared.domain.settlement import SettlementStatus as S
+from tests.integration.check_support import SETTLE, World, template
+from tests.integration.operator_support import (
+    made_at_rail,
+    new_id,
+    objects_at_rail,
+    rail,
+    referred,
+    snapshot,
+    world,
+)
+
+pytestmark = pytest.mark.integration
+__all__ = ["rail", "template", "world"]
+R = Resolution
+
+
+async def resolved(world: World, rail: StripeLookup, sid: str, resolution: Resolution) -> object:
+    async with world.pool.acquire() as conn:
+        return await resolve(conn, rail, sid, resolution, reason="checked at the rail",
+                             operator="alice", now=datetime.now(UTC))  # fmt: skip
+
+
+async def refused(world: World, rail: StripeLookup, sid: str, resolution: Resolution) -> Refused:
+    with pytest.raises(Refused) as raised:
+        await resolved(world, rail, sid, resolution)
+    return raised.value
+
+
+async def test_a_resolution_the_rail_contradicts_is_refused_and_changes_nothing(
+    world: World, rail: StripeLookup
+) -> None:
+    sid = await referred(world)
+    other = await referred(world)
+    await made_at_rail(world, sid)
+    await made_at_rail(world, other, amount=699)
+    before, other_before = await snapshot(world, sid), await snapshot(world, other)
+    for resolution in (R.FAILED, R.RETRY):
+        assert (await refused(world, rail, sid, resolution)).code == "rail_disagrees"
+    # Paid needs the object the settlement asked for: 699 is not 700.
+    wrong = await refused(world, rail, other, R.PAID)
+    assert (wrong.code, wrong.field) == ("rail_disagrees", "amount")
+    # Nothing at the rail for a third one: paid has no object to adopt.
+    empty = await referred(world)
+    assert "0 objects" in (await refused(world, rail, empty, R.PAID)).message
+    assert await snapshot(world, sid) == before and await snapshot(world, other) == other_before
+    assert before["actions"] == [] and before["status"] == "needs_review"
+
+
+async def test_paid_the_rail_confirms_books_the_payout_and_audits_it_once(
+    world: World, rail: StripeLookup
+) -> None:
+    sid = await world.accept()
+    await world.dispatch(sid)  # the rail made the transfer; the webhook never came
+    await world.move(sid, S.NEEDS_REVIEW, reason="no webhook after 7 days")
+    (listed,) = [i for i in await list_review(world.pool, None, 50) if i["id"] == sid]
+    transfer = listed["rail_reference"]
+    assert transfer.startswith("tr_") and listed["instruction_status"] == "transferred"
+    before = await snapshot(world, sid)
+    assert before["net"] == {"funding": -700, "in_transit": 700}
+    await resolved(world, rail, sid, R.PAID)
+    after = await snapshot(world, sid)
+    assert (after["status"], after["rail_reference"], after["instruction"]) == (
+        "paid", transfer, "transferred",
+    )  # fmt: skip
+    assert after["version"] == before["version"] + 1
+    assert after["net"] == {"funding": -700, "paid_out": 700}
+    (action,) = after["actions"]
+    assert (action["actor"], action["action"]) == ("alice", "review.resolve")
+    assert action["detail"] == {"as": "paid", "reason": "checked at the rail",
+                                "rail_objects": [transfer]}  # fmt: skip
+    assert action["before"]["status"] == "needs_review" and action["after"]["status"] == "paid"
+    step = await world.pool.fetchrow(
+        "SELECT to_status, actor, reason FROM settlement_transitions WHERE settlement_id = $1 "
+        "ORDER BY sequence DESC LIMIT 1", uuid.UUID(sid),
+    )  # fmt: skip
+    assert tuple(step) == ("paid", "alice", "checked at the rail")
+    assert (await refused(world, rail, sid, R.PAID)).code == "not_in_review"
+    assert len((await snapshot(world, sid))["actions"]) == 1
+
+
+async def test_failed_with_nothing_at_the_rail_returns_the_money(
+    world: World, rail: StripeLookup
+) -> None:
+    sid = await referred(world)
+    assert (await snapshot(world, sid))["net"] == {"funding": -700, "payable": 700}
+    await resolved(world, rail, sid, R.FAILED)
+    after = await snapshot(world, sid)
+    assert (after["status"], after["instruction"], after["net"]) == ("failed", "failed", {})
+    assert [a["after"]["instruction"] for a in after["actions"]] == ["failed"]
+
+
+async def test_retry_re_arms_the_instruction_and_the_dispatcher_sends_it_once(
+    world: World, rail: StripeLookup
+) -> None:
+    sid = await referred(world)
+    await resolved(world, rail, sid, R.RETRY)
+    armed = await snapshot(world, sid)
+    assert (armed["status"], armed["instruction"], armed["attempts"]) == (
+        "needs_review", "pending", 0,
+    )  # fmt: skip
+    # Armed again, it is in flight: a second resolution waits for the dispatcher's answer.
+    assert (await refused(world, rail, sid, R.FAILED)).code == "attempt_in_flight"
+    await world.dispatch(sid)
+    sent = await snapshot(world, sid)
+    assert (sent["status"], sent["instruction"]) == ("submitted", "transferred")
+    assert sent["net"] == {"funding": -700, "in_transit": 700}
+    assert await objects_at_rail(world, sid) == [sent["rail_reference"]]
+    assert len(sent["actions"]) == 1
+
+
+async def test_an_unknown_settlement_is_not_found(world: World, rail: StripeLookup) -> None:
+    with pytest.raises(NotFound):
+        await resolved(world, rail, new_id(), R.FAILED)
+
+
+async def test_operator_actions_refuse_update_and_delete(world: World, rail: StripeLookup) -> None:
+    sid = await referred(world)
+    await resolved(world, rail, sid, R.FAILED)
+    target = f"settlement:{sid}"
+    for statement in (
+        "UPDATE operator_actions SET actor = 'mallory' WHERE target = $1",
+        "DELETE FROM operator_actions WHERE target = $1",
+    ):
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
+            await world.pool.execute(statement, target)
+    assert [a["actor"] for a in (await snapshot(world, sid))["actions"]] == ["alice"]
+
+
+async def test_settle_review_resolve_exits_1_with_the_refusals_code(world: World) -> None:
+    sid = await referred(world)
+    await made_at_rail(world, sid)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
+    env |= {"SETTLE_DATABASE_URL": world.url, "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap}
+    process = await asyncio.create_subprocess_exec(
+        SETTLE, "review", "resolve", sid, "--as", "failed", "--reason", "nothing sent",
+        "--operator", "bob", "--rail-url", world.sim_url, "--json",
+        env=env, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await process.communicate()
+    assert await process.wait() == 1
+    assert json.loads(out)["error"]["code"] == "rail_disagrees"
+    assert (await snapshot(world, sid))["status"] == "needs_review"
