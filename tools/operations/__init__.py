@@ -1,0 +1,1 @@
+"""`settle review` and `settle breaks`: operators resolve stuck money, audited."""

@@ -1,0 +1,146 @@
+"""`settle breaks list|show|resolve|export`: reconciliation breaks as operators handle them.
+
+`resolve ID --reason TEXT --operator NAME` closes an open break as resolved (healed and
+resolved ones are final: exit 1, `break_closed`); `--all-of-type TYPE` and `--from-file FILE`
+resolve many, each its own audited action, and print a summary. `export --format csv|jsonl`
+streams the open breaks with their reason codes.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from services.shared.config import Settings
+from services.shared.domain.breaks import BreakStatus, BreakType
+from tools.operations.common import (
+    DONE,
+    REFUSED,
+    database,
+    echo_json,
+    fail,
+    json_option,
+    operator_option,
+    reason_option,
+    run,
+)
+
+TYPES = click.Choice([t.value for t in BreakType])
+
+
+@click.group()
+def breaks() -> None:
+    """Reconciliation breaks: list, show, resolve, export."""
+
+
+@breaks.command("list")
+@click.option("--status", type=click.Choice([s.value for s in BreakStatus]), default=None)
+@click.option("--type", "break_type", type=TYPES, default=None)
+@click.option("--after", default=0, type=click.IntRange(0), help="List ids after this one.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 1000))
+@json_option
+def list_(
+    status: str | None, break_type: str | None, after: int, limit: int, as_json: bool
+) -> None:
+    """Breaks by id, filtered by status and type."""
+    from services.operations.breaks import break_document, list_breaks
+
+    async def work(settings: Settings) -> None:
+        async with database(settings) as pool:
+            found = await list_breaks(
+                pool, after=after, limit=limit, status=BreakStatus(status) if status else None,
+                break_type=BreakType(break_type) if break_type else None,
+            )  # fmt: skip
+        if as_json:
+            echo_json({"data": [break_document(b) for b in found]})
+            return
+        for b in found:
+            click.echo(f"{b.id}  {b.status}  {b.break_type}  {b.reason}  "
+                       f"settlement={b.settlement_id}  rail={b.rail_object_id}")  # fmt: skip
+
+    run("breaks", as_json, work)
+
+
+@breaks.command()
+@click.argument("break_id")
+@json_option
+def show(break_id: str, as_json: bool) -> None:
+    """One break."""
+    from services.operations.breaks import break_document, show_break
+
+    async def work(settings: Settings) -> None:
+        async with database(settings) as pool:
+            document = break_document(await show_break(pool, break_id))
+        if as_json:
+            echo_json(document)
+            return
+        for key in sorted(document):
+            click.echo(f"{key}: {document[key]}")
+
+    run("breaks", as_json, work)
+
+
+@breaks.command()
+@click.argument("break_id", required=False)
+@reason_option
+@operator_option
+@click.option("--all-of-type", type=TYPES, default=None, help="Resolve every open break of it.")
+@click.option("--from-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Resolve every break id in this file, one a line.")  # fmt: skip
+@json_option
+def resolve(
+    break_id: str | None, reason: str, operator: str, all_of_type: str | None,
+    from_file: Path | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Resolve open breaks with a reason, each audited."""
+    from services.operations import bulk
+    from services.operations.breaks import break_document, open_ids, resolve_break
+
+    if sum(x is not None for x in (break_id, all_of_type, from_file)) != 1:
+        fail("breaks", as_json, "usage", "give one BREAK_ID, --all-of-type or --from-file", 2)
+
+    listed = from_file.read_text() if from_file is not None else ""
+
+    async def work(settings: Settings) -> int:
+        async with database(settings) as pool, pool.acquire() as conn:
+
+            async def act(item: str) -> object:
+                return await resolve_break(
+                    conn, item, reason=reason, operator=operator, now=datetime.now(UTC)
+                )
+
+            if break_id is not None:
+                done = await resolve_break(
+                    conn, break_id, reason=reason, operator=operator, now=datetime.now(UTC)
+                )
+                echo_json(break_document(done)) if as_json else click.echo(f"{done.id}: resolved")
+                return DONE
+            ids = (bulk.lines_of(listed) if from_file is not None
+                   else open_ids(pool, BreakType(str(all_of_type))))  # fmt: skip
+            outcomes = await bulk.each(ids, act)
+        echo_json(bulk.summary(outcomes))
+        return REFUSED if any(not o.done for o in outcomes) else DONE
+
+    raise SystemExit(run("breaks", as_json, work))
+
+
+@breaks.command()
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="jsonl",
+              show_default=True)  # fmt: skip
+@click.option("--type", "break_type", type=TYPES, default=None)
+def export(fmt: str, break_type: str | None) -> None:
+    """Stream the open breaks as CSV or JSON lines, each with its reason code."""
+    from services.operations.export import ExportFormat, export_open
+
+    async def work(settings: Settings) -> None:
+        async with database(settings) as pool, pool.acquire() as conn:
+            only = BreakType(break_type) if break_type else None
+            lines = export_open(conn, ExportFormat(fmt), break_type=only)
+            async for line in lines:
+                sys.stdout.write(line)
+        sys.stdout.flush()
+
+    run("breaks", False, work)

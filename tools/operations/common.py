@@ -1,0 +1,84 @@
+"""What `settle review` and `settle breaks` share: the database and rail they open, how an
+error is printed (text, or one JSON object with its machine-readable code) and the exit
+status it ends with.
+
+    0  done (every item of a bulk action)
+    1  refused (any item of a bulk action): the rail, or the item's status, disagrees
+    2  a source could not be read: the configuration, PostgreSQL or the rail
+    3  no such settlement or break
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any, NoReturn, TypeVar
+
+import asyncpg
+import click
+
+from services.operations.errors import NotFound, RailUnavailable
+from services.shared.config import Settings, load_settings
+from services.shared.errors import ApiError, ConfigError, StoreUnavailable
+
+DONE, REFUSED, UNREADABLE, NOT_FOUND = 0, 1, 2, 3
+T = TypeVar("T")
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON, not text.")
+operator_option = click.option(
+    "--operator", required=True, help="Who acts: the name the audit row keeps."
+)
+reason_option = click.option("--reason", required=True, help="Why: kept in the audit row.")
+
+
+def exit_status(error: ApiError) -> int:
+    """The exit status an error ends the command with."""
+    if isinstance(error, NotFound):
+        return NOT_FOUND
+    if isinstance(error, StoreUnavailable | RailUnavailable):
+        return UNREADABLE
+    return REFUSED
+
+
+def fail(command: str, as_json: bool, code: str, message: str, status: int) -> NoReturn:
+    """Print the error (JSON on stdout, or text on stderr) and exit with `status`."""
+    if as_json:
+        click.echo(json.dumps({"ok": False, "error": {"code": code, "message": message}}))
+    else:
+        click.echo(f"settle {command}: {code}: {message}", err=True)
+    raise SystemExit(status)
+
+
+def run(command: str, as_json: bool, work: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
+    """Run `work` with the settings; a refusal or an unreadable source ends the command with
+    its code printed and its exit status."""
+    try:
+        settings = load_settings()
+    except ConfigError as e:
+        fail(command, as_json, "config", str(e), UNREADABLE)
+    try:
+        return asyncio.run(work(settings))
+    except ApiError as e:
+        fail(command, as_json, e.code, e.message, exit_status(e))
+
+
+@asynccontextmanager
+async def database(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
+    """A small pool on the settings' database, closed after."""
+    from services.shared.database import create_pool
+
+    try:
+        pool = await create_pool(settings, max_size=2)
+    except (OSError, asyncpg.PostgresError) as e:
+        raise StoreUnavailable(f"PostgreSQL is unreachable: {e}") from e
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+def echo_json(document: object) -> None:
+    """One JSON document on stdout, keys sorted."""
+    click.echo(json.dumps(document, sort_keys=True))

@@ -1,0 +1,128 @@
+"""`settle review list|show|resolve`: settlements under review, resolved against the rail.
+
+`resolve ID --as paid|failed|retry --reason TEXT --operator NAME` is refused (exit 1, with
+its code) unless the rail, looked up at that moment, agrees; `--from-file FILE` resolves
+every id in the file (one a line), each its own audited action, and prints a summary.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from services.shared.config import Settings
+from services.shared.domain.instruction import Resolution
+from tools.check.cli import SIMULATOR_API
+from tools.operations.common import (
+    DONE,
+    REFUSED,
+    database,
+    echo_json,
+    fail,
+    json_option,
+    operator_option,
+    reason_option,
+    run,
+)
+
+
+@click.group()
+def review() -> None:
+    """Settlements under review (needs_review): list, show, resolve against the rail."""
+
+
+@review.command("list")
+@click.option("--after", default=None, help="List settlements with ids after this one.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 200))
+@json_option
+def list_(after: str | None, limit: int, as_json: bool) -> None:
+    """Settlements under review, by id."""
+    from services.operations.review import list_review, parse_id
+
+    async def work(settings: Settings) -> None:
+        async with database(settings) as pool:
+            items = await list_review(pool, parse_id(after) if after else None, limit)
+        if as_json:
+            echo_json({"data": items})
+            return
+        for i in items:
+            click.echo(f"{i['id']}  {i['amount']} {i['currency']}  instruction "
+                       f"{i['instruction_status']}  {i['reason']}")  # fmt: skip
+
+    run("review", as_json, work)
+
+
+@review.command()
+@click.argument("settlement_id")
+@json_option
+def show(settlement_id: str, as_json: bool) -> None:
+    """One settlement with its rail instruction."""
+    from services.operations.review import show as show_one
+
+    async def work(settings: Settings) -> None:
+        async with database(settings) as pool:
+            item = await show_one(pool, settlement_id)
+        if as_json:
+            echo_json(item)
+            return
+        for key in sorted(item):
+            click.echo(f"{key}: {item[key]}")
+
+    run("review", as_json, work)
+
+
+@review.command()
+@click.argument("settlement_id", required=False)
+@click.option("--as", "resolution", required=True, type=click.Choice([r.value for r in Resolution]))
+@reason_option
+@operator_option
+@click.option("--from-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Resolve every settlement id in this file, one a line.")  # fmt: skip
+@click.option("--rail-url", default=None, help="The rail's API base (default STRIPE_API_BASE).")
+@json_option
+def resolve(
+    settlement_id: str | None, resolution: str, reason: str, operator: str,
+    from_file: Path | None, rail_url: str | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Resolve settlements under review as paid, failed or retry, if the rail agrees."""
+    from services.operations import bulk
+    from services.operations.rail_lookup import StripeLookup
+    from services.operations.review import Resolved
+    from services.operations.review import resolve as resolve_one
+
+    if (settlement_id is None) == (from_file is None):
+        fail("review", as_json, "usage", "give one SETTLEMENT_ID or --from-file FILE", 2)
+
+    listed = from_file.read_text() if from_file is not None else ""
+
+    async def work(settings: Settings) -> int:
+        api_base = rail_url or settings.stripe_api_base or SIMULATOR_API
+        lookup = StripeLookup(settings.stripe_api_key, api_base=api_base)
+        try:
+            async with database(settings) as pool, pool.acquire() as conn:
+
+                async def act(sid: str) -> Resolved:
+                    return await resolve_one(
+                        conn, lookup, sid, Resolution(resolution), reason=reason,
+                        operator=operator, now=datetime.now(UTC),
+                    )  # fmt: skip
+
+                if from_file is None:
+                    done = await act(str(settlement_id))
+                    if as_json:
+                        echo_json(done._asdict())
+                    else:
+                        click.echo(
+                            f"{done.settlement_id}: {done.resolution}, settlement "
+                            f"{done.settlement}, instruction {done.instruction}"
+                        )
+                    return DONE
+                outcomes = await bulk.each(bulk.lines_of(listed), act)
+        finally:
+            await lookup.aclose()
+        echo_json(bulk.summary(outcomes))
+        return REFUSED if any(not o.done for o in outcomes) else DONE
+
+    raise SystemExit(run("review", as_json, work))
