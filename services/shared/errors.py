@@ -9,12 +9,15 @@
     │   ├── StoreUnavailable            PostgreSQL out of reach; 503 with Retry-After; retriable
     │   ├── Unauthorized, BodyTooLarge  401 and 413 of the edge (shared.edge)
     │   ├── LedgerError                 ledger HTTP errors (ledger.errors)
-    │   └── InboxError                  inbox HTTP errors (inbox.errors)
-    │       └── ClaimedEventChanged     an inbox row changed while claimed; never retried
+    │   ├── InboxError                  inbox HTTP errors (inbox.errors)
+    │   │   └── ClaimedEventChanged     an inbox row changed while claimed; never retried
+    │   └── OperationsError             operator actions: 404, 409 refusals, 400, 403, 503
+    │                                   (operations.errors)
     ├── DomainError                     a settlement rule refused the input (shared.domain)
     │   ├── IllegalTransition
     │   ├── ReasonRequired
     │   ├── IllegalInstructionEvent     a rail instruction cannot take the event
+    │   ├── IllegalResolution           an operator's resolution cannot start from that status
     │   ├── IllegalBreakTransition      a reconciliation break cannot go to that status
     │   └── BreakNotHealable            only an operator may resolve this break
     ├── TransitionConflict              a settlement changed under its row lock; never retried

@@ -117,11 +117,12 @@ async def plant_breaks(
         INSERT INTO reconciliation_breaks
                (break_key, break_type, settlement_id, rail_object_id, field, currency, expected,
                 actual, reason, status, first_seen, last_seen, first_run_id, last_run_id,
-                resolved_at, resolved_by)
-        SELECT $1 || n, $2, gen_random_uuid(), 'tr_' || $1 || n, 'amount', 'EUR', '700',
-               '500', 'amount:-200', $3, $4, $4, $5, $5,
-               CASE WHEN $6 THEN $4 END, CASE WHEN $6 THEN 'reconciler' END
-          FROM generate_series(1, $7) AS n
+                resolved_at, resolved_by, resolution_reason)
+        SELECT $1::text || n, $2, gen_random_uuid(), 'tr_' || $1::text || n, 'amount', 'EUR',
+               '700', '500', 'amount:-200', $3, $4::timestamptz, $4::timestamptz, $5, $5,
+               CASE WHEN $6 THEN $4::timestamptz END, CASE WHEN $6 THEN 'reconciler' END,
+               CASE WHEN $6 THEN 'planted' END
+          FROM generate_series(1, $7::int) AS n
         RETURNING id
         """,
         unique("k"), break_type, status, datetime.now(UTC), run_id, closed, count,

@@ -22,6 +22,7 @@ the settlement on without a rail reference, the reference is written as a step o
     ├── IllegalTransition           the target status may not follow the current one
     ├── ReasonRequired              needs_review, or a break resolved, without a reason
     ├── IllegalInstructionEvent     a rail instruction cannot take the event (instruction.py)
+    ├── IllegalResolution           an operator's resolution cannot start from that status
     ├── IllegalBreakTransition      a break cannot go to that status (breaks.py)
     └── BreakNotHealable            healing a break only an operator may resolve (breaks.py)
 """
