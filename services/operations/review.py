@@ -108,7 +108,8 @@ async def resolve(
     Refused, NotFound, ReasonMissing or RailUnavailable change nothing."""
     if not reason.strip():
         raise ReasonMissing()
-    row = await conn.fetchrow(SHOW, parse_id(settlement_id))
+    with unavailable_when_down("PostgreSQL is unreachable; nothing was resolved"):
+        row = await conn.fetchrow(SHOW, parse_id(settlement_id))
     if row is None:
         raise NotFound(f"no settlement {settlement_id}")
     # Refused before the rail is asked when the rows alone refuse it; decided again below on

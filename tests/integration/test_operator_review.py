@@ -9,13 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
 
-from services.operations.errors import NotFound, Refused
+from services.operations.errors import NotFound, RailUnavailable, Refused
 from services.operations.rail_lookup import StripeLookup
 from services.operations.review import list_review, resolve
 from services.shared.domain.instruction import Resolution
@@ -148,17 +151,53 @@ async def test_operator_actions_refuse_update_and_delete(world: World, rail: Str
     assert [a["actor"] for a in (await snapshot(world, sid))["actions"]] == ["alice"]
 
 
-async def test_settle_review_resolve_exits_1_with_the_refusals_code(world: World) -> None:
-    sid = await referred(world)
-    await made_at_rail(world, sid)
+async def settle_review(world: World, *args: str) -> tuple[int, dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
     env |= {"SETTLE_DATABASE_URL": world.url, "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap}
     process = await asyncio.create_subprocess_exec(
-        SETTLE, "review", "resolve", sid, "--as", "failed", "--reason", "nothing sent",
-        "--operator", "bob", "--rail-url", world.sim_url, "--json",
-        env=env, stdout=asyncio.subprocess.PIPE,
+        SETTLE, "review", "resolve", *args, "--reason", "nothing sent", "--operator", "bob",
+        "--rail-url", world.sim_url, "--json", env=env, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, _ = await process.communicate()
-    assert await process.wait() == 1
-    assert json.loads(out)["error"]["code"] == "rail_disagrees"
+    return await process.wait(), json.loads(out)
+
+
+async def test_settle_review_resolve_exits_1_with_the_refusals_code(world: World) -> None:
+    sid = await referred(world)
+    await made_at_rail(world, sid)
+    status, out = await settle_review(world, sid, "--as", "failed")
+    assert (status, out["error"]["code"]) == (1, "rail_disagrees")
     assert (await snapshot(world, sid))["status"] == "needs_review"
+
+
+async def test_bulk_review_resolves_each_id_on_its_own(world: World, tmp_path: Path) -> None:
+    good, contradicted = await referred(world), await referred(world)
+    await made_at_rail(world, contradicted)
+    unknown = new_id()
+    ids = tmp_path / "ids.txt"
+    ids.write_text(f"{good}\n{contradicted}\n{unknown}\n")
+    status, summary = await settle_review(world, "--from-file", str(ids), "--as", "failed")
+    assert status == 1
+    assert (summary["done"], summary["refused"]) == (1, 2)
+    assert [(i["id"], i["code"]) for i in summary["items"]] == [
+        (good, None), (contradicted, "rail_disagrees"), (unknown, "not_found"),
+    ]  # fmt: skip
+    assert (await snapshot(world, good))["status"] == "failed"
+    assert (await snapshot(world, contradicted))["actions"] == []
+
+
+async def test_an_unreachable_rail_refuses_every_resolution(world: World) -> None:
+    sid = await referred(world)
+    before = await snapshot(world, sid)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    lookup = StripeLookup("sk_test_x", api_base=closed)
+    try:
+        for resolution in R:
+            with pytest.raises(RailUnavailable) as raised:
+                await resolved(world, lookup, sid, resolution)
+            assert (raised.value.status, raised.value.code) == (503, "rail_unreadable")
+    finally:
+        await lookup.aclose()
+    assert await snapshot(world, sid) == before

@@ -95,6 +95,20 @@ async def test_payouts_are_paged_from_the_lookback_until_a_match() -> None:
     }
 
 
+async def test_find_all_reads_every_page_and_keeps_every_match() -> None:
+    answers = pages(
+        page(item("po_3", "stl_1"), item("po_2", None), has_more=True),
+        page(item("po_1", "stl_1"), item("po_0", "stl_x")),
+    )
+    async with fake_stripe(answers) as fake:
+        rail = fake.rail()
+        found = await rail.find_all(instruction(PayoutMethod.PAYOUT, destination="ba_9"))
+        await rail.aclose()
+
+    assert found == ["po_3", "po_1"]
+    assert len(fake.requests) == 2
+
+
 async def test_payouts_are_searched_from_the_bound_given() -> None:
     async with fake_stripe(pages(page())) as fake:
         rail = fake.rail()
