@@ -10,6 +10,7 @@ nothing.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -19,6 +20,7 @@ from services.operations.audit import record_action
 from services.operations.errors import NotFound, ReasonMissing, Refused
 from services.operations.rail_lookup import RailLookup
 from services.operations.verdict import Decision, UnderReview, admissible, decide
+from services.reconcile.model import RailObject
 from services.relay.rail import RailInstruction
 from services.shared.domain.instruction import InstructionStatus, Resolution
 from services.shared.domain.payout import PayoutMethod
@@ -123,7 +125,8 @@ async def resolve(
 
 
 async def _write(
-    conn: asyncpg.Connection, row: asyncpg.Record, resolution: Resolution, objects: Any,
+    conn: asyncpg.Connection, row: asyncpg.Record, resolution: Resolution,
+    objects: Sequence[RailObject],
     reason: str, operator: str, now: datetime,
 ) -> Resolved:  # fmt: skip
     batch = await TransitionBatch.lock(conn, [row["id"]])
