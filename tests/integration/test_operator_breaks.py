@@ -191,6 +191,7 @@ async def test_http_resolves_audited_and_refuses_with_status_and_code(
         refused = await client.post(f"/v1/review/{sid}/resolve", headers=auth,
                                     json={"as": "failed", "reason": "nothing sent"})  # fmt: skip
         missing = await client.get("/v1/breaks/999999999", headers=auth)
+        exported = await client.get("/v1/breaks/export", params={"format": "csv"}, headers=auth)
     assert [b["id"] for b in listed.json()["data"]] == [open_break]
     assert done.status_code == 200 and done.json()["resolved_by"] == "erin"
     assert (again.status_code, again.json()["error"]["code"]) == (409, "break_closed")
@@ -199,4 +200,7 @@ async def test_http_resolves_audited_and_refuses_with_status_and_code(
     assert (refused.status_code, refused.json()["error"]["code"]) == (409, "rail_disagrees")
     assert (missing.status_code, missing.json()["error"]["code"]) == (404, "not_found")
     assert await audited(world, [open_break]) == [f"break:{open_break} erin"]
+    # Resolved now: the export of open breaks is its header alone.
+    assert exported.status_code == 200 and exported.headers["content-type"].startswith("text/csv")
+    assert exported.text == _CSV_HEADER
     assert (await snapshot(world, sid))["actions"] == []
