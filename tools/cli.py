@@ -13,6 +13,7 @@ from tools.bench.cli import bench
 from tools.chaos.cli import chaos
 from tools.check.cli import check
 from tools.infra.cli import infra
+from tools.rail.cli import rail
 from tools.reconcile.cli import reconcile
 from tools.run.cli import demo, run
 
@@ -31,6 +32,7 @@ cli.add_command(relay)
 cli.add_command(inbox)
 cli.add_command(check)
 cli.add_command(reconcile)
+cli.add_command(rail)
 cli.add_command(run)
 cli.add_command(demo)
 cli.add_command(chaos)
