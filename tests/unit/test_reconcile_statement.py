@@ -142,6 +142,7 @@ def test_the_source_serves_objects_by_created_window_and_by_id(tmp_path: Path) -
         "\n".join(
             [HEADER,
              line("transfer", "tr_1", "-1.00", created="2026-11-26 08:00:00"),
+             line("charge", "ch_1", "3.00", created="2026-11-26 08:00:01"),
              line("transfer", "tr_2", "-2.00", created="2026-11-26 08:00:05", sid="b")]
         )
     )  # fmt: skip
@@ -153,7 +154,7 @@ def test_the_source_serves_objects_by_created_window_and_by_id(tmp_path: Path) -
     assert [o.object_id for o in asyncio.run(source.objects(start, start + 1))] == ["tr_1"]
     found = asyncio.run(source.retrieve(["tr_2", "tr_9"]))
     assert [o.object_id for o in found] == ["tr_2"]
-    assert (source.source, source.rows_read(2)) == ("statement:statement.csv", 2)
+    assert (source.source, source.rows_read(2)) == ("statement:statement.csv", 3)
 
 
 def test_a_file_that_cannot_be_read_is_unreadable(tmp_path: Path) -> None:
