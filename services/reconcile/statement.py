@@ -49,7 +49,7 @@ REQUIRED_COLUMNS = (
     "source_id",
 )
 CREATED_FORMAT = "%Y-%m-%d %H:%M:%S"
-_DECIMAL = re.compile(r"(-?)(\d+)(?:\.(\d+))?")
+_DECIMAL = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?")  # ASCII digits only, as Stripe writes
 # The sign each category's gross has: money out of the balance is negative.
 _SIGN = {"transfer": -1, "transfer_reversal": 1, "payout": -1, "payout_reversal": 1}
 
