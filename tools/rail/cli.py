@@ -34,7 +34,12 @@ def rail() -> None:
 @rail.command()
 @click.option("--from", "start", type=TIMES, required=True, help="Start (UTC), inclusive.")
 @click.option("--to", "end", type=TIMES, required=True, help="End (UTC), exclusive.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Where to save the CSV (replaced once the whole statement is in).",
+)
 @click.option("--rail-url", default=None, help="The simulator (default STRIPE_API_BASE).")
 def statement(start: datetime, end: datetime, out: Path, rail_url: str | None) -> None:
     """Save the statement of the balance transactions created in [--from, --to) to --out."""
