@@ -7,10 +7,12 @@ zero; amounts are signed int minor units, negative when money leaves the platfor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 
 from railsim.listing import Ordered
-from railsim.objects import Wire, new_id
+from railsim.objects import Payout, Transfer, Wire, new_id
+from railsim.statement import itemized_report
 
 
 class MovementType(StrEnum):
@@ -70,6 +72,11 @@ class BalanceBook:
         """One balance transaction by id, if it exists."""
         position = self.transactions.position.get(transaction_id)
         return None if position is None else self.transactions.records[position]
+
+    def itemized(self, objects: Mapping[str, Transfer | Payout], start: int, end: int) -> str:
+        """Stripe's itemized balance change report (CSV) of the movements created in
+        [start, end); `objects` are the transfers and payouts that caused them."""
+        return itemized_report(self.transactions.records, objects, start, end)
 
     def balance(self) -> Wire:
         """The balance object of `GET /v1/balance`: what the movements add up to per currency."""

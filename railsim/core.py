@@ -155,6 +155,11 @@ class RailSim:
         """GET /v1/balance: what every movement so far adds up to, per currency."""
         return self._one("balance", "", self._book.balance)
 
+    def statement(self, start: int, end: int) -> str:
+        """The statement (Stripe's itemized balance change report, CSV) of [start, end)."""
+        with self._lock:
+            return self._book.itemized(self._objects, start, end)
+
     def withheld_webhooks(self) -> Wire:
         """Events the webhook_drop fault never sent: {"count": n, "recent": [...]}."""
         with self._lock:

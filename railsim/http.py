@@ -49,6 +49,7 @@ class StripeApi:
         routes.append(
             Route("/v1/balance_transactions/{transaction_id}", self._movement, methods=["GET"])
         )
+        routes.append(Route("/v1/reporting/statement", self._statement, methods=["GET"]))
         all_methods = ["GET", "POST", "DELETE", "PUT", "PATCH"]
         routes.append(Route("/v1/{rest:path}", self._unknown, methods=all_methods))
         return routes
@@ -99,6 +100,18 @@ class StripeApi:
         transaction_id = request.path_params["transaction_id"]
         return await self._answer(self.sim.retrieve_balance_transaction(transaction_id), None)
 
+    async def _statement(self, request: Request) -> Response:
+        """The itemized balance change report of [interval_start, interval_end), as CSV."""
+        if (denied := await self._admit(request)) is not None:
+            return denied
+        try:
+            start, end = (_seconds(request, p) for p in ("interval_start", "interval_end"))
+            if start >= end:
+                raise ApiError("interval_start must be before interval_end.", param="interval_end")
+        except ApiError as e:
+            return await self._answer(error_reply(e, "req_statement"), None)
+        return Response(self.sim.statement(start, end), media_type="text/csv")
+
     async def _unknown(self, request: Request) -> Response:
         missing = ApiError(
             f"Unrecognized request URL ({request.method}: {request.url.path}).", status=404
@@ -146,6 +159,14 @@ class StripeApi:
             return None
         # Queued after the answer is written, so only the early fault makes a webhook win
         return BackgroundTask(_enqueue, self.sender, reply.webhooks)
+
+
+def _seconds(request: Request, name: str) -> int:
+    """A required Unix-seconds query parameter; ApiError (400) if absent or not an integer."""
+    value = request.query_params.get(name, "")
+    if not value.isdigit():
+        raise ApiError(f"{name} must be a Unix timestamp in seconds, e.g. 1700000000.", param=name)
+    return int(value)
 
 
 async def _enqueue(sender: WebhookSender, webhooks: tuple[Delivery, ...]) -> None:

@@ -15,6 +15,7 @@ from tools.check.cli import check
 from tools.infra.cli import infra
 from tools.operations.breaks_cli import breaks
 from tools.operations.review_cli import review
+from tools.rail.cli import rail
 from tools.reconcile.cli import reconcile
 from tools.run.cli import demo, run
 
@@ -35,6 +36,7 @@ cli.add_command(check)
 cli.add_command(reconcile)
 cli.add_command(review)
 cli.add_command(breaks)
+cli.add_command(rail)
 cli.add_command(run)
 cli.add_command(demo)
 cli.add_command(chaos)

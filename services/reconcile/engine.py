@@ -1,7 +1,8 @@
 """One reconciliation run: read the rail and the ledger over a window, compare, record.
 
     1. start the run (reconciliation_runs, `running`)
-    2. list the rail's transfers and payouts created in the window
+    2. list the rail's transfers and payouts created in the window (from its API, or from a
+       statement file: any RailReader)
     3. page the ledger's settlements alive in the window by id; per page, retrieve by id any
        object a reference names that the list did not return, compare the page with the
        objects it owns, store its breaks (a break seen before is seen again, not added)
@@ -29,11 +30,11 @@ from services.reconcile.compare import SENT, compare
 from services.reconcile.errors import RailUnreadable, ReconcileError
 from services.reconcile.model import Break, LedgerRecord, Pending, RailObject, Report, RunStatus
 from services.reconcile.model import break_key as sort_key
-from services.reconcile.rail_source import RailSource
+from services.reconcile.rail_source import RailReader
 from services.reconcile.windows import Window
 from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS, BreakStatus
 
-LEDGER, RAIL = "ledger", "rail"
+LEDGER = "ledger"
 
 
 def _utcnow() -> datetime:
@@ -85,7 +86,7 @@ class _Pass:
 
 async def reconcile(
     pool: asyncpg.Pool,
-    rail: RailSource,
+    rail: RailReader,
     window: Window,
     *,
     grace: int = DEFAULT_GRACE_SECONDS,
@@ -102,7 +103,7 @@ async def reconcile(
     except ReconcileError as e:
         outcome.error = str(e)
         await store.record_source(
-            pool, run_id, RAIL, read_at=clock(), rows=0, data_expected=True, error=str(e)
+            pool, run_id, rail.source, read_at=clock(), rows=0, data_expected=True, error=str(e)
         )
         outcome.status = await store.finish_run(pool, run_id, clock())
         return outcome
@@ -114,14 +115,14 @@ async def reconcile(
         await _remaining(pool, rail, grace, outcome, state)
     except ReconcileError as e:
         outcome.error = str(e)
-    await _record_sources(pool, outcome, state, rail_read_at, clock())
+    await _record_sources(pool, rail, outcome, state, rail_read_at, clock())
     outcome.status = await store.finish_run(pool, run_id, clock())
     outcome.stored = await store.break_statuses(pool, [store.stored_key(b) for b in outcome.breaks])
     return outcome
 
 
 async def _ledger_pass(
-    pool: asyncpg.Pool, rail: RailSource, window: Window, grace: int, outcome: Outcome, state: _Pass
+    pool: asyncpg.Pool, rail: RailReader, window: Window, grace: int, outcome: Outcome, state: _Pass
 ) -> None:
     """Compare the window's settlements, a page at a time, with the objects each owns."""
     named = _by_settlement(state.objects.values())
@@ -150,7 +151,7 @@ async def _ledger_pass(
 
 
 async def _remaining(
-    pool: asyncpg.Pool, rail: RailSource, grace: int, outcome: Outcome, state: _Pass
+    pool: asyncpg.Pool, rail: RailReader, grace: int, outcome: Outcome, state: _Pass
 ) -> None:
     """Compare the objects no window settlement owns with the settlements they name, a page
     of named settlements at a time; what no settlement explains is unknown_at_rail."""
@@ -171,7 +172,7 @@ async def _remaining(
 
 
 async def _retrieve_referenced(
-    rail: RailSource, records: Sequence[LedgerRecord], state: _Pass
+    rail: RailReader, records: Sequence[LedgerRecord], state: _Pass
 ) -> None:
     """Fetch by id the objects the settlements' references name that were not listed."""
     missing = {r.rail_reference for r in records if r.rail_reference} - state.objects.keys()
@@ -187,7 +188,12 @@ async def _store(pool: asyncpg.Pool, outcome: Outcome, state: _Pass, report: Rep
 
 
 async def _record_sources(
-    pool: asyncpg.Pool, outcome: Outcome, state: _Pass, rail_read_at: datetime, now: datetime
+    pool: asyncpg.Pool,
+    rail: RailReader,
+    outcome: Outcome,
+    state: _Pass,
+    rail_read_at: datetime,
+    now: datetime,
 ) -> None:
     """The evidence of each source: the rail must have answered something if money was sent."""
     await store.record_source(
@@ -196,9 +202,9 @@ async def _record_sources(
     error = await store.record_source(
         pool,
         outcome.run_id,
-        RAIL,
+        rail.source,
         read_at=rail_read_at,
-        rows=len(state.objects),
+        rows=rail.rows_read(len(state.objects)),
         data_expected=state.sent_in_window > 0,
         error=outcome.error,
     )

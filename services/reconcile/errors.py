@@ -3,6 +3,7 @@
 ReconcileError (SettleError)    base; a source reconciliation cannot read is never "no breaks"
 ├── UnreadableRailObject        the rail answered with an object reconciliation cannot read
 ├── RailUnreadable              the rail could not be read (unreachable, an HTTP error)
+├── StatementUnreadable         a statement file could not be read, or a line of it parsed
 ├── RunNotRunning               the run is finished (or unknown); its record is final
 ├── BreakNotFound               no stored break has that id
 └── BreakChanged                a break changed under its row lock; never retried
@@ -62,3 +63,15 @@ class BreakChanged(ReconcileError):
     def __init__(self, break_id: int) -> None:
         super().__init__(f"reconciliation break {break_id} changed under its lock")
         self.break_id = break_id
+
+
+class StatementUnreadable(ReconcileError):
+    """A statement file could not be read or parsed: comparing part of it could hide money."""
+
+    retriable = False
+
+    def __init__(self, line: int | None, detail: str) -> None:
+        where = "the statement" if line is None else f"statement line {line}"
+        super().__init__(f"{where}: {detail}")
+        self.line = line  # the file's line (the header is 1), or None: the file as a whole
+        self.detail = detail

@@ -10,7 +10,7 @@ never takes silence for agreement. Only a 404 on a retrieve is an answer (no suc
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import stripe
 
@@ -26,8 +26,29 @@ TRANSFER_PREFIX = "tr_"
 PAYOUT_PREFIX = "po_"
 
 
+class RailReader(Protocol):
+    """What a run reads the rail's objects through: its API (RailSource), or a statement of
+    it (statement_source.StatementSource)."""
+
+    source: str  # the name the run's evidence records the reading under
+
+    async def objects(self, start: int, end: int) -> list[RailObject]:
+        """Every transfer and payout created in [start, end)."""
+
+    async def retrieve(self, object_ids: Iterable[str]) -> list[RailObject]:
+        """The transfers and payouts with these ids; an unknown id is left out."""
+
+    def rows_read(self, objects: int) -> int:
+        """How many rows the reading returned, for the evidence, given the objects it gave."""
+
+    async def aclose(self) -> None:
+        """Release what the reader holds."""
+
+
 class RailSource:
     """Reads the rail's transfers and payouts for reconciliation; close it with `aclose`."""
+
+    source = "rail"
 
     def __init__(
         self, api_key: str, *, api_base: str | None = None, timeout: float = DEFAULT_TIMEOUT
@@ -68,6 +89,10 @@ class RailSource:
             if obj is not None:
                 found.append(obj)
         return found
+
+    def rows_read(self, objects: int) -> int:
+        """The objects the rail returned."""
+        return objects
 
     async def aclose(self) -> None:
         """Close the HTTP session."""

@@ -27,6 +27,28 @@ _ISO_4217_LIST_ONE = """
 """
 
 CURRENCIES: frozenset[str] = frozenset(_ISO_4217_LIST_ONE.split())
+# The currencies whose major unit has other than two decimals in Stripe's amounts and reports.
+ZERO_DECIMAL = frozenset(
+    [
+        "BIF",
+        "CLP",
+        "DJF",
+        "GNF",
+        "JPY",
+        "KMF",
+        "KRW",
+        "MGA",
+        "PYG",
+        "RWF",
+        "UGX",
+        "VND",
+        "VUV",
+        "XAF",
+        "XOF",
+        "XPF",
+    ]
+)
+THREE_DECIMAL = frozenset(["BHD", "JOD", "KWD", "OMR", "TND"])
 
 
 def is_currency(code: str) -> bool:
@@ -37,3 +59,11 @@ def is_currency(code: str) -> bool:
 def is_amount(value: object) -> bool:
     """True if `value` is an int (not a bool) of minor units in 1 .. MAX_AMOUNT."""
     return type(value) is int and 0 < value <= MAX_AMOUNT
+
+
+def exponent(currency: str) -> int:
+    """How many decimals `currency`'s major unit has as Stripe writes it: 0 (JPY...), 3 (KWD...)
+    or 2; an amount of n minor units is n / 10**exponent major units."""
+    if currency in ZERO_DECIMAL:
+        return 0
+    return 3 if currency in THREE_DECIMAL else 2

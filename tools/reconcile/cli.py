@@ -1,4 +1,5 @@
-"""`settle reconcile [--json] [--day D] [--grace S] [--rail-url URL]`: one reconciliation run.
+"""`settle reconcile [--json] [--day D] [--grace S] [--rail-url URL] [--statement FILE]`: one
+reconciliation run, against the rail's API or a statement file of it.
 
 Exit status: 0 no open break, 1 open breaks, 2 a source (the rail, PostgreSQL) or the
 configuration could not be read: an unreadable rail is never "no breaks".
@@ -9,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+from services.reconcile.errors import StatementUnreadable
 from services.shared.config import Settings, load_settings
 from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS
 from services.shared.errors import ConfigError, StoreUnavailable
@@ -42,7 +45,16 @@ if TYPE_CHECKING:
     default=None,
     help="The rail's API base (default STRIPE_API_BASE, else the local simulator).",
 )
-def reconcile(as_json: bool, day: datetime | None, grace: int, rail_url: str | None) -> None:
+@click.option(
+    "--statement",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Reconcile against this Stripe itemized balance change report (CSV) instead of the "
+    "rail's API, over --day or else the span of its lines.",
+)
+def reconcile(
+    as_json: bool, day: datetime | None, grace: int, rail_url: str | None, statement: Path | None
+) -> None:
     """Compare the ledger with the rail over a window, record the run and its breaks."""
     from tools.reconcile.output import exit_status, print_text, run_document
 
@@ -51,9 +63,13 @@ def reconcile(as_json: bool, day: datetime | None, grace: int, rail_url: str | N
     except ConfigError as e:
         _fail(as_json, "config", str(e))
     try:
-        outcome = asyncio.run(_run(settings, day.date() if day else None, grace, rail_url))
+        outcome = asyncio.run(
+            _run(settings, day.date() if day else None, grace, rail_url, statement)
+        )
     except StoreUnavailable as e:
         _fail(as_json, "postgresql", str(e))
+    except StatementUnreadable as e:
+        _fail(as_json, "statement", str(e))
     if as_json:
         click.echo(json.dumps(run_document(outcome), sort_keys=True))
     else:
@@ -61,21 +77,30 @@ def reconcile(as_json: bool, day: datetime | None, grace: int, rail_url: str | N
     raise SystemExit(exit_status(outcome))
 
 
-async def _run(settings: Settings, day: date | None, grace: int, rail_url: str | None) -> Outcome:
+async def _run(
+    settings: Settings, day: date | None, grace: int, rail_url: str | None, statement: Path | None
+) -> Outcome:
     from services.reconcile import store, windows
     from services.reconcile.engine import reconcile as run_once
     from services.reconcile.model import RunKind
-    from services.reconcile.rail_source import RailSource
+    from services.reconcile.rail_source import RailReader, RailSource
+    from services.reconcile.statement_source import StatementSource
     from services.shared.database import create_pool
 
+    rail: RailReader
+    window: windows.Window | None
+    if statement is not None:
+        # Read first: a file that cannot be parsed starts no run.
+        rail = sheet = StatementSource.open(statement)
+        window = sheet.window(day)
+    else:
+        rail = RailSource(
+            settings.stripe_api_key, api_base=rail_url or settings.stripe_api_base or SIMULATOR_API
+        )
+        window = windows.end_of_day(day) if day is not None else None
     pool = await create_pool(settings, max_size=2)
-    rail = RailSource(
-        settings.stripe_api_key, api_base=rail_url or settings.stripe_api_base or SIMULATOR_API
-    )
     try:
-        if day is not None:
-            window = windows.end_of_day(day)
-        else:
+        if window is None:
             last = await store.last_completed(pool, RunKind.INTRADAY)
             window = windows.intraday(last, datetime.now(UTC))
         return await run_once(pool, rail, window, grace=grace)

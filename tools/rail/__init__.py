@@ -1,0 +1,1 @@
+"""`settle rail`: what the rail says, fetched for reconciliation."""
