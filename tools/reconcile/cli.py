@@ -1,4 +1,6 @@
-"""`settle reconcile [--json] [--day D] [--grace S] [--rail-url URL]`: one reconciliation run.
+"""`settle reconcile [--json] [--day D] [--grace S] [--rail-url URL] [--no-heal]`: one
+reconciliation run; status drifts the rail proves are healed through the inbox unless
+`--no-heal` makes the run read-only.
 
 Exit status: 0 no open break, 1 open breaks, 2 a source (the rail, PostgreSQL) or the
 configuration could not be read: an unreadable rail is never "no breaks".
@@ -42,7 +44,15 @@ if TYPE_CHECKING:
     default=None,
     help="The rail's API base (default STRIPE_API_BASE, else the local simulator).",
 )
-def reconcile(as_json: bool, day: datetime | None, grace: int, rail_url: str | None) -> None:
+@click.option(
+    "--no-heal",
+    "read_only",
+    is_flag=True,
+    help="Heal nothing: report the status drifts the rail proves, leave them open.",
+)
+def reconcile(
+    as_json: bool, day: datetime | None, grace: int, rail_url: str | None, read_only: bool
+) -> None:
     """Compare the ledger with the rail over a window, record the run and its breaks."""
     from tools.reconcile.output import exit_status, print_text, run_document
 
@@ -51,7 +61,9 @@ def reconcile(as_json: bool, day: datetime | None, grace: int, rail_url: str | N
     except ConfigError as e:
         _fail(as_json, "config", str(e))
     try:
-        outcome = asyncio.run(_run(settings, day.date() if day else None, grace, rail_url))
+        outcome = asyncio.run(
+            _run(settings, day.date() if day else None, grace, rail_url, heal=not read_only)
+        )
     except StoreUnavailable as e:
         _fail(as_json, "postgresql", str(e))
     if as_json:
@@ -61,7 +73,9 @@ def reconcile(as_json: bool, day: datetime | None, grace: int, rail_url: str | N
     raise SystemExit(exit_status(outcome))
 
 
-async def _run(settings: Settings, day: date | None, grace: int, rail_url: str | None) -> Outcome:
+async def _run(
+    settings: Settings, day: date | None, grace: int, rail_url: str | None, *, heal: bool
+) -> Outcome:
     from services.reconcile import store, windows
     from services.reconcile.engine import reconcile as run_once
     from services.reconcile.model import RunKind
@@ -78,7 +92,7 @@ async def _run(settings: Settings, day: date | None, grace: int, rail_url: str |
         else:
             last = await store.last_completed(pool, RunKind.INTRADAY)
             window = windows.intraday(last, datetime.now(UTC))
-        return await run_once(pool, rail, window, grace=grace)
+        return await run_once(pool, rail, window, grace=grace, heal=heal)
     finally:
         await rail.aclose()
         await pool.close()
