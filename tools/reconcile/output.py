@@ -58,8 +58,8 @@ def print_text(outcome: Outcome) -> None:
     click.echo(
         f"reconciliation run {outcome.run_id} ({window.kind.value} "
         f"{window.start.isoformat()} .. {window.end.isoformat()}): {outcome.status.value}, "
-        f"{outcome.open_breaks} open break(s), {outcome.healed} healed, "
-        f"{len(outcome.report().pending)} pending"
+        f"{outcome.open_breaks} open break(s), {len(outcome.report().pending)} pending, "
+        f"{outcome.healed} healed"
     )
     if outcome.error:
         click.echo(f"  source unreadable: {outcome.error}", err=True)
