@@ -33,11 +33,13 @@ from services.inbox.intake import Arrival, insert_events
 from services.inbox.store import Recorded, claim_stored, record_many
 from services.reconcile import proof
 from services.reconcile.closing import close_break
+from services.reconcile.errors import ReconcileError
 from services.reconcile.model import Break
 from services.reconcile.store import stored_key
 from services.shared.domain.breaks import BreakStatus
-from services.shared.errors import SettleError
+from services.shared.domain.settlement import DomainError
 from services.shared.store_errors import retry_contended, unavailable_when_down
+from services.shared.transitions import TransitionConflict
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,8 @@ async def heal_drift(
                 return await _heal(conn, item, wire, now)
     except _NotHealed as e:
         return Heal(False, str(e))
-    except SettleError as e:  # a rule refused a step: the drift is an operator's
+    except (DomainError, TransitionConflict, ReconcileError) as e:
+        # A rule refused a step, or the break changed under its lock: an operator's to see.
         return Heal(False, f"refused: {e}")
 
 
