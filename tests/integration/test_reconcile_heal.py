@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -31,7 +31,13 @@ from services.inbox.http import create_app as inbox_app
 from services.inbox.metrics import create_metrics
 from services.inbox.signature import SignatureCheck
 from services.inbox.worker import InboxWorker
+from services.reconcile.engine import reconcile
+from services.reconcile.heal import heal_drift
+from services.reconcile.model import RunKind
 from services.reconcile.proof import EVENT_PREFIX
+from services.reconcile.rail_source import RailSource
+from services.reconcile.windows import Window
+from services.shared.domain.breaks import BreakType
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.edge import BearerAuth
 from services.shared.topics import ensure_topics
@@ -229,3 +235,27 @@ async def test_a_drift_whose_object_differs_in_amount_is_never_healed(dropping: 
         )
         == 0
     )
+
+
+async def test_a_drift_healed_before_is_not_healed_twice(dropping: Dropping) -> None:
+    await dropping.settle_all()
+    w = dropping.world
+    rail = RailSource("sk_test_x", api_base=w.sim_url)
+    try:
+        window = Window(RunKind.INTRADAY, datetime.now(UTC) - timedelta(hours=1), datetime.now(UTC))
+        read_only = await reconcile(w.pool, rail, window, grace=0, heal=False)
+        drifts = [b for b in read_only.breaks if b.break_type is BreakType.STATUS_DRIFT]
+        assert drifts and read_only.healed == 0
+        wires = [await rail.wire(b.rail_object_id or "") for b in drifts]
+    finally:
+        await rail.aclose()
+    tables = ("postings", "inbox_events", "operator_actions")
+    pairs = list(zip(drifts, wires, strict=True))
+    async with w.pool.acquire() as conn:
+        first = [await heal_drift(conn, b, o, datetime.now(UTC)) for b, o in pairs]
+        counts = [await dropping.count(t) for t in tables]
+        again = [await heal_drift(conn, b, o, datetime.now(UTC)) for b, o in pairs]
+    assert all(h.healed and h.event_id for h in first), first
+    assert not any(h.healed for h in again), again
+    assert all("not open" in h.reason for h in again), again
+    assert [await dropping.count(t) for t in tables] == counts
