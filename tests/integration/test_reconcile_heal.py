@@ -1,8 +1,9 @@
 """Healing lost webhooks on the real PostgreSQL, Kafka, inbox and a served rail simulator that
-drops webhooks: `settle reconcile` heals each status drift the rail proves through the inbox,
-after which every settlement is final and agrees with the rail and `settle check` is green; a
-late real webhook for a healed change is a duplicate that books nothing; a drift whose object
-also differs in amount is never healed; a second run heals nothing and adds no break.
+drops webhooks (transfers paid and reversed, payouts paid and failed): `settle reconcile`
+heals each status drift the rail proves through the inbox, after which every settlement is
+final and agrees with the rail and `settle check` is green; a late real webhook for a healed
+change is a duplicate that books nothing; a drift whose object also differs in amount is
+never healed; a second run heals nothing and adds no break.
 
 Each test gets a database, topics, an inbox and a simulator of its own: a run judges every
 settlement it can see.
@@ -31,6 +32,9 @@ from services.inbox.http import create_app as inbox_app
 from services.inbox.metrics import create_metrics
 from services.inbox.signature import SignatureCheck
 from services.inbox.worker import InboxWorker
+from services.ledger.acceptor import Ledger
+from services.ledger.booking import Books
+from services.ledger.intake import parse_settlement_body
 from services.reconcile.engine import reconcile
 from services.reconcile.heal import heal_drift
 from services.reconcile.model import RunKind
@@ -38,15 +42,17 @@ from services.reconcile.proof import EVENT_PREFIX
 from services.reconcile.rail_source import RailSource
 from services.reconcile.windows import Window
 from services.shared.domain.breaks import BreakType
+from services.shared.domain.payout import PayoutMethod
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.edge import BearerAuth
 from services.shared.topics import ensure_topics
 from services.shared.transitions import apply_transition
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
-from tests.integration.check_support import World, template
+from tests.integration.check_support import TENANT, World, template
 from tests.integration.railsim_support import FAST_RETRIES, serving, stripe_client
 from tests.integration.railsim_support import transfer_params as params
+from tests.integration.test_ledger_books import WINDOWS
 from tests.integration.test_reconcile_engine import settle_reconcile
 
 pytestmark = pytest.mark.integration
@@ -55,7 +61,8 @@ __all__ = ["template"]
 SECRET = "whsec_heal_test"
 # Half the changes' webhooks never sent; seeded so the run drops some of each kind of change.
 DROPS = Faults(webhook_drop=0.5, reversal_delay_ms=50, seed=11)
-PAID, REVERSED = 8, 4  # settlements paid, and paid then reversed (acct_reverse)
+PAID, REVERSED = 8, 4  # transfers paid, and paid then reversed (acct_reverse)
+PAID_OUT, FAILED = 3, 2  # payouts paid, and failed (acct_fail)
 
 
 @dataclass
@@ -73,23 +80,37 @@ class Dropping:
         w = self.world
         wanted = {await w.accept("acct_ok_1"): S.PAID for _ in range(PAID)}
         wanted |= {await w.accept("acct_reverse_1"): S.REVERSED for _ in range(REVERSED)}
+        wanted |= {await self.payout("acct_ok_1"): S.PAID for _ in range(PAID_OUT)}
+        wanted |= {await self.payout("acct_fail_1"): S.FAILED for _ in range(FAILED)}
         for sid in wanted:
             await w.dispatch(sid)
-        changes = PAID + 2 * REVERSED  # transfer.created each, transfer.reversed for some
+        # transfer.created each, transfer.reversed for some; payout.created and .paid or .failed
+        changes = PAID + 2 * REVERSED + 2 * (PAID_OUT + FAILED)
         for _ in range(400):
-            reversed_all = all(
-                w.sim.objects_for(sid)[0]["amount_reversed"] > 0
-                for sid, end in wanted.items()
-                if end is S.REVERSED
-            )
             told = self.sender.stats()["sent"] + w.sim.withheld_webhooks()["count"]
-            if reversed_all and told == changes and self.sender.stats()["pending"] == 0:
+            if self.rail_done(wanted) and told == changes and not self.sender.stats()["pending"]:
                 break
             await asyncio.sleep(0.025)
         else:
             raise AssertionError(f"the rail did not finish: {self.sender.stats()}")
         await self.worker.drain()
         return wanted
+
+    async def payout(self, destination: str) -> str:
+        """A settlement accepted to be paid out (not transferred) to `destination`."""
+        body = {"reference": unique("ref-"), "payee": "payee-7", "destination": destination,
+                "amount": 700, "currency": "EUR"}  # fmt: skip
+        req = parse_settlement_body(TENANT, unique("key-"), json.dumps(body).encode())
+        ledger = Ledger(self.world.pool, Books(WINDOWS, PayoutMethod.PAYOUT))
+        return str(json.loads((await ledger.accept_many([req]))[0].body)["id"])
+
+    def rail_done(self, wanted: dict[str, S]) -> bool:
+        """Every reversal and every payout's outcome has happened at the rail."""
+        objects = {sid: self.world.sim.objects_for(sid)[0] for sid in wanted}
+        return all(objects[sid]["amount_reversed"] > 0 for sid in wanted
+                   if wanted[sid] is S.REVERSED) and all(
+            o["status"] in ("paid", "failed") for o in objects.values() if o["object"] == "payout"
+        )  # fmt: skip
 
     async def statuses(self, ids: Any) -> dict[str, S]:
         rows = await self.world.pool.fetch(
