@@ -27,7 +27,8 @@ class Faults:
     webhook_early: float = 0.0  # the created event posted before the API answers
     payout_fail: float = 0.0  # an accepted payout fails later
     reversal: float = 0.0  # a transfer or paid payout is reversed later
-    # The faults only a reconciliation catches: off in every profile for now
+    # The faults only a reconciliation catches. Drops are on in demo and chaos (a lost webhook
+    # is what reconciliation heals); the other two stay off until the inbox books them right.
     webhook_drop: float = 0.0  # a change's events are never sent at all
     partial_reversal: float = 0.0  # a transfer is later reversed in part (half, rounded down)
     payout_return: float = 0.0  # a paid payout comes back later (payout.paid, then .failed)
@@ -69,6 +70,7 @@ PROFILES: dict[str, Faults] = {
         webhook_early=0.05,
         payout_fail=0.02,
         reversal=0.01,
+        webhook_drop=0.02,
     ),
     "chaos": Faults(
         latency_ms=25,
@@ -82,6 +84,7 @@ PROFILES: dict[str, Faults] = {
         webhook_early=0.2,
         payout_fail=0.05,
         reversal=0.05,
+        webhook_drop=0.05,
     ),
 }
 

@@ -48,12 +48,19 @@ def initial_status(event: RailEvent) -> tuple[InboxStatus, str | None]:
     return InboxStatus.RECEIVED, None
 
 
-class _Waiting(NamedTuple):
-    """A webhook waiting for its group's INSERT."""
+class Arrival(NamedTuple):
+    """An event to store: what was received, its body, and when."""
 
     event: RailEvent
     payload: bytes
     now: datetime
+
+
+async def insert_events(conn: asyncpg.Connection, rows: Sequence[Arrival]) -> set[str]:
+    """Insert `rows` in the caller's transaction, skipping any whose id or change is stored
+    already; the event ids stored now."""
+    new = await conn.fetch(INSERT_EVENTS, RAIL, *_columns(rows))
+    return {r["rail_event_id"] for r in new}
 
 
 def _stopping() -> StoreUnavailable:
@@ -65,7 +72,7 @@ class EventStore:
 
     def __init__(self, pool: asyncpg.Pool, *, workers: int = 2, max_batch: int = 500) -> None:
         self._pool = pool
-        self._groups: GroupCommit[_Waiting, bool] = GroupCommit(
+        self._groups: GroupCommit[Arrival, bool] = GroupCommit(
             self._store_group, workers=workers, max_batch=max_batch, stopping=_stopping
         )
 
@@ -74,12 +81,12 @@ class EventStore:
     ) -> tuple[bool, InboxStatus]:
         """Store `event` durably unless its id or change is stored already: (stored, status).
         Raises what the store raised (connection trouble) if it could not be stored."""
-        stored = await self._groups.submit(_Waiting(event, payload, now))
+        stored = await self._groups.submit(Arrival(event, payload, now))
         return stored, initial_status(event)[0]
 
-    async def _store_group(self, group: Sequence[_Waiting]) -> list[bool | Exception]:
+    async def _store_group(self, group: Sequence[Arrival]) -> list[bool | Exception]:
         """Per waiter: True if stored now, False if a duplicate, or the error it gets."""
-        leads: dict[str, _Waiting] = {}  # event id -> the first waiter with it
+        leads: dict[str, Arrival] = {}  # event id -> the first waiter with it
         lead_of: list[str] = []  # per waiter: the event id of the waiter that leads it
         changes: dict[str, str] = {}  # change key -> event id of its lead
         for w in group:
@@ -100,11 +107,10 @@ class EventStore:
             answers.append(False if followed and not isinstance(answer, Exception) else answer)
         return answers
 
-    async def _insert(self, rows: Sequence[_Waiting]) -> dict[str, bool | Exception]:
+    async def _insert(self, rows: Sequence[Arrival]) -> dict[str, bool | Exception]:
         async def insert() -> dict[str, bool | Exception]:
             async with self._pool.acquire() as conn:
-                new = await conn.fetch(INSERT_EVENTS, RAIL, *_columns(rows))
-            inserted = {r["rail_event_id"] for r in new}
+                inserted = await insert_events(conn, rows)
             return {w.event.event_id: w.event.event_id in inserted for w in rows}
 
         try:
@@ -114,7 +120,7 @@ class EventStore:
                 raise
         return await self._one_by_one(rows)
 
-    async def _one_by_one(self, rows: Sequence[_Waiting]) -> dict[str, bool | Exception]:
+    async def _one_by_one(self, rows: Sequence[Arrival]) -> dict[str, bool | Exception]:
         answers: dict[str, bool | Exception] = {}
         for w in rows:
             try:
@@ -124,7 +130,7 @@ class EventStore:
         return answers
 
 
-def _columns(rows: Sequence[_Waiting]) -> list[list[object]]:
+def _columns(rows: Sequence[Arrival]) -> list[list[object]]:
     firsts = [initial_status(w.event) for w in rows]
     return [
         [w.event.event_id for w in rows],

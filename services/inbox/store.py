@@ -31,6 +31,13 @@ SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts
  LIMIT $2
    FOR UPDATE SKIP LOCKED
 """
+# One row just stored by this transaction, locked for applying (reconciliation's heal).
+CLAIM_STORED = """
+SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts, received_at
+  FROM inbox_events
+ WHERE rail = $1 AND rail_event_id = $2 AND status = 'received'
+   FOR UPDATE
+"""
 RECORD_MANY = """
 UPDATE inbox_events AS e
    SET status = u.status, attempts = e.attempts + 1, reason = u.reason,
@@ -75,6 +82,13 @@ async def claim_due_many(conn: asyncpg.Connection, now: datetime, limit: int) ->
     """Lock up to `limit` of the oldest received or due parked rows in the caller's
     transaction, oldest first."""
     return [_stored(row) for row in await conn.fetch(CLAIM_DUE_MANY, now, limit)]
+
+
+async def claim_stored(conn: asyncpg.Connection, rail_event_id: str) -> StoredEvent | None:
+    """Lock the received row of `rail_event_id` in the caller's transaction; None if there is
+    no such row awaiting its first attempt."""
+    row = await conn.fetchrow(CLAIM_STORED, RAIL, rail_event_id)
+    return _stored(row) if row is not None else None
 
 
 class Recorded(NamedTuple):

@@ -10,6 +10,9 @@
        objects: what no settlement explains is unknown_at_rail
     5. record each source (when read, how many rows) and finish the run
 
+Each page's status drifts that the rail proves are healed as they are stored (`heal.Healer`,
+unless the run is read-only).
+
 A rail that cannot be read records its error and the run ends `failed`: never a clean run.
 The rail is also unreadable when it lists nothing though the ledger sent money in the window:
 the run stops before it stores a break read from that silence. PostgreSQL out of reach
@@ -28,9 +31,10 @@ import asyncpg
 from services.reconcile import ledger_source, store
 from services.reconcile.compare import SENT, compare
 from services.reconcile.errors import RailUnreadable, ReconcileError
+from services.reconcile.heal import Healer
 from services.reconcile.model import Break, LedgerRecord, Pending, RailObject, Report, RunStatus
 from services.reconcile.model import break_key as sort_key
-from services.reconcile.rail_source import RailReader
+from services.reconcile.rail_source import RailReader, RailSource
 from services.reconcile.windows import Window
 from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS, BreakStatus
 
@@ -52,6 +56,7 @@ class Outcome:
     pending: list[Pending] = field(default_factory=list)
     stored: dict[str, BreakStatus] = field(default_factory=dict)  # status by stored key
     error: str | None = None  # why a source could not be read
+    healed: int = 0  # status drifts this run healed through the inbox
 
     def report(self) -> Report:
         """The breaks and pending items found, in the stable order."""
@@ -82,6 +87,7 @@ class _Pass:
     explained: set[str] = field(default_factory=set)  # object ids some settlement owns
     settlements: int = 0  # settlements read
     sent_in_window: int = 0  # of them, handed to the rail inside the window
+    healer: Healer | None = None  # None: a read-only run
 
 
 async def reconcile(
@@ -92,9 +98,10 @@ async def reconcile(
     grace: int = DEFAULT_GRACE_SECONDS,
     clock: Callable[[], datetime] = _utcnow,
     page_size: int = ledger_source.PAGE_SIZE,
+    heal: bool = True,
 ) -> Outcome:
     """Run one reconciliation over `window`, `page_size` settlements at a time, recorded in
-    the store; its outcome."""
+    the store, healing the drifts the rail proves unless `heal` is False; its outcome."""
     started = clock()
     run_id = await store.start_run(pool, window.kind, window.start, window.end, started)
     outcome = Outcome(run_id, window, RunStatus.RUNNING)
@@ -110,6 +117,9 @@ async def reconcile(
     rail_read_at = clock()
     objects = {o.object_id: o for o in listed}
     state = _Pass(started, int(started.timestamp()), objects, len(listed), page_size)
+    # Only the rail's own API is live proof: a statement file heals nothing.
+    live = isinstance(rail, RailSource)
+    state.healer = Healer(pool, rail, clock) if heal and live else None
     try:
         await _ledger_pass(pool, rail, window, grace, outcome, state)
         await _remaining(pool, rail, grace, outcome, state)
@@ -185,6 +195,8 @@ async def _store(pool: asyncpg.Pool, outcome: Outcome, state: _Pass, report: Rep
     await store.upsert_breaks(pool, outcome.run_id, report.breaks, state.seen_at)
     outcome.breaks.extend(report.breaks)
     outcome.pending.extend(report.pending)
+    if state.healer is not None:
+        outcome.healed += await state.healer.heal(report.breaks)
 
 
 async def _record_sources(

@@ -98,14 +98,16 @@ class RailSource:
         """Close the HTTP session."""
         await self._http.close_async()
 
-    async def _retrieve(self, object_id: str) -> RailObject | None:
+    async def wire(self, object_id: str) -> dict[str, Any] | None:
+        """The transfer or payout `object_id` as the rail renders it now (every field, its
+        metadata and amount reversed included); None if the rail does not know it."""
         v1 = self._client.v1
-        wire: stripe.StripeObject
+        found: stripe.StripeObject
         try:
             if object_id.startswith(TRANSFER_PREFIX):
-                wire = await v1.transfers.retrieve_async(object_id)
+                found = await v1.transfers.retrieve_async(object_id)
             elif object_id.startswith(PAYOUT_PREFIX):
-                wire = await v1.payouts.retrieve_async(object_id)
+                found = await v1.payouts.retrieve_async(object_id)
             else:
                 raise UnreadableRailObject(
                     object_id, "the id names neither a transfer nor a payout"
@@ -116,7 +118,11 @@ class RailSource:
             raise RailUnreadable(f"retrieving {object_id} at {self.where}: {e!r}") from e
         except stripe.StripeError as e:
             raise RailUnreadable(f"retrieving {object_id} at {self.where}: {e!r}") from e
-        return rail_object_of(wire.to_dict())
+        return found.to_dict()
+
+    async def _retrieve(self, object_id: str) -> RailObject | None:
+        found = await self.wire(object_id)
+        return rail_object_of(found) if found is not None else None
 
 
 async def _read_all(items: AsyncIterator[Any]) -> AsyncIterator[RailObject]:

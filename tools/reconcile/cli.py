@@ -1,5 +1,7 @@
-"""`settle reconcile [--json] [--day D] [--grace S] [--rail-url URL] [--statement FILE]`: one
-reconciliation run, against the rail's API or a statement file of it.
+"""`settle reconcile [--json] [--day D] [--grace S] [--rail-url URL] [--statement FILE]
+[--no-heal]`: one reconciliation run, against the rail's API or a statement file of it; status
+drifts the rail proves are healed through the inbox unless `--no-heal` makes the run read-only
+(a run against a statement heals nothing: a file is no live proof).
 
 Exit status: 0 no open break, 1 open breaks, 2 a source (the rail, PostgreSQL) or the
 configuration could not be read: an unreadable rail is never "no breaks".
@@ -52,8 +54,19 @@ if TYPE_CHECKING:
     help="Reconcile against this Stripe itemized balance change report (CSV) instead of the "
     "rail's API, over --day or else the span of its lines.",
 )
+@click.option(
+    "--no-heal",
+    "read_only",
+    is_flag=True,
+    help="Heal nothing: report the status drifts the rail proves, leave them open.",
+)
 def reconcile(
-    as_json: bool, day: datetime | None, grace: int, rail_url: str | None, statement: Path | None
+    as_json: bool,
+    day: datetime | None,
+    grace: int,
+    rail_url: str | None,
+    statement: Path | None,
+    read_only: bool,
 ) -> None:
     """Compare the ledger with the rail over a window, record the run and its breaks."""
     from tools.reconcile.output import exit_status, print_text, run_document
@@ -64,7 +77,14 @@ def reconcile(
         _fail(as_json, "config", str(e))
     try:
         outcome = asyncio.run(
-            _run(settings, day.date() if day else None, grace, rail_url, statement)
+            _run(
+                settings,
+                day.date() if day else None,
+                grace,
+                rail_url,
+                statement,
+                heal=not read_only and statement is None,
+            )
         )
     except StoreUnavailable as e:
         _fail(as_json, "postgresql", str(e))
@@ -78,7 +98,13 @@ def reconcile(
 
 
 async def _run(
-    settings: Settings, day: date | None, grace: int, rail_url: str | None, statement: Path | None
+    settings: Settings,
+    day: date | None,
+    grace: int,
+    rail_url: str | None,
+    statement: Path | None,
+    *,
+    heal: bool,
 ) -> Outcome:
     from services.reconcile import store, windows
     from services.reconcile.engine import reconcile as run_once
@@ -103,7 +129,7 @@ async def _run(
         if window is None:
             last = await store.last_completed(pool, RunKind.INTRADAY)
             window = windows.intraday(last, datetime.now(UTC))
-        return await run_once(pool, rail, window, grace=grace)
+        return await run_once(pool, rail, window, grace=grace, heal=heal)
     finally:
         await rail.aclose()
         await pool.close()

@@ -1,7 +1,7 @@
 """A reconciliation run as `settle reconcile` prints it: one JSON object, or lines of text.
 
     {"ok": bool, "run_id": n, "status": "completed"|"failed", "error": str|null,
-     "window": {"kind", "start", "end"}, "counts": {<every break type>: n},
+     "window": {"kind", "start", "end"}, "healed": n, "counts": {<every break type>: n},
      "breaks": [{"type", "settlement_id", "rail_object_id", "expected", "actual", "currency",
                  "reason", "status"}], "pending": [...]}
 
@@ -43,6 +43,7 @@ def run_document(outcome: Outcome) -> dict[str, Any]:
             "start": window.start.isoformat(),
             "end": window.end.isoformat(),
         },
+        "healed": outcome.healed,
         "counts": counts(report),
         "breaks": [
             break_document(b) | {"status": outcome.status_of(b).value} for b in report.breaks
@@ -57,7 +58,8 @@ def print_text(outcome: Outcome) -> None:
     click.echo(
         f"reconciliation run {outcome.run_id} ({window.kind.value} "
         f"{window.start.isoformat()} .. {window.end.isoformat()}): {outcome.status.value}, "
-        f"{outcome.open_breaks} open break(s), {len(outcome.report().pending)} pending"
+        f"{outcome.open_breaks} open break(s), {len(outcome.report().pending)} pending, "
+        f"{outcome.healed} healed"
     )
     if outcome.error:
         click.echo(f"  source unreadable: {outcome.error}", err=True)

@@ -1,0 +1,144 @@
+"""Healing a status drift the rail proves, through the inbox as if its webhook had arrived.
+
+For each drift that is its settlement's only break (`proof.healable`), the object is read
+from the rail again and, in one transaction:
+
+    1. the stored break is locked; one healed or resolved before is left alone
+    2. the event the rail would have sent for the object now (`proof.proven_event`) is stored
+       in inbox_events by intake's own INSERT under the change key a real webhook carries
+       (`RailEvent.change_key`); a change the inbox holds already is the inbox's to apply
+    3. the row is applied by the inbox's own code (`apply_events`: the decision table, the
+       guarded transitions, their postings and events) and recorded applied
+    4. the break is closed as healed by `close_break`, audited in operator_actions
+
+Whatever does not bring the settlement to agree with the rail rolls all of it back and leaves
+the break open for an operator. A real webhook arriving later finds its change stored and is
+answered as a duplicate, so nothing is booked twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from functools import partial
+from typing import Any, NamedTuple, Protocol
+
+import asyncpg
+
+from services.inbox.apply import apply_events
+from services.inbox.decision import InboxStatus
+from services.inbox.events import parse_event
+from services.inbox.intake import Arrival, insert_events
+from services.inbox.store import Recorded, claim_stored, record_many
+from services.reconcile import proof
+from services.reconcile.closing import close_break
+from services.reconcile.errors import ReconcileError
+from services.reconcile.model import Break
+from services.reconcile.store import stored_key
+from services.shared.domain.breaks import BreakStatus
+from services.shared.domain.settlement import DomainError
+from services.shared.store_errors import retry_contended, unavailable_when_down
+from services.shared.transitions import TransitionConflict
+
+log = logging.getLogger(__name__)
+
+ACTOR = "reconciler"
+LOCK_OPEN_BREAK = """
+SELECT id FROM reconciliation_breaks WHERE break_key = $1 AND status = 'open' FOR UPDATE
+"""
+
+
+class RailObjects(Protocol):
+    """Where the healer reads an object as the rail shows it now (`RailSource`)."""
+
+    async def wire(self, object_id: str) -> dict[str, Any] | None:
+        """The object as the rail renders it, or None if the rail does not know it."""
+        ...
+
+
+class Heal(NamedTuple):
+    """What one attempt to heal a drift did."""
+
+    healed: bool  # the settlement moved to what the rail shows and the break is healed
+    reason: str  # the synthetic event applied, or why nothing was healed
+    event_id: str | None = None  # the synthetic inbox row's event id, when healed
+
+
+class _NotHealed(Exception):
+    """Rolls the heal's transaction back; the break stays as it was."""
+
+
+async def heal_drift(
+    conn: asyncpg.Connection, item: Break, wire: Mapping[str, Any] | None, now: datetime
+) -> Heal:
+    """Apply what `wire` (the drift's object, read now) proves through the inbox and mark the
+    stored drift healed, all in one transaction; nothing changes unless the settlement then
+    agrees with the rail."""
+    try:
+        with unavailable_when_down("PostgreSQL is unreachable; no drift was healed"):
+            async with conn.transaction():
+                return await _heal(conn, item, wire, now)
+    except _NotHealed as e:
+        return Heal(False, str(e))
+    except (DomainError, TransitionConflict, ReconcileError) as e:
+        # A rule refused a step, or the break changed under its lock: an operator's to see.
+        return Heal(False, f"refused: {e}")
+
+
+async def _heal(
+    conn: asyncpg.Connection, item: Break, wire: Mapping[str, Any] | None, now: datetime
+) -> Heal:
+    break_id = await conn.fetchval(LOCK_OPEN_BREAK, stored_key(item))
+    if break_id is None:
+        raise _NotHealed("the break is not open (healed or resolved before)")
+    if wire is None:
+        raise _NotHealed(f"the rail no longer knows {item.rail_object_id}")
+    event_type = proof.proven_event(wire)
+    if event_type is None:
+        raise _NotHealed(f"{item.rail_object_id} is still on its way; nothing is proven")
+    body = proof.synthetic_event(wire, event_type, int(now.timestamp()))
+    event = parse_event(body)
+    if event.event_id not in await insert_events(conn, [Arrival(event, body, now)]):
+        raise _NotHealed(f"the inbox holds change {event.change_key} already; it applies it")
+    claimed = await claim_stored(conn, event.event_id)
+    if claimed is None:  # stored by this very transaction a moment ago
+        raise _NotHealed(f"inbox row {event.event_id} vanished under its transaction")
+    (outcome,) = await apply_events(conn, [claimed], now)
+    final = outcome.moves[-1] if outcome.moves else None
+    if outcome.status is not InboxStatus.APPLIED or final is None:
+        raise _NotHealed(f"the inbox would not move the settlement: {outcome.reason}")
+    if not proof.agrees(final, wire):
+        raise _NotHealed(f"{event_type} leaves the settlement {final}, not what the rail shows")
+    applied = Recorded(claimed, outcome.status, outcome.reason, outcome.settlement_id, None)
+    await record_many(conn, [applied], now)
+    moves = " -> ".join([str(item.expected), *outcome.moves])
+    reason = f"{event_type} {event.event_id} applied from {item.rail_object_id}: {moves}"
+    await close_break(conn, break_id, BreakStatus.HEALED, actor=ACTOR, reason=reason, now=now)
+    return Heal(True, reason, event.event_id)
+
+
+class Healer:
+    """Heals the drifts of each page of breaks a run stores; counts what it healed."""
+
+    def __init__(
+        self, pool: asyncpg.Pool, rail: RailObjects, clock: Callable[[], datetime]
+    ) -> None:
+        self._pool = pool
+        self._rail = rail
+        self._clock = clock
+
+    async def heal(self, breaks: Iterable[Break]) -> int:
+        """Heal every drift among `breaks` the rail proves; how many were healed."""
+        healed = 0
+        for item in proof.healable(breaks):
+            wire = await self._rail.wire(item.rail_object_id or "")
+            done = await retry_contended(partial(self._heal_one, item, wire))
+            if not done.healed:
+                log.info("drift of %s left open: %s", item.settlement_id, done.reason)
+            healed += done.healed
+        return healed
+
+    async def _heal_one(self, item: Break, wire: Mapping[str, Any] | None) -> Heal:
+        async with self._pool.acquire() as conn:
+            return await heal_drift(conn, item, wire, self._clock())

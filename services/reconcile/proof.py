@@ -1,0 +1,84 @@
+"""What the rail proves about a status drift, as the webhook the rail would have sent: pure.
+
+A status drift is healed only from what the rail object shows now, and only as the event the
+rail sends for that state, so the inbox applies it by its own decision table:
+
+    rail object                                  event it proves
+    transfer, nothing reversed                   transfer.created
+    transfer, reversed in full or in part        transfer.reversed
+    payout paid                                  payout.paid
+    payout failed / canceled                     payout.failed / payout.canceled
+    payout pending or in transit                 nothing: the money is still on its way
+
+A drift is healed only when it is its settlement's one disagreement: an object that differs in
+amount, currency or destination, or one of several, is no proof of this settlement's money,
+and every such break waits for an operator.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from services.reconcile.compare import AGREES
+from services.reconcile.model import Break, MoneyState, money_state
+from services.reconcile.wire import rail_object_of
+from services.shared.domain.breaks import HEALABLE
+from services.shared.domain.payout import PayoutMethod
+from services.shared.domain.settlement import SettlementStatus
+
+# Says where a row of inbox_events came from: no rail event id starts so.
+EVENT_PREFIX = "evt_reconcile_"
+
+_PAYOUT_EVENTS: Mapping[str, str] = {
+    "paid": "payout.paid",
+    "failed": "payout.failed",
+    "canceled": "payout.canceled",
+}
+
+
+def proven_event(wire: Mapping[str, Any]) -> str | None:
+    """The type of the event the rail sends for the object's state now; None while a payout
+    is still on its way (nothing is proven). UnreadableRailObject if `wire` is malformed."""
+    obj = rail_object_of(wire)
+    if obj.kind is PayoutMethod.TRANSFER:
+        return "transfer.created" if obj.amount_reversed == 0 else "transfer.reversed"
+    return _PAYOUT_EVENTS.get(obj.status or "")
+
+
+def synthetic_event(wire: Mapping[str, Any], event_type: str, created: int) -> bytes:
+    """The body of the webhook announcing `wire` as `event_type`, shaped as the rail's own,
+    under a fresh id that names reconciliation as its source."""
+    body = {
+        "id": f"{EVENT_PREFIX}{uuid.uuid4().hex}",
+        "object": "event",
+        "created": created,
+        "data": {"object": dict(wire)},
+        "livemode": bool(wire.get("livemode", False)),
+        "pending_webhooks": 0,  # nothing was delivered: reconciliation read the object
+        "request": {"id": None, "idempotency_key": None},
+        "type": event_type,
+    }
+    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+
+def agrees(status: SettlementStatus, wire: Mapping[str, Any]) -> bool:
+    """True if a settlement in `status` agrees with the object's money state."""
+    state: MoneyState = money_state(rail_object_of(wire))
+    return state in AGREES[status]
+
+
+def healable(breaks: Iterable[Break]) -> list[Break]:
+    """The status drifts among `breaks` that are their settlement's only break, in order."""
+    found = list(breaks)
+    others = {b.settlement_id for b in found if b.break_type not in HEALABLE}
+    return [
+        b
+        for b in found
+        if b.break_type in HEALABLE
+        and b.settlement_id is not None
+        and b.rail_object_id is not None
+        and b.settlement_id not in others
+    ]
