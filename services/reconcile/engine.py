@@ -118,8 +118,8 @@ async def reconcile(
     objects = {o.object_id: o for o in listed}
     state = _Pass(started, int(started.timestamp()), objects, len(listed), page_size)
     # Only the rail's own API is live proof: a statement file heals nothing.
-    live = isinstance(rail, RailSource)
-    state.healer = Healer(pool, rail, clock) if heal and live else None
+    if heal and isinstance(rail, RailSource):
+        state.healer = Healer(pool, rail, clock)
     try:
         await _ledger_pass(pool, rail, window, grace, outcome, state)
         await _remaining(pool, rail, grace, outcome, state)
