@@ -27,7 +27,7 @@ class Faults:
     webhook_early: float = 0.0  # the created event posted before the API answers
     payout_fail: float = 0.0  # an accepted payout fails later
     reversal: float = 0.0  # a transfer or paid payout is reversed later
-    # The faults only a reconciliation catches: off in every profile for now
+    # The faults only a reconciliation catches (webhook_drop is off in every profile for now)
     webhook_drop: float = 0.0  # a change's events are never sent at all
     partial_reversal: float = 0.0  # a transfer is later reversed in part (half, rounded down)
     payout_return: float = 0.0  # a paid payout comes back later (payout.paid, then .failed)
@@ -82,6 +82,8 @@ PROFILES: dict[str, Faults] = {
         webhook_early=0.2,
         payout_fail=0.05,
         reversal=0.05,
+        partial_reversal=0.03,
+        payout_return=0.02,
     ),
 }
 

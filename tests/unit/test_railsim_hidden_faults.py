@@ -43,9 +43,15 @@ def movements(sim: RailSim) -> list[tuple[str, int, str]]:
     return [(t["type"], t["amount"], t["source"]) for t in reversed(listed)]
 
 
-def test_the_named_profiles_keep_these_faults_off_and_they_are_set_like_the_others() -> None:
+def test_only_chaos_turns_on_partial_reversals_and_returns_and_they_are_set_like_the_others() -> (
+    None
+):
     for name, faults in PROFILES.items():
-        assert [getattr(faults, f) for f in HIDDEN] == [0, 0, 0], name
+        assert faults.webhook_drop == 0, name
+        on = (faults.partial_reversal > 0, faults.payout_return > 0)
+        assert on == ((True, True) if name == "chaos" else (False, False)), name
+    assert 0 < PROFILES["chaos"].partial_reversal <= 0.05
+    assert 0 < PROFILES["chaos"].payout_return <= 0.05
     assert updated(Faults(), {"webhook_drop": 0.3}).webhook_drop == 0.3
     for fault in HIDDEN:
         with pytest.raises(FaultsError):
@@ -153,10 +159,15 @@ def test_a_returned_payout_is_paid_then_failed_and_its_money_comes_back() -> Non
     sim = RailSim(clock=clock, faults=faults)
     created = body(sim.create(Kind.PAYOUT, form("s-1", amount=400)))
     clock.advance(0.1)
+    clock.advance(1.1)
+    # Paid by its arrival date; a return is only ever after it, however short the delay.
+    assert [e["type"] for e in events(sim.take_webhooks())] == ["payout.paid"]
     clock.advance(1)
 
     announced = events(sim.take_webhooks())
-    assert [e["type"] for e in announced] == ["payout.paid", "payout.failed"]
+    assert [e["type"] for e in announced] == ["payout.failed"]
+    arrival = announced[0]["data"]["object"]["arrival_date"]
+    assert created["arrival_date"] == arrival and announced[0]["created"] > arrival
     payout = body(sim.retrieve(Kind.PAYOUT, created["id"]))
     assert (payout["status"], payout["failure_code"]) == ("failed", "account_closed")
     assert movements(sim) == [
