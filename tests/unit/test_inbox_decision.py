@@ -8,6 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from railsim.clock import ManualClock
+from railsim.core import RailSim
+from railsim.faults import Faults
+from railsim.params import Kind
 from services.inbox.decision import (
     Reversal,
     Signal,
@@ -203,3 +207,18 @@ def test_any_order_and_duplication_ends_where_the_rail_did_with_the_postings_it_
     # Whichever reversal comes last, the largest amount reported stands.
     assert (final, back) == HISTORIES[history]
     assert net_by_account(postings) == expected_net(AMOUNT, "EUR", "t", final, amount_reversed=back)
+
+
+def test_the_simulators_returned_payout_and_partial_reversal_read_as_reversals() -> None:
+    clock = ManualClock()
+    faults = Faults(payout_return=1, partial_reversal=1, payout_delay_ms=100, reversal_delay_ms=500)
+    sim = RailSim(clock=clock, faults=faults)
+    form = [("amount", "701"), ("currency", "eur"), ("destination", "acct_ok")]
+    sim.create(Kind.PAYOUT, [*form, ("metadata[settlement_id]", "s-1")], "k-1")
+    sim.create(Kind.TRANSFER, [*form, ("metadata[settlement_id]", "s-2")], "k-2")
+    clock.advance(5)
+    read = {e.event_type: e for e in map(parse_event, (d.payload for d in sim.take_webhooks()))}
+    assert read["payout.failed"].amount_reversed == 701
+    assert signal_for("payout.failed", read["payout.failed"].amount_reversed) is Signal.REVERSED
+    assert read["transfer.reversed"].amount_reversed == 350  # half, rounded down
+    assert read["payout.paid"].amount_reversed is None

@@ -188,3 +188,13 @@ def test_a_paid_payout_without_the_fault_stays_paid() -> None:
     assert [e["type"] for e in events(sim.take_webhooks())] == ["payout.paid"]
     assert body(sim.retrieve(Kind.PAYOUT, created["id"]))["failure_balance_transaction"] is None
     assert movements(sim) == [("payout", -400, created["id"])]
+
+
+def test_a_payout_that_never_paid_fails_by_its_arrival_date() -> None:
+    clock = ManualClock()
+    sim = RailSim(clock=clock, faults=Faults(payout_fail=1, payout_delay_ms=100))
+    created = body(sim.create(Kind.PAYOUT, form("s-1", amount=400)))
+    clock.advance(5)
+    (failed,) = events(sim.take_webhooks())
+    assert failed["type"] == "payout.failed"
+    assert failed["created"] <= failed["data"]["object"]["arrival_date"] == created["arrival_date"]
