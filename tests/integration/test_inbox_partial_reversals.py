@@ -10,6 +10,8 @@ import uuid
 
 import asyncpg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from railsim.objects import event, json_bytes
 from services.shared.domain.settlement import SettlementStatus as S
@@ -168,3 +170,28 @@ async def test_a_payout_failing_by_its_arrival_date_never_paid_and_ends_failed(
         failed, payout_event("payout.paid", po, sid, created=arrival, arrival=arrival)
     )
     assert await status_of(pool, sid) == "failed" and await nets(pool, sid) == {}
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sets(st.sampled_from([300, 600, AMOUNT]), min_size=1), st.data())
+async def test_partial_reversals_in_any_order_and_duplication_end_at_the_largest_on_postgres(
+    pool: asyncpg.Pool, parts: set[int], data: st.DataObject
+) -> None:
+    inbox = Inbox(pool)
+    tr = f"tr_{uuid.uuid4().hex}"
+    sid = await settlement(pool, S.DISPATCHING, S.SUBMITTED, rail_reference=tr)
+    bodies = [created_body(tr, sid)] + [reversed_by(tr, sid, n) for n in sorted(parts)]
+    order = data.draw(st.permutations([b for b in bodies for _ in range(2)]), "deliveries")
+    await inbox.deliver(*order)
+    back = max(parts)
+    assert await amount_reversed(pool, sid) == back
+    assert await status_of(pool, sid) == ("reversed" if back == AMOUNT else "partly_reversed")
+    left = AMOUNT - back
+    assert await nets(pool, sid) == ({"funding": -left, "paid_out": left} if left else {})
+
+
+def created_body(transfer: str, sid: str) -> bytes:
+    """transfer.created for the transfer, as Stripe sends it."""
+    obj = {"id": transfer, "object": "transfer", "amount": AMOUNT, "currency": "usd",
+           "amount_reversed": 0, "metadata": {"settlement_id": sid}}  # fmt: skip
+    return json_bytes(event("transfer.created", obj, int(time.time())))
