@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from railsim.balance import MovementType
 from railsim.errors import ApiError
 from railsim.faults import Dice, Faults
@@ -66,6 +68,8 @@ def make(request: CreateRequest, subject: str, now: float, rail: Rail) -> Transf
         currency=request.currency,
         destination=request.destination,
         created=created,
+        # The whole second by which it pays: a failure that never paid comes by then
+        arrival_date=math.ceil(now + faults.payout_delay_ms / 1000),
         method=request.method,
         description=request.description,
         metadata=request.metadata,

@@ -28,7 +28,7 @@ class Faults:
     payout_fail: float = 0.0  # an accepted payout fails later
     reversal: float = 0.0  # a transfer or paid payout is reversed later
     # The faults only a reconciliation catches. Drops are on in demo and chaos (a lost webhook
-    # is what reconciliation heals); the other two stay off until the inbox books them right.
+    # is what reconciliation heals); partial reversals and returns in chaos.
     webhook_drop: float = 0.0  # a change's events are never sent at all
     partial_reversal: float = 0.0  # a transfer is later reversed in part (half, rounded down)
     payout_return: float = 0.0  # a paid payout comes back later (payout.paid, then .failed)
@@ -85,6 +85,8 @@ PROFILES: dict[str, Faults] = {
         payout_fail=0.05,
         reversal=0.05,
         webhook_drop=0.05,
+        partial_reversal=0.03,
+        payout_return=0.02,
     ),
 }
 

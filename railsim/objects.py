@@ -110,6 +110,9 @@ class Payout:
     currency: str
     destination: str | None
     created: int
+    # When the money is due at the bank (Unix seconds; Stripe's is a day). A failure after it
+    # is money that had arrived and came back (a return); one by then never paid.
+    arrival_date: int = 0
     method: str = "standard"
     description: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
@@ -125,7 +128,7 @@ class Payout:
             "id": self.id,
             "object": "payout",
             "amount": self.amount,
-            "arrival_date": self.created + 2 * 86400,
+            "arrival_date": self.arrival_date,
             "automatic": False,
             "balance_transaction": self.balance_transaction,
             "created": self.created,

@@ -117,7 +117,9 @@ def _pay(rail: Rail, payout: Payout, subject: str, at: float) -> str:
         or dice.chance("reversal", subject, faults.reversal)
         or dice.chance("payout_return", subject, faults.payout_return)
     ):
-        rail.timers.add(at + faults.reversal_delay_ms / 1000, Action.REVERSE, payout.id)
+        # A return comes after the arrival date, as a bank returns money that had arrived
+        returning_at = max(at + faults.reversal_delay_ms / 1000, payout.arrival_date + 1)
+        rail.timers.add(returning_at, Action.REVERSE, payout.id)
     return "payout.paid"
 
 

@@ -17,7 +17,14 @@ from typing import NamedTuple
 
 import asyncpg
 
-from services.inbox.decision import InboxStatus, ignore_reason, plan, signal_of
+from services.inbox.decision import (
+    InboxStatus,
+    Reversal,
+    Signal,
+    ignore_reason,
+    plan,
+    signal_for,
+)
 from services.inbox.store import StoredEvent
 from services.shared.domain.settlement import SettlementStatus
 from services.shared.transitions import TransitionBatch, TransitionConflict
@@ -53,7 +60,7 @@ async def apply_events(
     on its settlement as the earlier events of the batch left it, exactly as applying them
     one after another would; and all moves are written together at the end.
     """
-    signals = [signal_of(e.event_type) for e in events]
+    signals = [signal_for(e.event_type, e.amount_reversed) for e in events]
     wanted = [e for e, signal in zip(events, signals, strict=True) if signal is not None]
     ids = await conn.fetch(
         FIND_SETTLEMENTS,
@@ -64,40 +71,54 @@ async def apply_events(
     by_reference = {
         s.rail_reference: sid for sid, s in batch.settlements.items() if s.rail_reference
     }
-    outcomes = []
-    for event, signal in zip(events, signals, strict=True):
-        if signal is None:
-            outcomes.append(Outcome(InboxStatus.IGNORED, ignore_reason(event.event_type)))
-            continue
-        sid = by_reference.get(event.object_id) if event.object_id else None
-        if sid is None and event.settlement_id in batch.settlements:
-            sid = event.settlement_id
-        if sid is None:
-            outcomes.append(Outcome(
-                InboxStatus.PARKED,
-                f"no settlement has rail reference {event.object_id} or id "
-                f"{event.settlement_id or '(none in metadata)'} yet",
-            ))  # fmt: skip
-            continue
-        s = batch.settlements[sid]
-        if s.rail_reference not in (None, event.object_id):
-            outcomes.append(Outcome(
-                InboxStatus.DEAD,
-                f"settlement {sid} went out as {s.rail_reference}, not {event.object_id}", sid,
-            ))  # fmt: skip
-            continue
-        current = s.status
-        moves = plan(current, signal)
-        for target in moves:
-            moved = batch.move(
-                sid, target, actor=ACTOR, reason=f"{event.event_type} {event.rail_event_id}",
-                rail_reference=event.object_id,
-            )  # fmt: skip
-            if moved is None:  # plan only answers legal moves
-                raise TransitionConflict(f"settlement {sid} refused {target} under its row lock")
-        if s.rail_reference:
-            by_reference.setdefault(s.rail_reference, sid)
-        note = None if moves else f"settlement already {current}; nothing to change"
-        outcomes.append(Outcome(InboxStatus.APPLIED, note, sid, moves))
+    outcomes = [
+        _apply_one(batch, by_reference, event, signal)
+        if signal is not None
+        else Outcome(InboxStatus.IGNORED, ignore_reason(event.event_type))
+        for event, signal in zip(events, signals, strict=True)
+    ]
     await batch.write(conn, now, shard)
     return outcomes
+
+
+def _apply_one(
+    batch: TransitionBatch, by_reference: dict[str, uuid.UUID], event: StoredEvent, signal: Signal
+) -> Outcome:
+    """Plan one event's moves on its locked settlement, as the earlier events left it."""
+    sid = by_reference.get(event.object_id) if event.object_id else None
+    if sid is None and event.settlement_id in batch.settlements:
+        sid = event.settlement_id
+    if sid is None:
+        return Outcome(
+            InboxStatus.PARKED,
+            f"no settlement has rail reference {event.object_id} or id "
+            f"{event.settlement_id or '(none in metadata)'} yet",
+        )
+    s = batch.settlements[sid]
+    if s.rail_reference not in (None, event.object_id):
+        return Outcome(
+            InboxStatus.DEAD,
+            f"settlement {sid} went out as {s.rail_reference}, not {event.object_id}",
+            sid,
+        )
+    reported = event.amount_reversed
+    if reported is not None and reported > s.amount:
+        return Outcome(
+            InboxStatus.DEAD, f"{event.event_type} reports {reported} back of {s.amount}", sid
+        )
+    current, before = s.status, s.amount_reversed
+    moves = plan(
+        current, signal, None if reported is None else Reversal(s.amount, before, reported)
+    )
+    for target in moves:
+        moved = batch.move(
+            sid, target, actor=ACTOR, reason=f"{event.event_type} {event.rail_event_id}",
+            rail_reference=event.object_id, amount_reversed=reported,
+        )  # fmt: skip
+        if moved is None:  # plan only answers legal moves
+            raise TransitionConflict(f"settlement {sid} refused {target} under its row lock")
+    if s.rail_reference:
+        by_reference.setdefault(s.rail_reference, sid)
+    where = f"{current} ({before} back)" if before else str(current)
+    note = None if moves else f"settlement already {where}; nothing to change"
+    return Outcome(InboxStatus.APPLIED, note, sid, moves)

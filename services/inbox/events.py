@@ -18,12 +18,18 @@ class RailEvent(NamedTuple):
     object_id: str | None  # the transfer or payout the event is about (`tr_...`, `po_...`)
     settlement_id: uuid.UUID | None  # our id from `metadata.settlement_id`, if it is one
     created: int  # Unix seconds the rail created the event
+    # Minor units come back in all: a transfer's cumulative `amount_reversed` on
+    # transfer.reversed, a returned payout's whole amount on payout.failed; else None.
+    amount_reversed: int | None = None
 
     @property
     def change_key(self) -> str | None:
-        """Object and type: two event ids announcing one change share it (Stripe may do that)."""
+        """Object and type, and for a reversal the amount back in all: two event ids
+        announcing one change share it (Stripe may do that), each partial reversal has its own."""
         if self.object_id is None or signal_of(self.event_type) is None:
             return None
+        if self.amount_reversed is not None:
+            return f"{self.object_id}:{self.event_type}:{self.amount_reversed}"
         return f"{self.object_id}:{self.event_type}"
 
 
@@ -55,7 +61,30 @@ def parse_event(body: bytes) -> RailEvent:
         object_id if isinstance(object_id, str) and object_id else None,
         _uuid(meta_id),
         created,
+        _amount_back(event_type, obj, created),
     )
+
+
+def _amount_back(event_type: str, obj: dict[str, Any], created: int) -> int | None:
+    """What the event reports as come back in all (see `RailEvent.amount_reversed`)."""
+    if event_type == "transfer.reversed":
+        # Without the field (an old body), the reversal is read as one of the whole amount.
+        if "amount_reversed" not in obj:
+            return None
+        return _positive(obj, "amount_reversed")
+    if event_type == "payout.failed":
+        arrival = obj.get("arrival_date")
+        # A failure after the day the money was due to arrive is money that came back.
+        if isinstance(arrival, int) and not isinstance(arrival, bool) and created > arrival:
+            return _positive(obj, "amount")
+    return None
+
+
+def _positive(obj: dict[str, Any], name: str) -> int:
+    value = obj.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise MalformedEvent(f"`data.object.{name}` must be a positive integer of minor units")
+    return value
 
 
 def _object(data: dict[str, Any]) -> dict[str, Any]:

@@ -32,10 +32,11 @@ from services.shared.store_errors import REFUSED, retry_contended
 
 INSERT_EVENTS = """
 INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key, settlement_id,
-                          payload, status, reason, received_at, next_attempt_at)
-SELECT $1, e, t, o, c, s, p, st, r, at, at
+                          payload, status, reason, received_at, next_attempt_at, amount_reversed)
+SELECT $1, e, t, o, c, s, p, st, r, at, at, ar
   FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::bytea[],
-              $8::text[], $9::text[], $10::timestamptz[]) AS u(e, t, o, c, s, p, st, r, at)
+              $8::text[], $9::text[], $10::timestamptz[], $11::bigint[])
+       AS u(e, t, o, c, s, p, st, r, at, ar)
 ON CONFLICT DO NOTHING
 RETURNING rail_event_id
 """
@@ -142,4 +143,5 @@ def _columns(rows: Sequence[Arrival]) -> list[list[object]]:
         [status for status, _ in firsts],
         [reason for _, reason in firsts],
         [w.now for w in rows],
+        [w.event.amount_reversed for w in rows],
     ]

@@ -24,7 +24,8 @@ RETURNING id
 """
 # Up to $2 due rows, oldest first; a row another replica holds is skipped, not waited for.
 CLAIM_DUE_MANY = """
-SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts, received_at
+SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts, received_at,
+       amount_reversed
   FROM inbox_events
  WHERE status IN ('received', 'parked') AND next_attempt_at <= $1
  ORDER BY next_attempt_at, id
@@ -62,6 +63,7 @@ class StoredEvent(NamedTuple):
     attempts: int  # attempts so far, before this one
     status: InboxStatus  # the status it was claimed in: received or parked
     received_at: datetime
+    amount_reversed: int | None = None  # what a reversal reported as back in all (RailEvent)
 
 
 async def store_rejected(
@@ -75,6 +77,7 @@ def _stored(row: asyncpg.Record) -> StoredEvent:
     return StoredEvent(
         row["id"], row["rail_event_id"], row["event_type"], row["object_id"],
         row["settlement_id"], row["attempts"], InboxStatus(row["status"]), row["received_at"],
+        row["amount_reversed"],
     )  # fmt: skip
 
 

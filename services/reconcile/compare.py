@@ -4,7 +4,7 @@ A rail object belongs to a settlement by its id (the settlement's `rail_referenc
 its `metadata.settlement_id`. Then, per settlement:
 
     objects   ledger status                        finding
-    none      submitted, paid, reversed            missing_at_rail
+    none      submitted, paid, (partly_)reversed   missing_at_rail
     any       accepted, or never sent              unknown_at_rail, one per object
     two+      any other                            duplicate_at_rail for each but the first
     one+      any other                            the first compared field by field
@@ -49,7 +49,8 @@ _S = SettlementStatus
 _M = MoneyState
 
 # The money states of its one rail object (None: no object) each ledger status agrees with.
-# A payout returned after it paid shows `failed`, so `reversed` agrees with failed too.
+# A payout returned after it paid shows `failed`, so `reversed` agrees with failed too; the
+# amounts of a transfer's reversal are compared on their own (`amount_reversed`).
 AGREES: Mapping[SettlementStatus, frozenset[MoneyState | None]] = {
     _S.ACCEPTED: frozenset({None}),
     _S.DISPATCHING: frozenset({None, _M.IN_FLIGHT}),
@@ -57,10 +58,13 @@ AGREES: Mapping[SettlementStatus, frozenset[MoneyState | None]] = {
     _S.NEEDS_REVIEW: frozenset({None, _M.IN_FLIGHT}),
     _S.PAID: frozenset({_M.PAID}),
     _S.FAILED: frozenset({None, _M.FAILED}),
+    _S.PARTLY_REVERSED: frozenset({_M.PARTLY_REVERSED}),
     _S.REVERSED: frozenset({_M.REVERSED, _M.PARTLY_REVERSED, _M.FAILED}),
 }
 # The statuses that say money left: without a rail object they are missing_at_rail.
-SENT: frozenset[SettlementStatus] = frozenset({_S.SUBMITTED, _S.PAID, _S.REVERSED})
+SENT: frozenset[SettlementStatus] = frozenset(
+    {_S.SUBMITTED, _S.PAID, _S.PARTLY_REVERSED, _S.REVERSED}
+)
 # The findings a settlement can grow out of while the rail catches up.
 _MAY_BE_EARLY = frozenset({BreakType.MISSING_AT_RAIL, BreakType.STATUS_DRIFT})
 _Item = TypeVar("_Item", LedgerRecord, RailObject)

@@ -24,6 +24,7 @@ PAGE_SIZE = 1000
 # the rail (a refusal before sending has no object either, and `failed` expects none).
 _COLUMNS = """
 SELECT s.id, s.tenant, s.amount, s.currency, s.destination, s.status, s.rail_reference,
+       s.amount_reversed,
        (SELECT min(t.occurred_at) FROM settlement_transitions AS t
          WHERE t.settlement_id = s.id AND t.to_status <> 'accepted') AS sent_at
   FROM settlements AS s
@@ -49,8 +50,7 @@ def ledger_record(row: asyncpg.Record) -> LedgerRecord:
         row["currency"],
         row["destination"],
         status,
-        # The ledger books a reversal in full: what came back is the whole amount.
-        row["amount"] if status is SettlementStatus.REVERSED else 0,
+        row["amount_reversed"],
         row["rail_reference"],
         int(sent_at.timestamp()) if sent_at is not None else None,
     )

@@ -60,7 +60,7 @@ class LedgerRecord(NamedTuple):
     currency: str  # ISO 4217, upper case
     destination: str  # the connected account or bank account paid
     status: SettlementStatus  # the settlement's status now
-    amount_reversed: int  # minor units the ledger booked as come back (0 unless reversed)
+    amount_reversed: int  # minor units the ledger booked as come back, cumulative
     rail_reference: str | None  # the rail object id the relay recorded, if any
     sent_at: int | None  # when it was first handed to the rail (dispatching); None: never
 

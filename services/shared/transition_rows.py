@@ -1,7 +1,8 @@
 """The values of the guarded settlement write: a settlement as locked, a step as planned, the
 rows it stores (one NamedTuple per table) and the event each step publishes.
 
-Each row type mirrors a composite type of migration 0003 field for field, so
+Each row type mirrors a composite type of migration 0003 (0005 adds `amount_reversed` to
+`settlement_move`) field for field, so
 `services/shared/transitions.py` passes a list of them as one array parameter and its
 statement reads them by column name. Booking builds its event with `settlement_event` too.
 """
@@ -28,6 +29,7 @@ class SettlementMove(NamedTuple):
     version: int
     reason: str | None  # the latest step's reason; None keeps the stored one
     rail_reference: str | None  # None keeps the stored one
+    amount_reversed: int  # minor units come back in all, after every step of the batch
 
 
 class TransitionRow(NamedTuple):
@@ -109,6 +111,7 @@ class Transitioned:
     target: SettlementStatus  # `source` again for a step that records a rail reference
     sequence: int  # the step's and its event's sequence
     postings: tuple[Posting, ...]
+    amount_reversed: int = 0  # minor units come back in all after the step
 
 
 @dataclass(slots=True)
@@ -127,3 +130,4 @@ class LockedSettlement:
     locked_status: SettlementStatus  # as locked: what the guarded update expects
     locked_version: int
     reason: str | None = None  # the latest step's reason, if any gave one
+    amount_reversed: int = 0  # minor units come back so far, after the steps planned so far

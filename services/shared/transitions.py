@@ -4,17 +4,15 @@ shared rules, audit row and outbox event, together in the caller's transaction o
 Every change to an existing settlement goes through `TransitionBatch`; a single change is a
 batch of one (`apply_transition`). The batch locks its settlements in id order (batches
 sharing settlements queue, never deadlock) and plans each step on the locked row through the
-domain's `transition`: an illegal or repeated move is answered with None and changes nothing
-(a late or duplicated signal must not corrupt state); needs_review without a reason raises
-ReasonRequired. Steps of one settlement chain. `write` stores them all in one statement,
-each table fed one array of named rows (`transition_rows`): one update per settlement guarded
-by status and version, its row count checked; audit rows, journal entries, postings, one
-balance update per account (locked in account order first) and outbox events.
+domain's `transition`: an illegal or repeated move (a reversal adding nothing) is answered
+with None and changes nothing; needs_review without a reason raises ReasonRequired. Steps of
+one settlement chain. `write` stores them all in one statement, each table fed one array of
+named rows (`transition_rows`): one update per settlement guarded by status and version, its
+row count checked; audit rows, journal entries, postings, balances, outbox events.
 
 Booking is the one writer of `settlements` outside this path (`services/ledger/sql.py`): it
 inserts rows that do not exist yet, so there is no status or version to guard; its guards are
-the idempotency-key claim and the reference's uniqueness, in the same single statement. It
-builds its postings and its event with the same functions as this module.
+the idempotency-key claim and the reference's uniqueness, in the same single statement.
 """
 
 from __future__ import annotations
@@ -33,13 +31,14 @@ from services.shared.domain.postings import (
     Posting,
     entry_kind,
     holding_account,
-    postings_for,
+    step_postings,
 )
 from services.shared.domain.settlement import (
     IllegalTransition,
     SettlementStatus,
     Transition,
     reference_recorded,
+    reversed_after,
     transition,
 )
 from services.shared.errors import SettleError
@@ -61,7 +60,7 @@ from services.shared.transition_rows import (
 BALANCE_SHARDS = 8
 
 LOCK_SETTLEMENTS = """
-SELECT id, tenant, reference, amount, currency, status, version, rail_reference
+SELECT id, tenant, reference, amount, currency, status, version, rail_reference, amount_reversed
   FROM settlements WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
 """
 # A settlement under review keeps its money where it was; its postings say where that is.
@@ -78,6 +77,7 @@ WRITE_TRANSITIONS = """
 WITH moved AS (
     UPDATE settlements AS s
        SET status = m.status, version = m.version, reason = coalesce(m.reason, s.reason),
+           amount_reversed = m.amount_reversed,
            rail_reference = coalesce(m.rail_reference, s.rail_reference), updated_at = $1
       FROM unnest($2::settlement_move[]) AS m
      WHERE s.id = m.id AND s.status = m.from_status AND s.version = m.from_version
@@ -148,29 +148,30 @@ class TransitionBatch:
                 r["version"], r["rail_reference"],
                 held.get(r["id"], AccountKind.FUNDING) if status is SettlementStatus.NEEDS_REVIEW
                 else holding_account(status, AccountKind.FUNDING),
-                status, r["version"],
+                status, r["version"], amount_reversed=r["amount_reversed"],
             )  # fmt: skip
         return cls(locked)
 
     def move(
-        self,
-        settlement_id: uuid.UUID,
-        target: SettlementStatus,
-        *,
-        actor: str,
-        reason: str | None = None,
-        rail_reference: str | None = None,
-    ) -> Transitioned | None:
+        self, settlement_id: uuid.UUID, target: SettlementStatus, *, actor: str,
+        reason: str | None = None, rail_reference: str | None = None,
+        amount_reversed: int | None = None,
+    ) -> Transitioned | None:  # fmt: skip
         """Plan moving a locked settlement to `target`; None if it is not locked or not legal
-        now; ReasonRequired for needs_review without a reason."""
+        now; ReasonRequired for needs_review without a reason. A reversal names the
+        cumulative `amount_reversed` (None: all of it) and books only what it adds."""
         s = self.settlements.get(settlement_id)
         if s is None:
             return None
         try:
             step = transition(s.status, target, reason)
+            after = reversed_after(s.status, target, s.amount, s.amount_reversed, amount_reversed)
         except IllegalTransition:
             return None
-        postings, held = postings_for(s.amount, s.currency, s.tenant, s.held_in, target)
+        postings, held = step_postings(
+            s.amount, s.currency, s.tenant, s.held_in, target, s.amount_reversed, after
+        )
+        s.amount_reversed = after
         return self._plan(s, step, postings, held, actor, rail_reference)
 
     def record_rail_reference(
@@ -187,7 +188,8 @@ class TransitionBatch:
         self, s: LockedSettlement, step: Transition, postings: list[Posting],
         held: AccountKind, actor: str, rail_reference: str | None,
     ) -> Transitioned:  # fmt: skip
-        done = Transitioned(str(s.id), step.source, step.target, s.version + 1, tuple(postings))
+        done = Transitioned(str(s.id), step.source, step.target, s.version + 1, tuple(postings),
+                            s.amount_reversed)  # fmt: skip
         self._steps.append(_Step(s, step, done, actor, rail_reference or s.rail_reference))
         s.status, s.version, s.held_in = step.target, s.version + 1, held
         # The guarded update keeps what a step leaves out (coalesce).
@@ -204,7 +206,7 @@ class TransitionBatch:
         """The rows that store every planned step, minted now (ids, events)."""
         moves = [
             SettlementMove(s.id, s.locked_status, s.locked_version, s.status, s.version,
-                           s.reason, s.rail_reference)
+                           s.reason, s.rail_reference, s.amount_reversed)
             for s in self.settlements.values() if s.version != s.locked_version
         ]  # fmt: skip
         transitions, entries, postings, events = [], [], [], []
@@ -215,7 +217,9 @@ class TransitionBatch:
                 s.id, done.sequence, done.source, done.target, m.step.reason, m.actor))  # fmt: skip
             if done.postings:
                 entry = uuid7()
-                entries.append(EntryRow(entry, s.tenant, s.id, entry_kind(done.target)))
+                entries.append(
+                    EntryRow(entry, s.tenant, s.id, entry_kind(done.target, done.amount_reversed))
+                )
                 for p in done.postings:
                     postings.append(PostingRow(entry, p.account_id, p.amount, p.currency))
                     deltas[p.account_id] = deltas.get(p.account_id, 0) + p.amount

@@ -224,3 +224,25 @@ def test_offenders_are_cut_to_the_first_few_but_counted_in_full() -> None:
     result = no_double_effect(db, replace(rail, effects={**rail.effects, **many}))
     assert result.count == 25 and len(result.offenders) == FIRST
     assert result.offenders[0] == "s-000"
+
+
+def partly_reversed(sid: str, amount_reversed: int) -> SettlementFact:
+    history = (*PAID, "partly_reversed", "partly_reversed")
+    s = settlement(sid, history)
+    return s._replace(sources=(None, *history[:-1]), amount_reversed=amount_reversed)
+
+
+def test_a_partly_reversed_settlement_is_final_and_nets_to_what_did_not_come_back() -> None:
+    db, log, rail = world()
+    s = partly_reversed("s-part", 200)
+    assert expected_net_of(s) == {"acme:funding:EUR": -300, "acme:paid_out:EUR": 300}
+    db = replace(
+        db,
+        settlements={**db.settlements, s.id: s},
+        nets={**db.nets, s.id: expected_net_of(s)},
+    )
+    log = replace(log, by_settlement={**log.by_settlement, s.id: events_of(s)})
+    assert all(r.ok for r in run_all(db, log, replace(rail, effects={**rail.effects, s.id: 1})))
+    # Booked as a full reversal, or as no reversal at all: the books do not net to its state.
+    for wrong in ({}, {"acme:funding:EUR": -500, "acme:paid_out:EUR": 500}):
+        assert books_balance(replace(db, nets={**db.nets, s.id: wrong})).offenders == ("s-part",)

@@ -8,10 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from railsim.clock import ManualClock
+from railsim.core import RailSim
+from railsim.faults import Faults
+from railsim.params import Kind
 from services.inbox.decision import (
+    Reversal,
     Signal,
     ignore_reason,
     plan,
+    signal_for,
     signal_of,
 )
 from services.inbox.errors import MalformedEvent
@@ -19,12 +25,14 @@ from services.inbox.events import parse_event
 from services.shared.domain.postings import (
     AccountKind,
     Posting,
-    holding_account,
+    entry_kind,
+    expected_net,
     net_by_account,
     postings_for,
+    step_postings,
 )
 from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.domain.settlement import is_transition_valid
+from services.shared.domain.settlement import is_transition_valid, reversed_after
 
 PRE_TERMINAL = (S.ACCEPTED, S.DISPATCHING, S.SUBMITTED, S.NEEDS_REVIEW)
 
@@ -80,59 +88,137 @@ def test_parse_reads_the_fields_and_refuses_what_is_not_an_event() -> None:
     assert unknown.change_key is None and unknown.settlement_id is None
 
 
-# One settlement's rail history, as the events the rail sends for it.
-TRANSFER_PAID = ("transfer.created",)
-TRANSFER_REVERSED = ("transfer.created", "transfer.reversed")
-PAYOUT_PAID = ("payout.created", "payout.paid")
-PAYOUT_FAILED = ("payout.created", "payout.failed")
-PAYOUT_RETURNED = ("payout.created", "payout.paid", "payout.failed")
-RAIL_FINAL = {
-    TRANSFER_PAID: S.PAID,
-    TRANSFER_REVERSED: S.REVERSED,
-    PAYOUT_PAID: S.PAID,
-    PAYOUT_FAILED: S.FAILED,
-    PAYOUT_RETURNED: S.REVERSED,
+@pytest.mark.parametrize("current", [S.PAID, S.PARTLY_REVERSED])
+def test_a_partial_reversal_plans_its_own_step_and_the_last_part_ends_reversed(
+    current: S,
+) -> None:
+    before = 0 if current is S.PAID else 200
+    assert plan(current, Signal.REVERSED, Reversal(700, before, 500)) == (S.PARTLY_REVERSED,)
+    assert plan(current, Signal.REVERSED, Reversal(700, before, 700)) == (S.REVERSED,)
+    assert plan(S.SUBMITTED, Signal.REVERSED, Reversal(700, 0, 300)) == (
+        S.PAID,
+        S.PARTLY_REVERSED,
+    )
+
+
+def test_the_same_reversal_again_or_an_older_smaller_one_plans_nothing() -> None:
+    assert plan(S.PARTLY_REVERSED, Signal.REVERSED, Reversal(700, 500, 500)) == ()
+    assert plan(S.PARTLY_REVERSED, Signal.REVERSED, Reversal(700, 500, 200)) == ()
+    assert plan(S.REVERSED, Signal.REVERSED, Reversal(700, 700, 200)) == ()
+    assert plan(S.PARTLY_REVERSED, Signal.CONFIRMED) == ()  # a late transfer.created
+
+
+def test_a_payout_failure_after_its_arrival_date_is_a_return_of_the_whole_amount() -> None:
+    def failed(created: int) -> bytes:
+        obj = b'{"id":"po_1","amount":700,"arrival_date":100,"metadata":{}}'
+        return b'{"id":"evt_%d","type":"payout.failed","created":%d,"data":{"object":%s}}' % (
+            created,
+            created,
+            obj,
+        )
+
+    returned, never_paid = parse_event(failed(101)), parse_event(failed(100))
+    assert returned.amount_reversed == 700
+    assert signal_for(returned.event_type, returned.amount_reversed) is Signal.REVERSED
+    assert never_paid.amount_reversed is None
+    assert signal_for(never_paid.event_type, never_paid.amount_reversed) is Signal.FAILED
+    # Before payout.paid: the return still ends reversed, through paid.
+    assert plan(S.SUBMITTED, Signal.REVERSED, Reversal(700, 0, 700)) == (S.PAID, S.REVERSED)
+
+
+def test_each_partial_reversal_is_its_own_change_and_a_duplicate_shares_it() -> None:
+    def reversed_(event_id: str, amount_reversed: int) -> bytes:
+        obj = f'{{"id":"tr_1","amount":700,"amount_reversed":{amount_reversed},"metadata":{{}}}}'
+        return (
+            f'{{"id":"{event_id}","type":"transfer.reversed","data":{{"object":{obj}}}}}'.encode()
+        )
+
+    first, twin = parse_event(reversed_("evt_1", 200)), parse_event(reversed_("evt_2", 200))
+    second = parse_event(reversed_("evt_3", 500))
+    assert first.change_key == twin.change_key == "tr_1:transfer.reversed:200"
+    assert second.change_key == "tr_1:transfer.reversed:500"
+    assert (
+        parse_event(
+            b'{"id":"e","type":"transfer.reversed","data":{"object":{"id":"tr_1"}}}'
+        ).change_key
+        == "tr_1:transfer.reversed"
+    )  # a body without the amount: the whole amount
+    with pytest.raises(MalformedEvent):
+        parse_event(reversed_("evt_4", 0))
+
+
+# One settlement's rail history, as the events the rail sends for it: (type, amount back).
+AMOUNT = 700
+Delivery = tuple[str, int | None]
+CREATED: Delivery = ("transfer.created", None)
+PAID: Delivery = ("payout.paid", None)
+HISTORIES: dict[tuple[Delivery, ...], tuple[S, int]] = {
+    (CREATED,): (S.PAID, 0),
+    (CREATED, ("transfer.reversed", 700)): (S.REVERSED, 700),
+    (CREATED, ("transfer.reversed", 200)): (S.PARTLY_REVERSED, 200),
+    (CREATED, ("transfer.reversed", 200), ("transfer.reversed", 500)): (S.PARTLY_REVERSED, 500),
+    (CREATED, ("transfer.reversed", 200), ("transfer.reversed", 500), ("transfer.reversed", 700)): (
+        S.REVERSED,
+        700,
+    ),
+    (("payout.created", None), PAID): (S.PAID, 0),
+    (("payout.created", None), ("payout.failed", None)): (S.FAILED, 0),
+    (("payout.created", None), PAID, ("payout.failed", 700)): (S.REVERSED, 700),
 }
 
 
-def fold(start: S, deliveries: list[str]) -> tuple[S, list[Posting], list[S]]:
-    """Apply deliveries as the inbox does, checking each move; final status, postings, moves."""
-    status, held, postings, moves = start, holding_account(start, AccountKind.FUNDING), [], []
-    booked: set[S] = set()
-    for event_type in deliveries:
-        signal = signal_of(event_type)
-        for target in plan(status, signal) if signal else ():
+def fold(start: S, deliveries: list[Delivery]) -> tuple[S, int, list[Posting]]:
+    """Apply deliveries as the inbox does, checking each move; final status, amount back,
+    postings."""
+    # The postings that brought the settlement to `start`, as booking and the relay made them.
+    postings, held = postings_for(AMOUNT, "EUR", "t", AccountKind.FUNDING, start)
+    status, back = start, 0
+    booked: set[str] = set()
+    for event_type, reported in deliveries:
+        signal = signal_for(event_type, reported)
+        reversal = None if reported is None else Reversal(AMOUNT, back, reported)
+        for target in plan(status, signal, reversal) if signal else ():
             assert is_transition_valid(status, target)
-            lines, held = postings_for(700, "EUR", "t", held, target)
+            after = reversed_after(status, target, AMOUNT, back, reported)
+            lines, held = step_postings(AMOUNT, "EUR", "t", held, target, back, after)
             if lines:
-                assert target not in booked, "a posting rule ran twice"
-                booked.add(target)
+                kind = entry_kind(target, after)
+                assert kind not in booked, "a posting rule ran twice"
+                booked.add(kind)
             postings += lines
-            status = target
-            moves.append(target)
-    return status, postings, moves
+            status, back = target, after
+    return status, back, postings
 
 
 @st.composite
-def deliveries(draw: st.DrawFn) -> tuple[tuple[str, ...], list[str]]:
-    history = draw(st.sampled_from(sorted(RAIL_FINAL)))
+def deliveries(draw: st.DrawFn) -> tuple[tuple[Delivery, ...], list[Delivery]]:
+    history = draw(st.sampled_from(sorted(HISTORIES, key=repr)))
     # Every event at least once (the rail retries until it is taken), some several times.
     events = [e for e in history for _ in range(draw(st.integers(1, 3)))]
     return history, draw(st.permutations(events))
 
 
 @given(deliveries(), st.sampled_from([S.ACCEPTED, S.DISPATCHING, S.SUBMITTED]))
-def test_any_order_and_duplication_ends_where_the_rail_did(
-    case: tuple[tuple[str, ...], list[str]], start: S
+def test_any_order_and_duplication_ends_where_the_rail_did_with_the_postings_it_implies(
+    case: tuple[tuple[Delivery, ...], list[Delivery]], start: S
 ) -> None:
     history, order = case
-    final, postings, moves = fold(start, order)
-    in_order, in_order_postings, _ = fold(start, list(history))
-    assert in_order == RAIL_FINAL[history]
-    assert net_by_account(postings) == net_by_account(in_order_postings)
-    assert len(moves) == len(set(moves)), "a status was reached twice"
-    if history == PAYOUT_RETURNED and order.index("payout.failed") < order.index("payout.paid"):
-        # The returned payout's failure came first: nothing tells it from a plain failure.
-        assert final is S.FAILED
-    else:
-        assert final is RAIL_FINAL[history]
+    final, back, postings = fold(start, order)
+    # Whichever reversal comes last, the largest amount reported stands.
+    assert (final, back) == HISTORIES[history]
+    assert net_by_account(postings) == expected_net(AMOUNT, "EUR", "t", final, amount_reversed=back)
+
+
+def test_the_simulators_returned_payout_and_partial_reversal_read_as_reversals() -> None:
+    clock = ManualClock()
+    faults = Faults(payout_return=1, partial_reversal=1, payout_delay_ms=100, reversal_delay_ms=500)
+    sim = RailSim(clock=clock, faults=faults)
+    form = [("amount", "701"), ("currency", "eur"), ("destination", "acct_ok")]
+    sim.create(Kind.PAYOUT, [*form, ("metadata[settlement_id]", "s-1")], "k-1")
+    sim.create(Kind.TRANSFER, [*form, ("metadata[settlement_id]", "s-2")], "k-2")
+    clock.advance(5)
+    read = {e.event_type: e for e in map(parse_event, (d.payload for d in sim.take_webhooks()))}
+    assert read["payout.failed"].amount_reversed == 701
+    assert signal_for("payout.failed", read["payout.failed"].amount_reversed) is Signal.REVERSED
+    assert read["transfer.reversed"].amount_reversed == 350  # half, rounded down
+    assert read["payout.paid"].amount_reversed is None

@@ -44,9 +44,12 @@ def movements(sim: RailSim) -> list[tuple[str, int, str]]:
     return [(t["type"], t["amount"], t["source"]) for t in reversed(listed)]
 
 
-def test_the_named_profiles_drop_a_few_webhooks_and_they_are_set_like_the_others() -> None:
+def test_demo_and_chaos_drop_a_few_webhooks_only_chaos_reverses_in_part_or_returns() -> None:
     for name, faults in PROFILES.items():
-        assert [faults.partial_reversal, faults.payout_return] == [0, 0], name
+        on = (faults.partial_reversal > 0, faults.payout_return > 0)
+        assert on == ((True, True) if name == "chaos" else (False, False)), name
+    assert 0 < PROFILES["chaos"].partial_reversal <= 0.05
+    assert 0 < PROFILES["chaos"].payout_return <= 0.05
     assert PROFILES["none"].webhook_drop == 0
     assert 0 < PROFILES["demo"].webhook_drop <= PROFILES["chaos"].webhook_drop <= 0.05
     assert updated(Faults(), {"webhook_drop": 0.3}).webhook_drop == 0.3
@@ -156,10 +159,15 @@ def test_a_returned_payout_is_paid_then_failed_and_its_money_comes_back() -> Non
     sim = RailSim(clock=clock, faults=faults)
     created = body(sim.create(Kind.PAYOUT, form("s-1", amount=400)))
     clock.advance(0.1)
+    clock.advance(1.1)
+    # Paid by its arrival date; a return is only ever after it, however short the delay.
+    assert [e["type"] for e in events(sim.take_webhooks())] == ["payout.paid"]
     clock.advance(1)
 
     announced = events(sim.take_webhooks())
-    assert [e["type"] for e in announced] == ["payout.paid", "payout.failed"]
+    assert [e["type"] for e in announced] == ["payout.failed"]
+    arrival = announced[0]["data"]["object"]["arrival_date"]
+    assert created["arrival_date"] == arrival and announced[0]["created"] > arrival
     payout = body(sim.retrieve(Kind.PAYOUT, created["id"]))
     assert (payout["status"], payout["failure_code"]) == ("failed", "account_closed")
     assert movements(sim) == [
@@ -180,3 +188,13 @@ def test_a_paid_payout_without_the_fault_stays_paid() -> None:
     assert [e["type"] for e in events(sim.take_webhooks())] == ["payout.paid"]
     assert body(sim.retrieve(Kind.PAYOUT, created["id"]))["failure_balance_transaction"] is None
     assert movements(sim) == [("payout", -400, created["id"])]
+
+
+def test_a_payout_that_never_paid_fails_by_its_arrival_date() -> None:
+    clock = ManualClock()
+    sim = RailSim(clock=clock, faults=Faults(payout_fail=1, payout_delay_ms=100))
+    created = body(sim.create(Kind.PAYOUT, form("s-1", amount=400)))
+    clock.advance(5)
+    (failed,) = events(sim.take_webhooks())
+    assert failed["type"] == "payout.failed"
+    assert failed["created"] <= failed["data"]["object"]["arrival_date"] == created["arrival_date"]

@@ -120,6 +120,24 @@ def test_a_partial_reversal_the_ledger_missed_is_a_status_drift() -> None:
     )
 
 
+def test_a_partial_reversal_booked_for_its_amount_agrees_and_a_different_one_is_named() -> None:
+    ledger = settled(1, S.PARTLY_REVERSED)._replace(amount_reversed=400)
+    assert run([ledger], [transfer(1, reversed_=400)]).breaks == ()
+    behind = only_break(run([ledger], [transfer(1, reversed_=700)]))
+    assert (behind.break_type, behind.field, behind.difference) == (
+        T.AMOUNT_MISMATCH,
+        "amount_reversed",
+        300,
+    )
+    whole = only_break(run([ledger], [transfer(1, reversed_=1_000)]))
+    assert (whole.break_type, whole.expected, whole.actual) == (
+        T.STATUS_DRIFT,
+        "partly_reversed",
+        "reversed",
+    )
+    assert only_break(run([ledger], [])).break_type is T.MISSING_AT_RAIL
+
+
 @pytest.mark.parametrize(
     ("status", "rail_status", "actual"),
     [

@@ -13,6 +13,9 @@ from services.shared.domain.settlement import (
     SettlementStatus,
     event_type,
     is_transition_valid,
+    reversal_target,
+    reversed_after,
+    step_event_type,
     transition,
 )
 from services.shared.errors import SettleError
@@ -33,6 +36,9 @@ ALLOWED = {
     (S.SUBMITTED, S.FAILED),
     (S.SUBMITTED, S.NEEDS_REVIEW),
     (S.PAID, S.REVERSED),
+    (S.PAID, S.PARTLY_REVERSED),
+    (S.PARTLY_REVERSED, S.PARTLY_REVERSED),
+    (S.PARTLY_REVERSED, S.REVERSED),
     (S.NEEDS_REVIEW, S.SUBMITTED),
     (S.NEEDS_REVIEW, S.PAID),
     (S.NEEDS_REVIEW, S.FAILED),
@@ -48,9 +54,10 @@ def test_statuses_are_the_strings_the_database_stores() -> None:
         "paid",
         "failed",
         "reversed",
+        "partly_reversed",
         "needs_review",
     }
-    assert {S.PAID, S.FAILED, S.REVERSED} == TERMINAL
+    assert {S.PAID, S.PARTLY_REVERSED, S.FAILED, S.REVERSED} == TERMINAL
 
 
 @pytest.mark.parametrize(("source", "target"), PAIRS)
@@ -84,6 +91,7 @@ def test_the_first_event_is_created_and_the_others_are_named_after_their_status(
         "paid",
         "failed",
         "reversed",
+        "partly_reversed",
         "needs_review",
     }
 
@@ -109,6 +117,36 @@ def test_no_sequence_of_requests_reaches_an_illegal_state(targets: list[Settleme
             assert (before, target) not in ALLOWED
             continue
         assert (before, state) in ALLOWED
-        # Once terminal, the only way on is a recorded reversal of a paid settlement.
+        # Once terminal, the only way on is a recorded reversal of money that was paid.
         if before in TERMINAL:
-            assert (before, state) == (S.PAID, S.REVERSED)
+            assert before in (S.PAID, S.PARTLY_REVERSED)
+            assert state in (S.PARTLY_REVERSED, S.REVERSED)
+
+
+def test_a_reversal_leads_to_partly_reversed_until_the_whole_amount_is_back() -> None:
+    assert reversal_target(700, 200) is S.PARTLY_REVERSED
+    assert reversal_target(700, 700) is S.REVERSED
+    for wrong in (0, 701, -1):
+        with pytest.raises(ValueError):
+            reversal_target(700, wrong)
+
+
+def test_a_reversal_step_must_bring_more_back_and_name_its_status() -> None:
+    assert reversed_after(S.PAID, S.PARTLY_REVERSED, 700, 0, 200) == 200
+    assert reversed_after(S.PARTLY_REVERSED, S.PARTLY_REVERSED, 700, 200, 500) == 500
+    assert reversed_after(S.PARTLY_REVERSED, S.REVERSED, 700, 500, None) == 700
+    assert reversed_after(S.SUBMITTED, S.PAID, 700, 0, 200) == 0  # not a reversal: unchanged
+    for target, before, reported in [
+        (S.PARTLY_REVERSED, 500, 500),  # the same part again
+        (S.PARTLY_REVERSED, 500, 200),  # an older, smaller one
+        (S.PARTLY_REVERSED, 0, 700),  # the whole amount is not a part
+        (S.REVERSED, 0, 200),  # a part is not the whole
+        (S.REVERSED, 0, 900),  # more than was paid
+    ]:
+        with pytest.raises(IllegalTransition):
+            reversed_after(S.PAID, target, 700, before, reported)
+
+
+def test_a_further_partial_reversal_is_a_step_with_its_own_event_not_a_reference() -> None:
+    assert step_event_type(S.PARTLY_REVERSED, S.PARTLY_REVERSED) == "partly_reversed"
+    assert step_event_type(S.PAID, S.PAID) == "rail_reference_recorded"

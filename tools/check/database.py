@@ -14,6 +14,7 @@ from tools.check.invariants import FIRST
 
 SETTLEMENTS = """
 SELECT s.id::text AS id, s.tenant, s.amount, s.currency::text AS currency, s.status, s.reason,
+       s.amount_reversed,
        coalesce(t.history, '{}') AS history, coalesce(t.sequences, '{}') AS sequences,
        coalesce(t.sources, '{}') AS sources
   FROM settlements s
@@ -74,7 +75,7 @@ SELECT coalesce(min(settlement_id::text), min(rail_event_id)) FROM inbox_events
 UNION
 SELECT coalesce(min(settlement_id::text), min(rail_event_id)) FROM inbox_events
  WHERE status = 'applied' AND object_id IS NOT NULL AND event_type IS NOT NULL
- GROUP BY rail, object_id, event_type HAVING count(*) > 1
+ GROUP BY rail, object_id, event_type, amount_reversed HAVING count(*) > 1
 """
 IN_FLIGHT = """
 SELECT (SELECT count(*) FROM rail_instructions WHERE status IN ('pending', 'processing'))
@@ -82,7 +83,8 @@ SELECT (SELECT count(*) FROM rail_instructions WHERE status IN ('pending', 'proc
        (SELECT count(*) FROM outbox WHERE published_at IS NULL) AS outbox,
        (SELECT count(*) FROM inbox_events WHERE status IN ('received', 'parked')) AS inbox,
        (SELECT count(*) FROM settlements
-         WHERE status NOT IN ('paid', 'failed', 'reversed', 'needs_review')) AS settlements
+         WHERE status NOT IN ('paid', 'partly_reversed', 'failed', 'reversed', 'needs_review'))
+           AS settlements
 """
 # The database away, or refusing our session or a statement: no verdict can be read from it.
 _DRIVER_ERRORS = (*UNREACHABLE, asyncpg.PostgresError)
@@ -133,6 +135,7 @@ async def _read(
             tuple(r["history"]),
             tuple(r["sequences"]),
             tuple(r["sources"]),
+            r["amount_reversed"],
         )
         for r in await conn.fetch(SETTLEMENTS)
     }

@@ -31,6 +31,7 @@ class SettlementFact(NamedTuple):
     # settlement_transitions.from_status, by sequence (None for booking; equal to the
     # history's status for a step that recorded a rail reference); () reads as all moves.
     sources: tuple[str | None, ...] = ()
+    amount_reversed: int = 0  # minor units come back (settlements.amount_reversed)
 
 
 class EventFact(NamedTuple):

@@ -127,6 +127,7 @@ def expected_net_of(settlement: SettlementFact) -> dict[str, int]:
         settlement.tenant,
         SettlementStatus(settlement.status),
         held_in=held_after(settlement.history),
+        amount_reversed=settlement.amount_reversed,
     )
 
 

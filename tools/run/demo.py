@@ -32,7 +32,7 @@ from tools.check.cli import effect_source
 from tools.check.run import CheckOptions, Report, run_check
 from tools.run.submit import Batch, post_settlements, publish_commands
 
-FINAL = ("paid", "failed", "reversed", "needs_review")
+FINAL = ("paid", "partly_reversed", "failed", "reversed", "needs_review")
 STATES = ("accepted", "dispatching", "submitted", *FINAL)
 POLL_SECONDS = 0.5
 NOTHING_BOOKED_S = 30.0

@@ -17,12 +17,19 @@ holding account of its status, and each change books the move between holding ac
     accepted/dispatching -> paid       payable             paid_out
     submitted -> paid                  in_transit          paid_out
     -> failed                          payable|in_transit  funding
-    paid -> reversed                   paid_out            funding
+    paid|partly_reversed -> reversed   paid_out            funding     (what is left)
+       -> partly_reversed                paid_out            funding     (the part just back)
     -> dispatching, -> needs_review    no entry: the money stays where it is
+
+A reversal books only what came back since the last one recorded (`reversal_postings`): the
+delta between the cumulative amounts reversed before and after, so a settlement partly
+reversed holds `amount - amount_reversed` in paid_out and has the rest back in funding.
 
 The journal entry's kind is the target status, and the database allows one entry per kind per
 settlement. That holds because money only ever moves forward along funding -> payable ->
-in_transit -> paid_out -> funding, so no kind is booked twice with postings.
+in_transit -> paid_out -> funding, so no kind is booked twice with postings. Partial
+reversals are the one step that may repeat; their kind names the cumulative amount reached
+(`partly_reversed:<amount_reversed>`), so each part is booked once and only once.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ HOLDING: Mapping[SettlementStatus, AccountKind | None] = {
     _S.PAID: AccountKind.PAID_OUT,
     _S.FAILED: AccountKind.FUNDING,
     _S.REVERSED: AccountKind.FUNDING,
+    _S.PARTLY_REVERSED: AccountKind.PAID_OUT,  # what has not come back yet
     _S.NEEDS_REVIEW: None,
 }
 
@@ -71,8 +79,11 @@ def account_id(tenant: str, kind: AccountKind, currency: str) -> str:
     return f"{tenant}:{kind}:{currency}"
 
 
-def entry_kind(target: SettlementStatus) -> str:
-    """The journal entry kind for the postings of reaching `target`."""
+def entry_kind(target: SettlementStatus, amount_reversed: int = 0) -> str:
+    """The journal entry kind for the postings of reaching `target` (with `amount_reversed`
+    back in all, for a partial reversal)."""
+    if target is _S.PARTLY_REVERSED:
+        return f"{target.value}:{amount_reversed}"
     return target.value
 
 
@@ -99,6 +110,34 @@ def postings_for(
         Posting(account_id(tenant, held_in, currency), -amount, currency),
         Posting(account_id(tenant, to, currency), amount, currency),
     ], to
+
+
+def reversal_postings(
+    currency: str, tenant: str, reversed_before: int, reversed_after: int
+) -> list[Posting]:
+    """The postings of a reversal that brings the cumulative amount back from
+    `reversed_before` to `reversed_after`: only the difference, from paid_out to funding."""
+    delta = reversed_after - reversed_before
+    if not is_amount(delta):
+        raise ValueError(f"a reversal must bring money back, not {delta!r} minor units")
+    if not is_currency(currency):
+        raise ValueError(f"currency must be an ISO 4217 code, not {currency!r}")
+    return [
+        Posting(account_id(tenant, AccountKind.PAID_OUT, currency), -delta, currency),
+        Posting(account_id(tenant, AccountKind.FUNDING, currency), delta, currency),
+    ]
+
+
+def step_postings(
+    amount: int, currency: str, tenant: str, held_in: AccountKind, target: SettlementStatus,
+    reversed_before: int, reversed_after: int,
+) -> tuple[list[Posting], AccountKind]:  # fmt: skip
+    """The postings of one step to `target` and where the money then sits: a reversal books
+    what came back since `reversed_before`, any other step moves the whole `amount`."""
+    if target in (_S.PARTLY_REVERSED, _S.REVERSED) and held_in is AccountKind.PAID_OUT:
+        postings = reversal_postings(currency, tenant, reversed_before, reversed_after)
+        return postings, holding_account(target, held_in)
+    return postings_for(amount, currency, tenant, held_in, target)
 
 
 def accept_postings(amount: int, currency: str, tenant: str) -> tuple[list[Posting], AccountKind]:
@@ -128,17 +167,20 @@ def expected_net(
     tenant: str,
     final: SettlementStatus,
     held_in: AccountKind | None = None,
+    amount_reversed: int = 0,
 ) -> dict[str, int]:
     """The net position, per account, that a settlement ending in `final` must have booked.
 
-    `held_in` is needed only for needs_review, whose money stays where it was.
+    `held_in` is needed only for needs_review, whose money stays where it was;
+    `amount_reversed` only for partly_reversed, whose reversed part is back in funding.
     """
     to = HOLDING[final] or held_in
     if to is None:
         raise ValueError(f"{final} keeps the money where it was: pass held_in")
-    if to == AccountKind.FUNDING:
+    out = amount - amount_reversed if final is _S.PARTLY_REVERSED else amount
+    if to == AccountKind.FUNDING or out == 0:
         return {}
     return {
-        account_id(tenant, AccountKind.FUNDING, currency): -amount,
-        account_id(tenant, to, currency): amount,
+        account_id(tenant, AccountKind.FUNDING, currency): -out,
+        account_id(tenant, to, currency): out,
     }

@@ -5,13 +5,18 @@
     dispatching     submitted, paid, failed, needs_review
     submitted       paid, failed, needs_review
     needs_review    submitted, paid, failed
-    paid            reversed
+    paid            partly_reversed, reversed
+    partly_reversed partly_reversed, reversed
     failed          (terminal)
     reversed        (terminal)
 
 Webhooks can arrive before the relay recorded the rail's response, so `paid` and `failed` are
-reachable from every pre-terminal state. `paid`, `failed` and `reversed` are terminal; only a
-recorded reversal moves a `paid` settlement on.
+reachable from every pre-terminal state. `paid`, `partly_reversed`, `failed` and `reversed`
+are terminal; only a recorded reversal moves a `paid` settlement on. A reversal of part of the
+amount (`amount_reversed` below `amount`, in minor units, cumulative as the rail reports it)
+leads to `partly_reversed`; each further part is a step of its own from `partly_reversed` to
+itself, audited and published like any other; the reversal that brings the whole amount back
+leads to `reversed` (`reversal_target`). So `reversed` always means all of the money came back.
 
 One step keeps the status: when the rail's answer is recorded after a webhook already moved
 the settlement on without a rail reference, the reference is written as a step of its own
@@ -45,18 +50,24 @@ class SettlementStatus(StrEnum):
     PAID = "paid"
     FAILED = "failed"
     REVERSED = "reversed"
+    PARTLY_REVERSED = "partly_reversed"
     NEEDS_REVIEW = "needs_review"
 
 
 _S = SettlementStatus
 
-TERMINAL: frozenset[SettlementStatus] = frozenset({_S.PAID, _S.FAILED, _S.REVERSED})
+TERMINAL: frozenset[SettlementStatus] = frozenset(
+    {_S.PAID, _S.PARTLY_REVERSED, _S.FAILED, _S.REVERSED}
+)
+# The statuses a reversal moves on from: money the rail paid, some of which may come back.
+REVERSIBLE: frozenset[SettlementStatus] = frozenset({_S.PAID, _S.PARTLY_REVERSED})
 
 TRANSITIONS: Mapping[SettlementStatus, frozenset[SettlementStatus]] = {
     _S.ACCEPTED: frozenset({_S.DISPATCHING, _S.SUBMITTED, _S.PAID, _S.FAILED, _S.NEEDS_REVIEW}),
     _S.DISPATCHING: frozenset({_S.SUBMITTED, _S.PAID, _S.FAILED, _S.NEEDS_REVIEW}),
     _S.SUBMITTED: frozenset({_S.PAID, _S.FAILED, _S.NEEDS_REVIEW}),
-    _S.PAID: frozenset({_S.REVERSED}),
+    _S.PAID: frozenset({_S.PARTLY_REVERSED, _S.REVERSED}),
+    _S.PARTLY_REVERSED: frozenset({_S.PARTLY_REVERSED, _S.REVERSED}),
     _S.NEEDS_REVIEW: frozenset({_S.SUBMITTED, _S.PAID, _S.FAILED}),
     _S.FAILED: frozenset(),
     _S.REVERSED: frozenset(),
@@ -126,4 +137,29 @@ def reference_recorded(current: SettlementStatus) -> Transition:
 
 def step_event_type(source: SettlementStatus | None, target: SettlementStatus) -> str:
     """The event type of the audit step from `source` (None: booking) to `target`."""
-    return RAIL_REFERENCE_RECORDED if source == target else event_type(target)
+    if source == target and not is_transition_valid(target, target):
+        return RAIL_REFERENCE_RECORDED
+    return event_type(target)
+
+
+def reversal_target(amount: int, amount_reversed: int) -> SettlementStatus:
+    """The status of a paid settlement once `amount_reversed` of its `amount` came back."""
+    if not 0 < amount_reversed <= amount:
+        raise ValueError(f"amount_reversed must be in 1 .. {amount}, not {amount_reversed!r}")
+    return _S.REVERSED if amount_reversed == amount else _S.PARTLY_REVERSED
+
+
+def reversed_after(
+    current: SettlementStatus, target: SettlementStatus, amount: int, before: int,
+    reported: int | None,
+) -> int:  # fmt: skip
+    """The cumulative amount come back after a step from `current` to `target`, given what
+    was back `before` and what the rail `reported` (None: all of it; ignored unless the step
+    is a reversal); IllegalTransition if a reversal adds nothing, exceeds the amount, or
+    does not lead to `target`."""
+    if target not in (_S.PARTLY_REVERSED, _S.REVERSED):
+        return before
+    after = amount if reported is None else reported
+    if not before < after <= amount or reversal_target(amount, after) is not target:
+        raise IllegalTransition(current, target)
+    return after
