@@ -7,7 +7,9 @@
        objects it owns, store its breaks (a break seen before is seen again, not added)
     4. read by id the settlements that the remaining objects name, compare them with those
        objects: what no settlement explains is unknown_at_rail
-    5. record each source (when read, how many rows) and finish the run
+    5. the nostro view (nostro_pass.py): the rail's balance read and recorded, its movement
+       against its balance transactions and the ledger's postings: balance_mismatch breaks
+    6. record each source (when read, how many rows) and finish the run
 
 A rail that cannot be read records its error and the run ends `failed`: never a clean run.
 The rail is also unreadable when it lists nothing though the ledger sent money in the window:
@@ -24,7 +26,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from services.reconcile import ledger_source, store
+from services.reconcile import ledger_source, nostro_pass, store
 from services.reconcile.compare import SENT, compare
 from services.reconcile.errors import RailUnreadable, ReconcileError
 from services.reconcile.model import Break, LedgerRecord, Pending, RailObject, Report, RunStatus
@@ -112,6 +114,8 @@ async def reconcile(
     try:
         await _ledger_pass(pool, rail, window, grace, outcome, state)
         await _remaining(pool, rail, grace, outcome, state)
+        balance = await nostro_pass.balance_breaks(pool, rail, run_id, clock())
+        await _store(pool, outcome, state, Report(tuple(balance), ()))
     except ReconcileError as e:
         outcome.error = str(e)
     await _record_sources(pool, outcome, state, rail_read_at, clock())
