@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -20,6 +20,7 @@ from tools.check.cli import SIMULATOR_API
 
 if TYPE_CHECKING:
     from services.reconcile.engine import Outcome
+    from services.reconcile.lineage import Ref
 
 
 @click.command()
@@ -51,19 +52,24 @@ def reconcile(as_json: bool, day: datetime | None, grace: int, rail_url: str | N
     except ConfigError as e:
         _fail(as_json, "config", str(e))
     try:
-        outcome = asyncio.run(_run(settings, day.date() if day else None, grace, rail_url))
+        outcome, lineage = asyncio.run(
+            _run(settings, day.date() if day else None, grace, rail_url, as_json)
+        )
     except StoreUnavailable as e:
         _fail(as_json, "postgresql", str(e))
     if as_json:
-        click.echo(json.dumps(run_document(outcome), sort_keys=True))
+        click.echo(json.dumps(run_document(outcome, lineage), sort_keys=True))
     else:
         print_text(outcome)
     raise SystemExit(exit_status(outcome))
 
 
-async def _run(settings: Settings, day: date | None, grace: int, rail_url: str | None) -> Outcome:
+async def _run(
+    settings: Settings, day: date | None, grace: int, rail_url: str | None, lineage: bool
+) -> tuple[Outcome, dict[Ref, Any]]:
     from services.reconcile import store, windows
     from services.reconcile.engine import reconcile as run_once
+    from services.reconcile.lineage import lineage_of
     from services.reconcile.model import RunKind
     from services.reconcile.rail_source import RailSource
     from services.shared.database import create_pool
@@ -78,7 +84,9 @@ async def _run(settings: Settings, day: date | None, grace: int, rail_url: str |
         else:
             last = await store.last_completed(pool, RunKind.INTRADAY)
             window = windows.intraday(last, datetime.now(UTC))
-        return await run_once(pool, rail, window, grace=grace)
+        outcome = await run_once(pool, rail, window, grace=grace)
+        reported = [store.stored_key(b) for b in outcome.report().breaks] if lineage else []
+        return outcome, await lineage_of(pool, reported)
     finally:
         await rail.aclose()
         await pool.close()
