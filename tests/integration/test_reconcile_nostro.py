@@ -1,20 +1,24 @@
 """The nostro view inside a run, on the real PostgreSQL and a served rail simulator: a first run
 records the rail's balance as its opening and judges nothing; a run after movements the
 ledger booked too raises no balance break; a transfer made at the rail directly, which the
-ledger never booked, is a balance_mismatch of exactly its amount.
+ledger never booked, is a balance_mismatch of exactly its amount; the closing balance holds
+what moved before its cut-off only, and a failed run's balance opens no later run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from services.reconcile import nostro_store, store
 from services.reconcile.engine import Outcome, reconcile
 from services.reconcile.model import Break, RunKind, RunStatus
-from services.reconcile.nostro_pass import LAG
+from services.reconcile.nostro_pass import LAG, closing_balance
+from services.reconcile.nostro_store import Balance
 from services.reconcile.rail_source import RailSource
 from services.reconcile.windows import Window
 from services.shared.domain.breaks import BreakType
@@ -109,3 +113,35 @@ async def test_a_transfer_the_ledger_does_not_have_is_a_balance_mismatch(world: 
         "SELECT status, reason FROM reconciliation_breaks WHERE break_type = 'balance_mismatch'"
     )
     assert tuple(stored) == ("open", f"balance:+{STRAY}")
+
+
+async def test_the_closing_balance_holds_only_what_moved_before_its_cut_off(world: World) -> None:
+    await past_the_cut_off()
+    cut_off = datetime.now(UTC)
+    await asyncio.sleep(1.1)
+    await stray_transfer(world)  # a second later: after the cut-off, so not in its balance
+    rail = RailSource("sk_test_x", api_base=world.sim_url)
+    try:
+        closing = await closing_balance(rail, cut_off)
+    finally:
+        await rail.aclose()
+    assert closing.as_of == datetime.fromtimestamp(math.floor(cut_off.timestamp()), UTC)
+    assert closing.by_currency == {"EUR": -2 * SENT}
+
+
+async def test_a_failed_runs_balance_is_no_runs_opening(world: World) -> None:
+    await past_the_cut_off()
+    first = await run(world)
+    as_of = await world.pool.fetchval(
+        "SELECT as_of FROM reconciliation_balances WHERE run_id = $1", first.run_id
+    )
+    # A run that read a balance one second later, then failed: its reading stands for nothing.
+    now = datetime.now(UTC)
+    failed = await store.start_run(world.pool, RunKind.INTRADAY, now - timedelta(hours=1), now, now)
+    later = Balance(as_of + timedelta(seconds=1), {"EUR": 5})
+    await nostro_store.record_balance(world.pool, failed, later)
+    assert await store.finish_run(world.pool, failed, now, "the rail went away") is RunStatus.FAILED
+    await past_the_cut_off()
+    second = await run(world)
+    assert second.status is RunStatus.COMPLETED, second.error
+    assert balance_breaks(second) == []
