@@ -5,6 +5,9 @@ comparison is services/reconcile/nostro.py).
     1. read the rail's closing balance (`GET /v1/balance`, available + pending) as of a whole
        cut-off second C: the balance transactions created since C are listed before and after
        the balance is read and taken back out of it; if the two lists differ, read again
+       (money moved meanwhile), and if they differ every time, the run records no balance
+       and judges none: the next run measures from the last recorded one, over a longer
+       window, never from a balance assumed
     2. the opening balance is the latest one a completed run recorded, as of O <= C; a first
        run has none: it records its balance and raises no balance break
     3. the balance transactions created in [O, C) (auto-paginated by `created`) must move the
@@ -37,7 +40,7 @@ from services.reconcile.rail_source import PAGE_SIZE, RailSource
 from services.reconcile.wire import balance_move_of, balance_of
 
 LAG = timedelta(seconds=1)
-READ_ATTEMPTS = 3  # consistent readings tried before the balance counts as unreadable
+READ_ATTEMPTS = 5  # readings tried for one that no movement interleaved
 
 
 async def balance_breaks(
@@ -46,6 +49,8 @@ async def balance_breaks(
     """The balance_mismatch breaks since the last recorded balance (none on a first run),
     after recording the closing balance with running run `run_id`."""
     closing = await closing_balance(rail, now - LAG)
+    if closing is None:
+        return []
     opening = await nostro_store.opening_balance(pool, closing.as_of)
     found: list[Break] = []
     if opening is not None:
@@ -57,9 +62,9 @@ async def balance_breaks(
     return found
 
 
-async def closing_balance(rail: RailSource, at: datetime) -> Balance:
+async def closing_balance(rail: RailSource, at: datetime) -> Balance | None:
     """The rail's balance as of the whole second at or before `at`: every balance transaction
-    created before it, none after. RailUnreadable if it cannot be read still."""
+    created before it, none after; None if money moved during every reading."""
     cut_off = math.floor(at.timestamp())
     for _ in range(READ_ATTEMPTS):
         before = [m async for m in _moves(rail, {"gte": cut_off})]
@@ -74,7 +79,7 @@ async def closing_balance(rail: RailSource, at: datetime) -> Balance:
             for move in after:
                 balance[move.currency] = balance.get(move.currency, 0) - move.amount
             return Balance(datetime.fromtimestamp(cut_off, UTC), balance)
-    raise RailUnreadable(f"the balance at {rail.where} kept moving while it was read")
+    return None
 
 
 async def moves_between(rail: RailSource, start: datetime, end: datetime) -> list[BalanceMove]:

@@ -2,7 +2,8 @@
 records the rail's balance as its opening and judges nothing; a run after movements the
 ledger booked too raises no balance break; a transfer made at the rail directly, which the
 ledger never booked, is a balance_mismatch of exactly its amount; the closing balance holds
-what moved before its cut-off only, and a failed run's balance opens no later run.
+what moved before its cut-off only, a failed run's balance opens no later run, and a balance
+that moves during every reading is not recorded.
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
 
+from railsim.core import RailSim
+from railsim.http import create_app
+from railsim.params import Kind
 from services.reconcile import nostro_store, store
 from services.reconcile.engine import Outcome, reconcile
 from services.reconcile.model import Break, RunKind, RunStatus
@@ -24,7 +30,7 @@ from services.reconcile.windows import Window
 from services.shared.domain.breaks import BreakType
 from services.shared.domain.settlement import SettlementStatus as S
 from tests.integration.check_support import World, template
-from tests.integration.railsim_support import stripe_client, transfer_params
+from tests.integration.railsim_support import serving, stripe_client, transfer_params
 from tests.integration.test_reconcile_engine import world
 
 pytestmark = pytest.mark.integration
@@ -34,9 +40,9 @@ SENT = 700  # what World.accept sends, in EUR
 STRAY = 1050  # what transfer_params sends, in EUR
 
 
-async def run(world: World) -> Outcome:
+async def run(world: World, rail_url: str | None = None) -> Outcome:
     """One reconciliation run over the last hour, in process."""
-    rail = RailSource("sk_test_x", api_base=world.sim_url)
+    rail = RailSource("sk_test_x", api_base=rail_url or world.sim_url)
     now = datetime.now(UTC)
     try:
         return await reconcile(
@@ -125,6 +131,7 @@ async def test_the_closing_balance_holds_only_what_moved_before_its_cut_off(worl
         closing = await closing_balance(rail, cut_off)
     finally:
         await rail.aclose()
+    assert closing is not None
     assert closing.as_of == datetime.fromtimestamp(math.floor(cut_off.timestamp()), UTC)
     assert closing.by_currency == {"EUR": -2 * SENT}
 
@@ -145,3 +152,29 @@ async def test_a_failed_runs_balance_is_no_runs_opening(world: World) -> None:
     second = await run(world)
     assert second.status is RunStatus.COMPLETED, second.error
     assert balance_breaks(second) == []
+
+
+def busy(app: Starlette, sim: RailSim) -> Starlette:
+    """`app`, with a transfer made at the rail just before each balance it answers: money
+    moves during every reading."""
+
+    async def moving(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/v1/balance":
+            made = sim.create(Kind.TRANSFER, [("amount", "100"), ("currency", "eur"),
+                                              ("destination", "acct_ok")])  # fmt: skip
+            assert made.status == 200
+        await app(scope, receive, send)
+
+    return moving  # type: ignore[return-value]
+
+
+async def test_a_balance_that_moves_during_every_reading_is_neither_recorded_nor_judged(
+    world: World,
+) -> None:
+    await past_the_cut_off()
+    await run(world)
+    async with serving(busy(create_app(world.sim), world.sim)) as moving:
+        second = await run(world, moving)
+    assert second.status is RunStatus.COMPLETED, second.error
+    assert balance_breaks(second) == []
+    assert await recorded(world, second.run_id) == {}
