@@ -160,3 +160,32 @@ async def test_lineage_is_read_in_batches_of_ids(
     async with world.pool.acquire() as conn:
         count, found = await queries(conn, [*keys, "no such break"])
     assert count == 3 * 7 and set(found) == set(keys)
+
+
+async def test_a_break_without_a_settlement_is_explained_by_its_rail_object(world: World) -> None:
+    now = datetime.now(UTC)
+    run_id = await store.start_run(world.pool, RunKind.RECHECK, now, now.replace(year=2100), now)
+    strays = [
+        Break(BreakType.UNKNOWN_AT_RAIL, None, f"tr_stray{n}", "settlement_id", None, None, None,
+              "EUR")
+        for n in (1, 2)
+    ]  # fmt: skip
+    await store.upsert_breaks(world.pool, run_id, strays, now)
+    # An event about each stray object, and one about another settlement's object.
+    await Inbox(world.pool).deliver(
+        rail_event("transfer.created", "tr_stray1", None),
+        rail_event("transfer.created", "tr_stray2", None),
+        rail_event("transfer.created", "tr_other1", world.paid),
+    )
+    keys = [store.stored_key(b) for b in strays]
+    found = await lineage_of(world.pool, keys)  # both in one batch
+    for n, key in enumerate(keys, start=1):
+        trail = found[key]
+        assert trail["settlement"] is None and trail["instruction"] is None
+        assert trail["transitions"] == trail["outbox"] == trail["postings"] == []
+        inbox = [(e["object_id"], e["settlement_id"]) for e in trail["inbox"]]
+        assert inbox == [(f"tr_stray{n}", None)]
+        assert trail["rail_objects"] == [
+            {"id": f"tr_stray{n}", "named_by": ["break"], "field": "settlement_id",
+             "expected": None, "actual": None}
+        ]  # fmt: skip
