@@ -8,7 +8,9 @@
        objects it owns, store its breaks (a break seen before is seen again, not added)
     4. read by id the settlements that the remaining objects name, compare them with those
        objects: what no settlement explains is unknown_at_rail
-    5. record each source (when read, how many rows) and finish the run
+    5. the nostro view (nostro_pass.py): the rail's balance read and recorded, its movement
+       against its balance transactions and the ledger's postings: balance_mismatch breaks
+    6. record each source (when read, how many rows) and finish the run
 
 Each page's status drifts that the rail proves are healed as they are stored (`heal.Healer`,
 unless the run is read-only).
@@ -28,7 +30,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from services.reconcile import ledger_source, store
+from services.reconcile import ledger_source, nostro_pass, store
 from services.reconcile.compare import SENT, compare
 from services.reconcile.errors import RailUnreadable, ReconcileError
 from services.reconcile.heal import Healer
@@ -117,12 +119,16 @@ async def reconcile(
     rail_read_at = clock()
     objects = {o.object_id: o for o in listed}
     state = _Pass(started, int(started.timestamp()), objects, len(listed), page_size)
-    # Only the rail's own API is live proof: a statement file heals nothing.
-    if heal and isinstance(rail, RailSource):
-        state.healer = Healer(pool, rail, clock)
+    # Only the rail's own API is live proof and shows a balance: a statement file is neither.
+    live = rail if isinstance(rail, RailSource) else None
+    if heal and live is not None:
+        state.healer = Healer(pool, live, clock)
     try:
         await _ledger_pass(pool, rail, window, grace, outcome, state)
         await _remaining(pool, rail, grace, outcome, state)
+        if live is not None:
+            balance = await nostro_pass.balance_breaks(pool, live, run_id, clock())
+            await _store(pool, outcome, state, Report(tuple(balance), ()))
     except ReconcileError as e:
         outcome.error = str(e)
     await _record_sources(pool, rail, outcome, state, rail_read_at, clock())

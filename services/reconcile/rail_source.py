@@ -68,6 +68,11 @@ class RailSource:
             http_client=self._http,
         )
 
+    @property
+    def client(self) -> stripe.StripeClient:
+        """Stripe's client this source reads through (the nostro view reads the balance)."""
+        return self._client
+
     async def objects(self, start: int, end: int) -> list[RailObject]:
         """Every transfer and payout created in [start, end), transfers first."""
         window: dict[str, Any] = {"created": {"gte": start, "lt": end}, "limit": PAGE_SIZE}

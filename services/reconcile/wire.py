@@ -50,6 +50,22 @@ def balance_move_of(wire: Mapping[str, Any]) -> BalanceMove:
     )
 
 
+def balance_of(wire: Mapping[str, Any]) -> dict[str, int]:
+    """Per currency, the balance in `wire` (Stripe's `GET /v1/balance`): available plus
+    pending, signed minor units; UnreadableRailObject if it is malformed."""
+    totals: dict[str, int] = {}
+    for part in ("available", "pending"):
+        funds = wire.get(part)
+        if not isinstance(funds, list):
+            raise UnreadableRailObject("balance", f"`{part}` must be a list, not {funds!r}")
+        for fund in funds:
+            if not isinstance(fund, Mapping):
+                raise UnreadableRailObject("balance", f"`{part}` holds {fund!r}, not an object")
+            currency = _currency(fund, "balance")
+            totals[currency] = totals.get(currency, 0) + _int(fund, "amount", "balance")
+    return totals
+
+
 def _text(wire: Mapping[str, Any], key: str) -> str:
     value = wire.get(key)
     if not isinstance(value, str) or not value:

@@ -59,6 +59,7 @@ async def test_upgrade_to_head_downgrade_to_base_and_up_again(fresh_db: str) -> 
         "reconciliation_runs",
         "reconciliation_sources",
         "reconciliation_breaks",
+        "reconciliation_balances",
     }
     await asyncio.to_thread(upgrade, fresh_db)
     assert model <= await tables(fresh_db)
@@ -138,7 +139,8 @@ async def test_amount_is_bigint_minor_units(db: asyncpg.Connection) -> None:
            WHERE table_schema = 'public' AND column_name IN ('amount', 'balance')"""
     )
     assert {r["data_type"] for r in types} == {"bigint"}
-    money_tables = {"settlements", "postings", "account_balances", "rail_instructions"}
+    money_tables = {"settlements", "postings", "account_balances", "rail_instructions",
+                    "reconciliation_balances"}  # fmt: skip
     assert {r["table_name"] for r in types} == money_tables
 
 

@@ -13,7 +13,7 @@ import asyncio
 import json
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -25,6 +25,7 @@ from tools.check.cli import SIMULATOR_API
 
 if TYPE_CHECKING:
     from services.reconcile.engine import Outcome
+    from services.reconcile.lineage import Ref
 
 
 @click.command()
@@ -76,7 +77,7 @@ def reconcile(
     except ConfigError as e:
         _fail(as_json, "config", str(e))
     try:
-        outcome = asyncio.run(
+        outcome, lineage = asyncio.run(
             _run(
                 settings,
                 day.date() if day else None,
@@ -84,6 +85,7 @@ def reconcile(
                 rail_url,
                 statement,
                 heal=not read_only and statement is None,
+                lineage=as_json,
             )
         )
     except StoreUnavailable as e:
@@ -91,7 +93,7 @@ def reconcile(
     except StatementUnreadable as e:
         _fail(as_json, "statement", str(e))
     if as_json:
-        click.echo(json.dumps(run_document(outcome), sort_keys=True))
+        click.echo(json.dumps(run_document(outcome, lineage), sort_keys=True))
     else:
         print_text(outcome)
     raise SystemExit(exit_status(outcome))
@@ -105,9 +107,11 @@ async def _run(
     statement: Path | None,
     *,
     heal: bool,
-) -> Outcome:
+    lineage: bool,
+) -> tuple[Outcome, dict[Ref, Any]]:
     from services.reconcile import store, windows
     from services.reconcile.engine import reconcile as run_once
+    from services.reconcile.lineage import lineage_of
     from services.reconcile.model import RunKind
     from services.reconcile.rail_source import RailReader, RailSource
     from services.reconcile.statement_source import StatementSource
@@ -129,7 +133,9 @@ async def _run(
         if window is None:
             last = await store.last_completed(pool, RunKind.INTRADAY)
             window = windows.intraday(last, datetime.now(UTC))
-        return await run_once(pool, rail, window, grace=grace, heal=heal)
+        outcome = await run_once(pool, rail, window, grace=grace, heal=heal)
+        reported = [store.stored_key(b) for b in outcome.report().breaks] if lineage else []
+        return outcome, await lineage_of(pool, reported)
     finally:
         await rail.aclose()
         await pool.close()

@@ -3,20 +3,24 @@
     {"ok": bool, "run_id": n, "status": "completed"|"failed", "error": str|null,
      "window": {"kind", "start", "end"}, "healed": n, "counts": {<every break type>: n},
      "breaks": [{"type", "settlement_id", "rail_object_id", "expected", "actual", "currency",
-                 "reason", "status"}], "pending": [...]}
+                 "reason", "status", "lineage"}], "pending": [...]}
 
-`ok` is true when the run completed and no break it found is open. Keys are sorted.
+`ok` is true when the run completed and no break it found is open. Keys are sorted. A break's
+`lineage` (services/reconcile/lineage.py) is null when it was not read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
 
 from services.reconcile.engine import Outcome
+from services.reconcile.lineage import Ref
 from services.reconcile.model import RunStatus
 from services.reconcile.report import break_document, counts, pending_document
+from services.reconcile.store import stored_key
 from services.shared.domain.breaks import BreakStatus
 
 NO_OPEN_BREAK, OPEN_BREAKS, SOURCE_UNREADABLE = 0, 1, 2
@@ -29,8 +33,9 @@ def exit_status(outcome: Outcome) -> int:
     return OPEN_BREAKS if outcome.open_breaks else NO_OPEN_BREAK
 
 
-def run_document(outcome: Outcome) -> dict[str, Any]:
-    """The run as one JSON-ready object."""
+def run_document(outcome: Outcome, lineage: Mapping[Ref, Any] | None = None) -> dict[str, Any]:
+    """The run as one JSON-ready object; `lineage` by stored key, for the breaks reported."""
+    lineage = lineage or {}
     report = outcome.report()
     window = outcome.window
     return {
@@ -46,7 +51,9 @@ def run_document(outcome: Outcome) -> dict[str, Any]:
         "healed": outcome.healed,
         "counts": counts(report),
         "breaks": [
-            break_document(b) | {"status": outcome.status_of(b).value} for b in report.breaks
+            break_document(b)
+            | {"status": outcome.status_of(b).value, "lineage": lineage.get(stored_key(b))}
+            for b in report.breaks
         ],
         "pending": [pending_document(p) for p in report.pending],
     }

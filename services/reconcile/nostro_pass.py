@@ -1,0 +1,107 @@
+"""The nostro view inside a run: the rail's balance, read at the run's end, against the balance
+the last run recorded and against the ledger's in_transit and paid_out accounts (the pure
+comparison is services/reconcile/nostro.py).
+
+    1. read the rail's closing balance (`GET /v1/balance`, available + pending) as of a whole
+       cut-off second C: the balance transactions created since C are listed before and after
+       the balance is read and taken back out of it; if the two lists differ, read again
+       (money moved meanwhile), and if they differ every time, the run records no balance
+       and judges none: the next run measures from the last recorded one, over a longer
+       window, never from a balance assumed
+    2. the opening balance is the latest one a completed run recorded, as of O <= C; a first
+       run has none: it records its balance and raises no balance break
+    3. the balance transactions created in [O, C) (auto-paginated by `created`) must move the
+       opening balance to the closing one (field `balance_transactions`), and their payee
+       share must be what the postings booked in [O, C) moved into in_transit and paid_out
+       (field `balance`): else a balance_mismatch per currency, with the difference
+    4. record the closing balance with the run: the next run opens from it
+
+The cut-off trails the run's end by LAG, so journal entries stamped before it have committed
+when the ledger is read. A movement the rail booked before the cut-off and the ledger after it
+(a transfer in flight across it) reads as a mismatch in one run and the opposite in the next.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import stripe
+
+from services.reconcile import nostro, nostro_store
+from services.reconcile.errors import RailUnreadable
+from services.reconcile.model import Break
+from services.reconcile.nostro import BalanceMove
+from services.reconcile.nostro_store import Balance
+from services.reconcile.rail_source import PAGE_SIZE, RailSource
+from services.reconcile.wire import balance_move_of, balance_of
+
+LAG = timedelta(seconds=1)
+READ_ATTEMPTS = 5  # readings tried for one that no movement interleaved
+
+
+async def balance_breaks(
+    pool: asyncpg.Pool, rail: RailSource, run_id: int, now: datetime
+) -> list[Break]:
+    """The balance_mismatch breaks since the last recorded balance (none on a first run),
+    after recording the closing balance with running run `run_id`."""
+    closing = await closing_balance(rail, now - LAG)
+    if closing is None:
+        return []
+    opening = await nostro_store.opening_balance(pool, closing.as_of)
+    found: list[Break] = []
+    if opening is not None:
+        moves = await moves_between(rail, opening.as_of, closing.as_of)
+        postings = await nostro_store.postings_between(pool, opening.as_of, closing.as_of)
+        found = nostro.statement_breaks(opening.by_currency, closing.by_currency, moves)
+        found += nostro.balance_breaks(moves, postings)
+    await nostro_store.record_balance(pool, run_id, closing)
+    return found
+
+
+async def closing_balance(rail: RailSource, at: datetime) -> Balance | None:
+    """The rail's balance as of the whole second at or before `at`: every balance transaction
+    created before it, none after; None if money moved during every reading."""
+    cut_off = math.floor(at.timestamp())
+    for _ in range(READ_ATTEMPTS):
+        before = [m async for m in _moves(rail, {"gte": cut_off})]
+        try:
+            wire = await rail.client.v1.balance.retrieve_async()
+        except stripe.StripeError as e:
+            raise RailUnreadable(f"reading the balance at {rail.where}: {e!r}") from e
+        after = [m async for m in _moves(rail, {"gte": cut_off})]
+        # Nothing moved while the balance was read: it holds exactly `after` beyond the cut-off.
+        if before == after:
+            balance = balance_of(wire.to_dict())
+            for move in after:
+                balance[move.currency] = balance.get(move.currency, 0) - move.amount
+            return Balance(datetime.fromtimestamp(cut_off, UTC), balance)
+    return None
+
+
+async def moves_between(rail: RailSource, start: datetime, end: datetime) -> list[BalanceMove]:
+    """The balance transactions created in [start, end), summed per type and currency (so a
+    window of any size is held as a few lines)."""
+    created = {"gte": math.floor(start.timestamp()), "lt": math.floor(end.timestamp())}
+    totals: dict[tuple[str, str], int] = {}
+    async for move in _moves(rail, created):
+        key = (move.move_type, move.currency)
+        totals[key] = totals.get(key, 0) + move.amount
+    return [
+        BalanceMove(f"{move_type}:{currency}", move_type, amount, currency, created["gte"])
+        for (move_type, currency), amount in sorted(totals.items())
+    ]
+
+
+async def _moves(rail: RailSource, created: dict[str, int]) -> AsyncIterator[BalanceMove]:
+    """Each balance transaction created in `created` (Stripe's range filter), newest first."""
+    params: dict[str, Any] = {"created": created, "limit": PAGE_SIZE}
+    try:
+        listed = await rail.client.v1.balance_transactions.list_async(params)  # type: ignore[arg-type]
+        async for item in listed.auto_paging_iter():
+            yield balance_move_of(item.to_dict())
+    except stripe.StripeError as e:
+        raise RailUnreadable(f"listing balance transactions at {rail.where}: {e!r}") from e
