@@ -22,23 +22,28 @@ INSERT INTO inbox_events (rail, payload, status, reason, received_at)
 VALUES ($1, $2, 'rejected', $3, $4)
 RETURNING id
 """
-# Up to $2 due rows, oldest first; a row another replica holds is skipped, not waited for.
-CLAIM_DUE_MANY = """
+# What a claim reads of a row: the fields of StoredEvent, in its order.
+_CLAIMED = """
 SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts, received_at,
        amount_reversed
   FROM inbox_events
- WHERE status IN ('received', 'parked') AND next_attempt_at <= $1
+"""
+# Up to $2 due rows, oldest first; a row another replica holds is skipped, not waited for.
+CLAIM_DUE_MANY = (
+    _CLAIMED
+    + """ WHERE status IN ('received', 'parked') AND next_attempt_at <= $1
  ORDER BY next_attempt_at, id
  LIMIT $2
    FOR UPDATE SKIP LOCKED
 """
+)
 # One row just stored by this transaction, locked for applying (reconciliation's heal).
-CLAIM_STORED = """
-SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts, received_at
-  FROM inbox_events
- WHERE rail = $1 AND rail_event_id = $2 AND status = 'received'
+CLAIM_STORED = (
+    _CLAIMED
+    + """ WHERE rail = $1 AND rail_event_id = $2 AND status = 'received'
    FOR UPDATE
 """
+)
 RECORD_MANY = """
 UPDATE inbox_events AS e
    SET status = u.status, attempts = e.attempts + 1, reason = u.reason,
