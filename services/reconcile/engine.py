@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import asyncpg
 
@@ -69,6 +70,13 @@ class Outcome:
         return sum(1 for b in set(self.breaks) if self.status_of(b) is BreakStatus.OPEN)
 
 
+class ById(NamedTuple):
+    """A re-check: settlements and rail objects compared again by id, not by window."""
+
+    settlement_ids: frozenset[str]
+    object_ids: frozenset[str]
+
+
 @dataclass
 class _Pass:
     """One run's reading, carried from page to page."""
@@ -91,14 +99,18 @@ async def reconcile(
     grace: int = DEFAULT_GRACE_SECONDS,
     clock: Callable[[], datetime] = _utcnow,
     page_size: int = ledger_source.PAGE_SIZE,
+    by_id: ById | None = None,
 ) -> Outcome:
-    """Run one reconciliation over `window`, `page_size` settlements at a time, recorded in
-    the store; its outcome."""
+    """Run one reconciliation over `window` (or, given `by_id`, of those items only),
+    `page_size` settlements at a time, recorded in the store; its outcome."""
     started = clock()
     run_id = await store.start_run(pool, window.kind, window.start, window.end, started)
     outcome = Outcome(run_id, window, RunStatus.RUNNING)
     try:
-        listed = await rail.objects(*window.seconds())
+        if by_id is None:
+            listed = await rail.objects(*window.seconds())
+        else:
+            listed = await rail.retrieve(by_id.object_ids)
     except ReconcileError as e:
         outcome.error = str(e)
         await store.record_source(
@@ -110,8 +122,9 @@ async def reconcile(
     objects = {o.object_id: o for o in listed}
     state = _Pass(started, int(started.timestamp()), objects, len(listed), page_size)
     try:
-        await _ledger_pass(pool, rail, window, grace, outcome, state)
-        await _remaining(pool, rail, grace, outcome, state)
+        if by_id is None:
+            await _ledger_pass(pool, rail, window, grace, outcome, state)
+        await _remaining(pool, rail, grace, outcome, state, by_id.settlement_ids if by_id else ())
     except ReconcileError as e:
         outcome.error = str(e)
     await _record_sources(pool, outcome, state, rail_read_at, clock())
@@ -150,21 +163,22 @@ async def _ledger_pass(
 
 
 async def _remaining(
-    pool: asyncpg.Pool, rail: RailSource, grace: int, outcome: Outcome, state: _Pass
-) -> None:
-    """Compare the objects no window settlement owns with the settlements they name, a page
-    of named settlements at a time; what no settlement explains is unknown_at_rail."""
+    pool: asyncpg.Pool, rail: RailSource, grace: int, outcome: Outcome, state: _Pass,
+    wanted: Iterable[str] = (),
+) -> None:  # fmt: skip
+    """Compare the objects no window settlement owns with the settlements they name (and the
+    `wanted` ones), a page of settlements at a time; what none explains is unknown_at_rail."""
     unexplained = [o for o in state.objects.values() if o.object_id not in state.explained]
     anonymous = [o for o in unexplained if o.settlement_id is None]
     await _store(pool, outcome, state, compare([], anonymous, state.now, grace))
     left = _by_settlement(unexplained)
-    names = sorted(left)
+    names = sorted(left.keys() | set(wanted))
     for i in range(0, len(names), state.page_size):
         chunk = names[i : i + state.page_size]
         records = await ledger_source.by_ids(pool, chunk)
         state.settlements += len(records)
         await _retrieve_referenced(rail, records, state)
-        objects = [o for n in chunk for o in left[n]]
+        objects = [o for n in chunk for o in left.get(n, ())]
         objects += [state.objects[r.rail_reference or ""] for r in records
                     if (r.rail_reference or "") in state.objects]  # fmt: skip
         await _store(pool, outcome, state, compare(records, objects, state.now, grace))
