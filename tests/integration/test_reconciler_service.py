@@ -251,10 +251,16 @@ async def test_a_re_check_takes_a_submitted_settlement_at_its_age(world: World) 
         )
         return {r["source"]: r["rows_returned"] for r in rows}
 
+    async with stripe_client(world.sim_url) as client:
+        stray = await client.v1.transfers.create_async(transfer_params(str(uuid.uuid4())))
     try:
         offset = timedelta(minutes=59)
         assert await service.reconciler.round()
         assert await rechecks() == []  # not an hour old yet
+        unknown = await world.pool.fetchrow(
+            "SELECT * FROM reconciliation_breaks WHERE rail_object_id = $1", stray.id
+        )
+        assert unknown["break_type"] == "unknown_at_rail"  # found by the intraday run
 
         offset = timedelta(hours=1, seconds=5)
         assert await service.reconciler.round()
@@ -270,10 +276,20 @@ async def test_a_re_check_takes_a_submitted_settlement_at_its_age(world: World) 
         assert await service.reconciler.round()
         assert len(await rechecks()) == 1  # T+1h was taken; nothing else is due
 
+        # The unknown transfer's break, first seen at 0h59m, is an hour old: only its object
+        # is read again, by id.
+        offset = timedelta(hours=1, minutes=59, seconds=30)
+        assert await service.reconciler.round()
+        (_, of_break) = await rechecks()
+        assert await read_by(of_break["id"]) == {"ledger": 0, "rail": 1}
+        seen = await world.pool.fetchval(
+            "SELECT last_run_id FROM reconciliation_breaks WHERE id = $1", unknown["id"]
+        )
+        assert seen == of_break["id"]
+
         offset = timedelta(days=1, seconds=5)
         assert await service.reconciler.round()
-        second = (await rechecks())[-1]
-        assert second["id"] != first["id"]
+        (_, _, second) = await rechecks()
         assert await read_by(second["id"]) == {"ledger": 1, "rail": 1}
         seen = await world.pool.fetchval(
             "SELECT last_run_id FROM reconciliation_breaks WHERE id = $1", drift["id"]
