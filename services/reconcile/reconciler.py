@@ -15,12 +15,12 @@ running and tries again after its backoff. An error that doing again cannot mend
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 
@@ -68,14 +68,30 @@ class Reconciler:
         try:
             while not self._stopping.is_set():
                 self._metrics.lock_held.set(0)
-                await self._lock.hold()
+                if not await self._unless_stopped(self._lock.hold()):
+                    return
                 self._metrics.lock_held.set(1)
                 failures = 0 if await self.round() else failures + 1
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), self._pause(failures))
+                await self._unless_stopped(asyncio.sleep(self._pause(failures)))
         finally:
             self._metrics.lock_held.set(0)
             await self._lock.release()
+
+    async def _unless_stopped(self, step: Coroutine[Any, Any, None]) -> bool:
+        """Await `step` unless `stop` is asked first (`step` is then cancelled); True if it
+        finished. A standby replica waiting for the lock, or a pause, ends at once."""
+        task = asyncio.create_task(step)
+        stopped = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pending in (task, stopped):
+                pending.cancel()
+            await asyncio.gather(task, stopped, return_exceptions=True)
+        if task.cancelled():
+            return False
+        task.result()  # raises what the step raised
+        return True
 
     async def round(self) -> bool:
         """One round (intraday, end of day due, re-checks due); True if every run completed.

@@ -1,11 +1,13 @@
 """Composition root of the reconciler: pool, rail reader, lock, metrics, rounds and HTTP app.
 
 Nothing connects at import time; the server starts (and answers /healthz) while PostgreSQL
-is away or another replica holds the lock.
+is away or another replica holds the lock. On SIGTERM the HTTP server stops first, then the
+run under way finishes and is recorded (not left `running`), and the lock is given up.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -90,8 +92,15 @@ async def serve(
             proxy_headers=False,
         )
     )  # fmt: skip
+
+    async def http() -> None:
+        await server.serve()  # returns on SIGTERM or SIGINT
+        # The run under way is finished and recorded, not left `running`; then `run` returns.
+        service.reconciler.stop()
+        await asyncio.Event().wait()
+
     try:
-        await run_until_first_exits(server.serve(), service.reconciler.run())
+        await run_until_first_exits(http(), service.reconciler.run())
     finally:
         server.should_exit = True
         await service.aclose()

@@ -196,6 +196,13 @@ async def test_a_second_replica_waits_for_the_lock_and_never_runs_beside_the_fir
             await until(second_ran)
             assert await get(second, "/healthz") == {"role": "active", "status": "ok"}
             assert not second_task.done()
+            # A standby asked to stop does not wait for the lock first.
+            third = await reconciler(world)
+            standby_task = asyncio.create_task(third.reconciler.run())
+            await asyncio.sleep(0.5)
+            third.reconciler.stop()
+            await asyncio.wait_for(standby_task, 1.5)
+            await third.aclose()
     recorded = await runs(world)
     assert {r["status"] for r in recorded} == {"completed"}
     for earlier, later in itertools.pairwise(recorded):

@@ -78,7 +78,7 @@ async def _serve(
     supervisor = Supervisor(log_dir)
     status = 0
     try:
-        console.print(f"starting ledger, 2 relays, inbox, railsim (logs in {log_dir})")
+        console.print(f"starting ledger, 2 relays, inbox, reconciler, railsim (logs in {log_dir})")
         specs = service_specs(ports, dict(os.environ), options)
         started, _ = await _until(supervisor.start_all(specs), stop)
         if started:
