@@ -7,6 +7,7 @@ import click
 from railsim.cli import railsim
 from services.inbox.cli import inbox
 from services.ledger.cli import ledger
+from services.reconcile.cli import reconciler
 from services.relay.cli import relay
 from services.shared.cli import migrate
 from tools.bench.cli import bench
@@ -37,6 +38,7 @@ cli.add_command(reconcile)
 cli.add_command(review)
 cli.add_command(breaks)
 cli.add_command(rail)
+cli.add_command(reconciler)
 cli.add_command(run)
 cli.add_command(demo)
 cli.add_command(chaos)

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import asyncpg
 
@@ -77,6 +78,13 @@ class Outcome:
         return sum(1 for b in set(self.breaks) if self.status_of(b) is BreakStatus.OPEN)
 
 
+class ById(NamedTuple):
+    """A re-check: settlements and rail objects compared again by id, not by window."""
+
+    settlement_ids: frozenset[str]
+    object_ids: frozenset[str]
+
+
 @dataclass
 class _Pass:
     """One run's reading, carried from page to page."""
@@ -101,14 +109,19 @@ async def reconcile(
     clock: Callable[[], datetime] = _utcnow,
     page_size: int = ledger_source.PAGE_SIZE,
     heal: bool = True,
+    by_id: ById | None = None,
 ) -> Outcome:
-    """Run one reconciliation over `window`, `page_size` settlements at a time, recorded in
-    the store, healing the drifts the rail proves unless `heal` is False; its outcome."""
+    """Run one reconciliation over `window` (or, given `by_id`, of those items only),
+    `page_size` settlements at a time, recorded in the store, healing the drifts the rail
+    proves unless `heal` is False; its outcome."""
     started = clock()
     run_id = await store.start_run(pool, window.kind, window.start, window.end, started)
     outcome = Outcome(run_id, window, RunStatus.RUNNING)
     try:
-        listed = await rail.objects(*window.seconds())
+        if by_id is None:
+            listed = await rail.objects(*window.seconds())
+        else:
+            listed = await rail.retrieve(by_id.object_ids)
     except ReconcileError as e:
         outcome.error = str(e)
         await store.record_source(
@@ -124,9 +137,10 @@ async def reconcile(
     if heal and live is not None:
         state.healer = Healer(pool, live, clock)
     try:
-        await _ledger_pass(pool, rail, window, grace, outcome, state)
-        await _remaining(pool, rail, grace, outcome, state)
-        if live is not None:
+        if by_id is None:
+            await _ledger_pass(pool, rail, window, grace, outcome, state)
+        await _remaining(pool, rail, grace, outcome, state, by_id.settlement_ids if by_id else ())
+        if live is not None and by_id is None:  # a re-check of items judges no balance
             balance = await nostro_pass.balance_breaks(pool, live, run_id, clock())
             await _store(pool, outcome, state, Report(tuple(balance), ()))
     except ReconcileError as e:
@@ -167,21 +181,22 @@ async def _ledger_pass(
 
 
 async def _remaining(
-    pool: asyncpg.Pool, rail: RailReader, grace: int, outcome: Outcome, state: _Pass
-) -> None:
-    """Compare the objects no window settlement owns with the settlements they name, a page
-    of named settlements at a time; what no settlement explains is unknown_at_rail."""
+    pool: asyncpg.Pool, rail: RailReader, grace: int, outcome: Outcome, state: _Pass,
+    wanted: Iterable[str] = (),
+) -> None:  # fmt: skip
+    """Compare the objects no window settlement owns with the settlements they name (and the
+    `wanted` ones), a page of settlements at a time; what none explains is unknown_at_rail."""
     unexplained = [o for o in state.objects.values() if o.object_id not in state.explained]
     anonymous = [o for o in unexplained if o.settlement_id is None]
     await _store(pool, outcome, state, compare([], anonymous, state.now, grace))
     left = _by_settlement(unexplained)
-    names = sorted(left)
+    names = sorted(left.keys() | set(wanted))
     for i in range(0, len(names), state.page_size):
         chunk = names[i : i + state.page_size]
         records = await ledger_source.by_ids(pool, chunk)
         state.settlements += len(records)
         await _retrieve_referenced(rail, records, state)
-        objects = [o for n in chunk for o in left[n]]
+        objects = [o for n in chunk for o in left.get(n, ())]
         objects += [state.objects[r.rail_reference or ""] for r in records
                     if (r.rail_reference or "") in state.objects]  # fmt: skip
         await _store(pool, outcome, state, compare(records, objects, state.now, grace))

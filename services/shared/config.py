@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS, DEFAULT_RECHECK_AGES, parse_ages
 from services.shared.domain.payout import PayoutMethod
 from services.shared.errors import ConfigError
 
@@ -57,6 +58,16 @@ class Settings(BaseSettings):
     operator_tokens: Annotated[dict[str, str], NoDecode] = Field(
         {"ops": "ops-local-token"}, alias="SETTLE_OPERATOR_TOKENS"
     )
+    # The reconciler: seconds between intraday runs, the ages at which open breaks and
+    # submitted settlements are compared again ("1h,1d,7d,30d"; a bare number is seconds),
+    # and how long an item handed to the rail may lag before the lag is a break.
+    reconcile_interval_seconds: float = Field(300.0, alias="SETTLE_RECONCILE_INTERVAL", gt=0)
+    reconcile_recheck_ages: Annotated[tuple[int, ...], NoDecode] = Field(
+        DEFAULT_RECHECK_AGES, alias="SETTLE_RECONCILE_RECHECK_AGES"
+    )
+    reconcile_grace_seconds: int = Field(
+        DEFAULT_GRACE_SECONDS, alias="SETTLE_RECONCILE_GRACE_SECONDS", ge=0
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -91,6 +102,14 @@ class Settings(BaseSettings):
                 raise ValueError("must name at least one signing secret")
             return secrets
         return value
+
+    @field_validator("reconcile_recheck_ages", mode="before")
+    @classmethod
+    def _ages(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        parts = [p.strip() for p in value.split(",")]
+        return parse_ages(",".join(f"{p}s" if p.isdigit() else p for p in parts))
 
     @field_validator("api_tokens", "operator_tokens", mode="before")
     @classmethod

@@ -31,7 +31,7 @@ async def database(infra: Servers) -> AsyncIterator[str]:
         yield url
 
 
-def free_ports_from(count: int = 5) -> int:
+def free_ports_from(count: int = 6) -> int:
     """A base port with `count` consecutive free ports."""
     for _ in range(50):
         with socket.socket() as s:
@@ -104,7 +104,7 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
         text = out.read_text()
         assert proc.poll() is None, text
         children = children_of(proc.pid)
-        assert len(children) == 5, text
+        assert len(children) == 6, text
         proc.send_signal(signal.SIGINT)
         code = await asyncio.to_thread(proc.wait, 20)
     finally:
@@ -116,9 +116,16 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
     assert "all guarantees hold" in text and "demo ok" in text, text
     assert "all services stopped" in text
     assert not [pid for pid in children if alive(pid)]
-    assert settle_processes_on(range(base, base + 5)) == []
+    assert settle_processes_on(range(base, base + 6)) == []
     logs = {p.name for p in (tmp_path / "run" / "logs" / f"ports-{base}").iterdir()}
-    assert logs == {"ledger.log", "relay-1.log", "relay-2.log", "inbox.log", "railsim.log"}
+    assert logs == {
+        "ledger.log",
+        "relay-1.log",
+        "relay-2.log",
+        "inbox.log",
+        "railsim.log",
+        "reconciler.log",
+    }
     conn = await asyncpg.connect(asyncpg_dsn(database))
     try:
         booked = await conn.fetchval("SELECT count(*) FROM settlements")

@@ -35,7 +35,7 @@ def _commands() -> list[tuple[str, list[str]]]:
 
 def test_every_settle_service_is_deployed() -> None:
     deployed = {args[0] for _, args in _commands()}
-    assert {"migrate", "ledger", "relay", "inbox"} <= deployed
+    assert {"migrate", "ledger", "relay", "inbox", "reconciler"} <= deployed
 
 
 @pytest.mark.parametrize(("where", "args"), _commands(), ids=lambda v: str(v))

@@ -78,7 +78,7 @@ async def _serve(
     supervisor = Supervisor(log_dir)
     status = 0
     try:
-        console.print(f"starting ledger, 2 relays, inbox, railsim (logs in {log_dir})")
+        console.print(f"starting ledger, 2 relays, inbox, reconciler, railsim (logs in {log_dir})")
         specs = service_specs(ports, dict(os.environ), options)
         started, _ = await _until(supervisor.start_all(specs), stop)
         if started:
@@ -138,7 +138,7 @@ def _and_infra(started: frozenset[str]) -> str:
     type=click.IntRange(1024, 65530),
     envvar=PORTS_ENV,
     default=None,
-    help=f"Ports P..P+4 instead of the defaults (env {PORTS_ENV}).",
+    help=f"Ports P..P+5 instead of the defaults (env {PORTS_ENV}).",
 )
 @click.option("--seed", type=int, default=None, help="Seed of the simulator's fault dice.")
 def run(

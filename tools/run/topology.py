@@ -1,8 +1,10 @@
-"""The local stack as child specs: one ledger, two relays, the inbox and the rail simulator.
+"""The local stack as child specs: one ledger, two relays, the inbox, the reconciler and the
+rail simulator.
 
-Default ports (the services' own defaults): ledger 8081, inbox 8083, rail simulator 12111,
-relay metrics 9101 and 9102. `--ports-from P` (or SETTLE_RUN_PORTS_FROM) puts them on P..P+4
-instead, in that order, so a second stack does not collide with the first.
+Default ports (the services' own defaults): ledger 8081, inbox 8083, reconciler 8084, rail
+simulator 12111, relay metrics 9101 and 9102. `--ports-from P` (or SETTLE_RUN_PORTS_FROM)
+puts them on P..P+5 instead, in the order ledger, inbox, simulator, relays, reconciler, so a
+second stack does not collide with the first.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ class Ports:
     inbox: int = 8083
     railsim: int = 12111
     relays: tuple[int, ...] = (9101, 9102)  # one metrics port per relay replica
+    reconciler: int = 8084
 
     @classmethod
     def from_base(cls, base: int) -> Ports:
-        """Five consecutive ports from `base`: ledger, inbox, simulator, relay 1, relay 2."""
-        return cls(base, base + 1, base + 2, (base + 3, base + 4))
+        """Six consecutive ports from `base`: ledger, inbox, simulator, relay 1, relay 2,
+        reconciler (last, so the others keep the ports they always had)."""
+        return cls(base, base + 1, base + 2, (base + 3, base + 4), base + 5)
 
     def url(self, port: int) -> str:
         """http://host:port."""
@@ -79,4 +83,7 @@ def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> l
     for n, port in enumerate(ports.relays, start=1):
         args = ["relay", "--host", HOST, "--metrics-port", str(port)]
         specs.append(ServiceSpec(f"relay-{n}", args, child_env, port, f"{ports.url(port)}/healthz"))
+    reconciler = ["reconciler", "--host", HOST, "--port", str(ports.reconciler)]
+    health = f"{ports.url(ports.reconciler)}/healthz"
+    specs.append(ServiceSpec("reconciler", reconciler, child_env, ports.reconciler, health))
     return specs

@@ -1,0 +1,72 @@
+"""One reconciler at a time: a PostgreSQL session-level advisory lock, held on a connection of
+its own for as long as this replica is the reconciler.
+
+A second replica polls for the lock and waits (healthy, serving /healthz and /metrics). A
+session-level lock lives as long as its session: if PostgreSQL ends it (a restart, a network
+cut), the lock is gone and another replica may take it, so the holder checks its session
+before every round and waits for the lock again when it was lost. Two replicas overlapping
+for a moment around such a loss would still store each break once (breaks are keyed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+
+from services.shared.store_errors import UNREACHABLE
+
+log = logging.getLogger(__name__)
+
+# The lock's key, one 64-bit number all replicas agree on: "settle reconciler" in ASCII.
+RECONCILER_LOCK = int.from_bytes(b"settlrec", "big") & 0x7FFF_FFFF_FFFF_FFFF
+POLL_SECONDS = 2.0
+
+
+class ReconcilerLock:
+    """The advisory lock that makes this replica the reconciler; `hold` before each round."""
+
+    def __init__(self, dsn: str, *, key: int = RECONCILER_LOCK, poll: float = POLL_SECONDS):
+        self._dsn, self._key, self._poll = dsn, key, poll
+        self._conn: asyncpg.Connection | None = None
+
+    @property
+    def held(self) -> bool:
+        """True while this replica holds the lock (as of the last check)."""
+        return self._conn is not None
+
+    async def hold(self) -> None:
+        """Return once this replica holds the lock: at once if its session is alive, else
+        after waiting for whoever holds it, and for PostgreSQL while it is away."""
+        if self._conn is not None:
+            try:
+                await self._conn.fetchval("SELECT 1")
+                return
+            except (*UNREACHABLE, asyncpg.PostgresError) as e:
+                log.warning("reconciler lock lost with its session: %s", e)
+                await self.release()
+        while True:
+            if await self._try():
+                return
+            await asyncio.sleep(self._poll)
+
+    async def release(self) -> None:
+        """Give the lock up (closing its session releases it)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.terminate()
+
+    async def _try(self) -> bool:
+        conn: asyncpg.Connection | None = None
+        try:
+            conn = await asyncpg.connect(self._dsn, timeout=10)
+            got = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", self._key))
+        except (*UNREACHABLE, asyncpg.PostgresError) as e:
+            log.warning("reconciler lock: PostgreSQL unreachable, waiting: %s", e)
+            got = False
+        if got:
+            self._conn = conn
+        elif conn is not None:
+            conn.terminate()
+        return got
