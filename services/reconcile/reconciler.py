@@ -151,6 +151,7 @@ class Reconciler:
         finally:
             self._metrics.run_seconds.labels(kind=kind).observe(time.monotonic() - started)
         self._metrics.runs.labels(kind=kind, outcome=outcome.status.value).inc()
+        self._metrics.healed.inc(outcome.healed)
         for source, rows in (await standing.source_rows(self._pool, outcome.run_id)).items():
             self._metrics.objects_read.labels(source=source).inc(rows)
         if outcome.status is not RunStatus.COMPLETED:

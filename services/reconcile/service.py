@@ -1,4 +1,5 @@
-"""Composition root of the reconciler: pool, rail reader, lock, metrics, rounds and HTTP app.
+"""Composition root of the reconciler: pool, rail reader, lock, metrics, rounds and HTTP app
+(with the operators' review and breaks endpoints, services/operations/http.py).
 
 Nothing connects at import time; the server starts (and answers /healthz) while PostgreSQL
 is away or another replica holds the lock. On SIGTERM the HTTP server stops first, then the
@@ -19,6 +20,8 @@ import uvicorn
 from fastapi import FastAPI
 from starlette.routing import BaseRoute
 
+from services.operations.http import routes
+from services.operations.rail_lookup import StripeLookup
 from services.reconcile.app import build_app
 from services.reconcile.lock import ReconcilerLock
 from services.reconcile.metrics import ReconcileMetrics, create_metrics
@@ -27,6 +30,7 @@ from services.reconcile.reconciler import Reconciler, utc_now
 from services.reconcile.schedule import Schedule
 from services.shared.config import RailKind, Settings, libpq_dsn
 from services.shared.database import create_pool
+from services.shared.edge import BearerAuth
 from services.shared.running import run_until_first_exits
 
 SIMULATOR_API = "http://127.0.0.1:12111"
@@ -52,11 +56,13 @@ class Service:
     lock: ReconcilerLock
     pool: asyncpg.Pool
     rail: RailSource
+    lookup: StripeLookup  # the rail as operators' resolutions ask it
 
     async def aclose(self) -> None:
-        """Give the lock up and close the rail's session and the pool."""
+        """Give the lock up and close the rail's sessions and the pool."""
         await self.lock.release()
         await self.rail.aclose()
+        await self.lookup.aclose()
         await self.pool.close()
 
 
@@ -71,14 +77,17 @@ async def compose(
     stripe.enable_telemetry = False  # nothing about our calls leaves but the calls
     metrics = create_metrics()
     pool = await create_pool(settings, max_size=POOL_SIZE)
-    rail = RailSource(
-        settings.stripe_api_key, api_base=settings.stripe_api_base or _default_api(settings)
-    )
+    api_base = settings.stripe_api_base or _default_api(settings)
+    rail = RailSource(settings.stripe_api_key, api_base=api_base)
+    lookup = StripeLookup(settings.stripe_api_key, api_base=api_base)
+    operators = BearerAuth({token: name for name, token in settings.operator_tokens.items()})
+    tenants = BearerAuth(settings.tenant_by_token)
+    operator_routes = routes(pool, lookup, operators, tenants, clock)
     lock = ReconcilerLock(libpq_dsn(settings.database_url))
     plan = schedule_of(settings)
     reconciler = Reconciler(pool, rail, lock, metrics, plan, rng=random.Random(), clock=clock)
-    app = build_app(metrics, lambda: lock.held, extra_routes)
-    return Service(reconciler, app, metrics, lock, pool, rail)
+    app = build_app(metrics, lambda: lock.held, [*operator_routes, *extra_routes])
+    return Service(reconciler, app, metrics, lock, pool, rail, lookup)
 
 
 async def serve(
