@@ -39,7 +39,7 @@ from services.reconcile.model import Break, LedgerRecord, Pending, RailObject, R
 from services.reconcile.model import break_key as sort_key
 from services.reconcile.rail_source import RailReader, RailSource
 from services.reconcile.windows import Window
-from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS, BreakStatus
+from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS, BreakStatus, BreakType
 
 LEDGER = "ledger"
 
@@ -141,7 +141,8 @@ async def reconcile(
             await _ledger_pass(pool, rail, window, grace, outcome, state)
         await _remaining(pool, rail, grace, outcome, state, by_id.settlement_ids if by_id else ())
         if live is not None and by_id is None:  # a re-check of items judges no balance
-            balance = await nostro_pass.balance_breaks(pool, live, run_id, clock())
+            quiet = _quiet(outcome)
+            balance = await nostro_pass.balance_breaks(pool, live, run_id, clock(), quiet=quiet)
             await _store(pool, outcome, state, Report(tuple(balance), ()))
     except ReconcileError as e:
         outcome.error = str(e)
@@ -242,6 +243,12 @@ async def _record_sources(
         error=outcome.error,
     )
     outcome.error = error
+
+
+def _quiet(outcome: Outcome) -> bool:
+    """Whether every item agreed with the rail: nothing pending, drifting or healed."""
+    drifts = any(b.break_type is BreakType.STATUS_DRIFT for b in outcome.breaks)
+    return not (outcome.pending or outcome.healed or drifts)
 
 
 def _by_settlement(objects: Iterable[RailObject]) -> dict[str, list[RailObject]]:

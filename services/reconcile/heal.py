@@ -56,6 +56,10 @@ class RailObjects(Protocol):
         """The object as the rail renders it, or None if the rail does not know it."""
         ...
 
+    async def moved_at(self, transaction_id: str) -> int | None:
+        """When the balance transaction was created, or None if the rail does not know it."""
+        ...
+
 
 class Heal(NamedTuple):
     """What one attempt to heal a drift did."""
@@ -70,15 +74,19 @@ class _NotHealed(Exception):
 
 
 async def heal_drift(
-    conn: asyncpg.Connection, item: Break, wire: Mapping[str, Any] | None, now: datetime
+    conn: asyncpg.Connection,
+    item: Break,
+    wire: Mapping[str, Any] | None,
+    now: datetime,
+    changed_at: int | None = None,
 ) -> Heal:
-    """Apply what `wire` (the drift's object, read now) proves through the inbox and mark the
-    stored drift healed, all in one transaction; nothing changes unless the settlement then
-    agrees with the rail."""
+    """Apply what `wire` (the drift's object, read now; its change made at `changed_at`, if
+    the rail dates it, else now) proves through the inbox and mark the stored drift healed, all
+    in one transaction; nothing changes unless the settlement then agrees with the rail."""
     try:
         with unavailable_when_down("PostgreSQL is unreachable; no drift was healed"):
             async with conn.transaction():
-                return await _heal(conn, item, wire, now)
+                return await _heal(conn, item, wire, now, changed_at)
     except _NotHealed as e:
         return Heal(False, str(e))
     except (DomainError, TransitionConflict, ReconcileError) as e:
@@ -87,7 +95,11 @@ async def heal_drift(
 
 
 async def _heal(
-    conn: asyncpg.Connection, item: Break, wire: Mapping[str, Any] | None, now: datetime
+    conn: asyncpg.Connection,
+    item: Break,
+    wire: Mapping[str, Any] | None,
+    now: datetime,
+    changed_at: int | None,
 ) -> Heal:
     break_id = await conn.fetchval(LOCK_OPEN_BREAK, stored_key(item))
     if break_id is None:
@@ -97,7 +109,8 @@ async def _heal(
     event_type = proof.proven_event(wire)
     if event_type is None:
         raise _NotHealed(f"{item.rail_object_id} is still on its way; nothing is proven")
-    body = proof.synthetic_event(wire, event_type, int(now.timestamp()))
+    created = changed_at if changed_at is not None else int(now.timestamp())
+    body = proof.synthetic_event(wire, event_type, created)
     event = parse_event(body)
     if event.event_id not in await insert_events(conn, [Arrival(event, body, now)]):
         raise _NotHealed(f"the inbox holds change {event.change_key} already; it applies it")
@@ -133,12 +146,18 @@ class Healer:
         healed = 0
         for item in proof.healable(breaks):
             wire = await self._rail.wire(item.rail_object_id or "")
-            done = await retry_contended(partial(self._heal_one, item, wire))
+            # A payout's failure and its return after paying differ only by when the money
+            # came back (the inbox compares that with its arrival date): the rail dates it.
+            money_back = proof.money_back(wire) if wire is not None else None
+            at = await self._rail.moved_at(money_back) if money_back is not None else None
+            done = await retry_contended(partial(self._heal_one, item, wire, at))
             if not done.healed:
                 log.info("drift of %s left open: %s", item.settlement_id, done.reason)
             healed += done.healed
         return healed
 
-    async def _heal_one(self, item: Break, wire: Mapping[str, Any] | None) -> Heal:
+    async def _heal_one(
+        self, item: Break, wire: Mapping[str, Any] | None, changed_at: int | None
+    ) -> Heal:
         async with self._pool.acquire() as conn:
-            return await heal_drift(conn, item, wire, self._clock())
+            return await heal_drift(conn, item, wire, self._clock(), changed_at)

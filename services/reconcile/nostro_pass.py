@@ -8,8 +8,13 @@ comparison is services/reconcile/nostro.py).
        (money moved meanwhile), and if they differ every time, the run records no balance
        and judges none: the next run measures from the last recorded one, over a longer
        window, never from a balance assumed
-    2. the opening balance is the latest one a completed run recorded, as of O <= C; a first
-       run has none: it records its balance and raises no balance break
+    2. the opening balance is the latest one a completed, quiet run recorded, as of O <= C; a
+       first run has none: it records its balance and raises no balance break. A run is
+       quiet when every item it compared agreed with the rail: nothing pending, no status
+       drift, nothing healed. Only then has the ledger caught up with what the rail did
+       before the cut-off; a drift healed later books its postings after the rail moved, a
+       timing difference, not a break. So a balance is judged, and may open a later
+       comparison, only in a quiet run; any other run records its balance and judges none
     3. the balance transactions created in [O, C) (auto-paginated by `created`) must move the
        opening balance to the closing one (field `balance_transactions`), and their payee
        share must be what the postings booked in [O, C) moved into in_transit and paid_out
@@ -44,21 +49,22 @@ READ_ATTEMPTS = 5  # readings tried for one that no movement interleaved
 
 
 async def balance_breaks(
-    pool: asyncpg.Pool, rail: RailSource, run_id: int, now: datetime
+    pool: asyncpg.Pool, rail: RailSource, run_id: int, now: datetime, *, quiet: bool
 ) -> list[Break]:
-    """The balance_mismatch breaks since the last recorded balance (none on a first run),
-    after recording the closing balance with running run `run_id`."""
+    """The balance_mismatch breaks since the last quiet recorded balance (none on a first run,
+    none unless this run is `quiet`), after recording the closing balance with running run
+    `run_id`."""
     closing = await closing_balance(rail, now - LAG)
     if closing is None:
         return []
-    opening = await nostro_store.opening_balance(pool, closing.as_of)
+    opening = await nostro_store.opening_balance(pool, closing.as_of) if quiet else None
     found: list[Break] = []
     if opening is not None:
         moves = await moves_between(rail, opening.as_of, closing.as_of)
         postings = await nostro_store.postings_between(pool, opening.as_of, closing.as_of)
         found = nostro.statement_breaks(opening.by_currency, closing.by_currency, moves)
         found += nostro.balance_breaks(moves, postings)
-    await nostro_store.record_balance(pool, run_id, closing)
+    await nostro_store.record_balance(pool, run_id, closing, quiet=quiet)
     return found
 
 

@@ -18,17 +18,17 @@ from services.shared.domain.postings import Posting
 from services.shared.store_errors import unavailable_when_down
 
 RECORD_BALANCE = """
-INSERT INTO reconciliation_balances (run_id, currency, as_of, balance)
-SELECT $1, b.currency, $2, b.balance
+INSERT INTO reconciliation_balances (run_id, currency, as_of, balance, quiet)
+SELECT $1, b.currency, $2, b.balance, $5
   FROM unnest($3::text[], $4::bigint[]) AS b(currency, balance)
 """
-# The latest reading at or before the cut-off that a completed run stands behind.
+# The latest reading at or before the cut-off that a completed, quiet run stands behind.
 OPENING = """
 SELECT b.as_of, b.currency, b.balance
   FROM reconciliation_balances AS b
  WHERE b.run_id = (SELECT o.run_id FROM reconciliation_balances AS o
                      JOIN reconciliation_runs AS r ON r.id = o.run_id
-                    WHERE o.as_of <= $1 AND r.status = 'completed'
+                    WHERE o.as_of <= $1 AND o.quiet AND r.status = 'completed'
                     ORDER BY o.as_of DESC, o.run_id DESC LIMIT 1)
 """
 # Summed in the database per account: a window's postings never come into memory one by one.
@@ -51,19 +51,20 @@ class Balance(NamedTuple):
 
 
 async def record_balance(
-    conn: asyncpg.Connection | asyncpg.Pool, run_id: int, balance: Balance
+    conn: asyncpg.Connection | asyncpg.Pool, run_id: int, balance: Balance, *, quiet: bool
 ) -> None:
-    """Record `balance` as what running run `run_id` read."""
+    """Record `balance` as what running run `run_id` read (`quiet`: all its items agreed)."""
     currencies = sorted(balance.by_currency)
     amounts = [balance.by_currency[c] for c in currencies]
     with unavailable_when_down("PostgreSQL is unreachable; the balance was not recorded"):
-        await conn.execute(RECORD_BALANCE, run_id, balance.as_of, currencies, amounts)
+        await conn.execute(RECORD_BALANCE, run_id, balance.as_of, currencies, amounts, quiet)
 
 
 async def opening_balance(
     conn: asyncpg.Connection | asyncpg.Pool, cut_off: datetime
 ) -> Balance | None:
-    """The latest balance a completed run recorded as of `cut_off` or before; None if none."""
+    """The latest balance a completed, quiet run recorded as of `cut_off` or before; None if
+    none."""
     with unavailable_when_down("PostgreSQL is unreachable; no balance was read"):
         rows = await conn.fetch(OPENING, cut_off)
     if not rows:

@@ -48,6 +48,16 @@ def proven_event(wire: Mapping[str, Any]) -> str | None:
     return _PAYOUT_EVENTS.get(obj.status or "")
 
 
+def money_back(wire: Mapping[str, Any]) -> str | None:
+    """The id of the balance transaction that brought a failed payout's money back, if any."""
+    if wire.get("object") != "payout" or wire.get("status") != "failed":
+        return None
+    moved = wire.get("failure_balance_transaction")
+    if isinstance(moved, Mapping):  # expanded
+        moved = moved.get("id")
+    return moved if isinstance(moved, str) and moved else None
+
+
 def synthetic_event(wire: Mapping[str, Any], event_type: str, created: int) -> bytes:
     """The body of the webhook announcing `wire` as `event_type`, shaped as the rail's own,
     under a fresh id that names reconciliation as its source."""

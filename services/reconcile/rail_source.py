@@ -16,7 +16,7 @@ import stripe
 
 from services.reconcile.errors import RailUnreadable, UnreadableRailObject
 from services.reconcile.model import RailObject
-from services.reconcile.wire import rail_object_of
+from services.reconcile.wire import balance_move_of, rail_object_of
 from services.relay.stripe_http import StripeAiohttp
 
 PAGE_SIZE = 100  # Stripe's largest page
@@ -124,6 +124,19 @@ class RailSource:
         except stripe.StripeError as e:
             raise RailUnreadable(f"retrieving {object_id} at {self.where}: {e!r}") from e
         return found.to_dict()
+
+    async def moved_at(self, transaction_id: str) -> int | None:
+        """When the balance transaction `transaction_id` was created (Unix seconds); None if
+        the rail does not know it."""
+        try:
+            found = await self._client.v1.balance_transactions.retrieve_async(transaction_id)
+        except stripe.InvalidRequestError as e:
+            if e.http_status == 404:
+                return None
+            raise RailUnreadable(f"retrieving {transaction_id} at {self.where}: {e!r}") from e
+        except stripe.StripeError as e:
+            raise RailUnreadable(f"retrieving {transaction_id} at {self.where}: {e!r}") from e
+        return balance_move_of(found.to_dict()).created
 
     async def _retrieve(self, object_id: str) -> RailObject | None:
         found = await self.wire(object_id)

@@ -190,7 +190,7 @@ async def test_a_run_heals_every_drift_the_dropped_webhooks_left(dropping: Dropp
     # Healed is final: a second run heals nothing and finds nothing new.
     breaks = await dropping.count("reconciliation_breaks")
     status, again = await settle_reconcile(dropping.world, "--grace", "0")
-    assert (status, again["healed"], again["breaks"]) == (0, 0, [])
+    assert (status, again["healed"], again["breaks"]) == (0, 0, []), again
     assert await dropping.count("reconciliation_breaks") == breaks
     assert await dropping.count("operator_actions") == len(drifted)
 

@@ -294,12 +294,21 @@ async def test_a_re_check_takes_a_submitted_settlement_at_its_age(world: World) 
         )
         assert seen == of_break["id"]
 
+        # The drift was healed when first seen (the rail proves it): nothing of it is left to
+        # re-check at T+1d. The unknown transfer's break is, at its own day's age.
+        healed = await world.pool.fetchval(
+            "SELECT status FROM reconciliation_breaks WHERE id = $1", drift["id"]
+        )
+        assert healed == "healed"
         offset = timedelta(days=1, seconds=5)
         assert await service.reconciler.round()
+        assert len(await rechecks()) == 2
+        offset = timedelta(days=1, hours=1)
+        assert await service.reconciler.round()
         (_, _, second) = await rechecks()
-        assert await read_by(second["id"]) == {"ledger": 1, "rail": 1}
+        assert await read_by(second["id"]) == {"ledger": 0, "rail": 1}
         seen = await world.pool.fetchval(
-            "SELECT last_run_id FROM reconciliation_breaks WHERE id = $1", drift["id"]
+            "SELECT last_run_id FROM reconciliation_breaks WHERE id = $1", unknown["id"]
         )
         assert seen == second["id"]
     finally:

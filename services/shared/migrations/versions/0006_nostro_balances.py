@@ -33,6 +33,9 @@ UPGRADE = [
         as_of     timestamptz NOT NULL,
         -- Signed minor units, available + pending: a platform's balance may be negative.
         balance   bigint NOT NULL,
+        -- Every item of the run agreed with the rail (nothing pending, no status drift, none
+        -- healed): the ledger had caught up, so the balance may open a later comparison.
+        quiet     boolean NOT NULL,
         PRIMARY KEY (run_id, currency)
     )
     """,
