@@ -29,7 +29,7 @@ def test_same_seed_same_schedule_and_another_seed_another() -> None:
 def test_every_required_fault_is_scheduled(seconds: float) -> None:
     for seed in SEEDS:
         got = kinds(fault_schedule(seed, seconds, LEASE_S))
-        for service in ("ledger", "relay", "inbox"):
+        for service in ("ledger", "relay", "inbox", "reconciler"):
             assert got[f"kill {service}"] == kills_per_service(seconds) >= 2
         assert got["pause relay"] == got["resume relay"] == 1
         for server in ("kafka", "postgres"):

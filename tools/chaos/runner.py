@@ -1,11 +1,12 @@
 """One chaos run: private servers, the supervised stack, load and faults, then the verdict.
 
-Order: private PostgreSQL and Kafka up and migrated; ledger, two relays, inbox and simulator
-started; the load (tools/chaos/load.py) and the seeded schedule run side by side for the
-run's seconds; then anything paused is resumed, everything is made to answer again, the batch
-is followed to final states, and `settle check` judges the guarantees after waiting for
-quiet. Whatever happens, the children and both servers are stopped before returning. The run
-passes only when every fault landed (tools/chaos/evidence.py) and no process of it is left.
+Order: private PostgreSQL and Kafka up and migrated; ledger, two relays, inbox, reconciler and
+simulator started; the load (tools/chaos/load.py) and the seeded schedule run side by side for
+the run's seconds; then anything paused is resumed, everything is made to answer again, the
+batch is followed to final states, `settle check` judges the guarantees after waiting for
+quiet, and a last reconciliation must find nothing open (tools/chaos/reconciled.py). Whatever
+happens, the children and both servers are stopped before returning. The run passes only when
+every fault landed (tools/chaos/evidence.py) and no process of it is left.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tools.chaos import infra as private
 from tools.chaos.evidence import leftovers
 from tools.chaos.inject import Injector
 from tools.chaos.load import Submitted, submit
+from tools.chaos.reconciled import reconciliation_verdict
 from tools.chaos.schedule import fault_schedule
 from tools.check.cli import effect_source
 from tools.check.report import as_json
@@ -167,6 +169,7 @@ async def _stack(
         settings.database_url, settings.kafka_bootstrap, settings.topic(EVENTS),
         effect_source(settings, rail_url), CheckOptions(wait_quiet_s=options.quiet_timeout_s),
     )  # fmt: skip
+    reconciled = await reconciliation_verdict(settings, rail_url)
     statuses, booked = await _outcome(settings, batch)
     final = sum(statuses.get(s, 0) for s in FINAL)
     exactly_once = booked["rows"] == booked["distinct_references"] == options.count
@@ -187,7 +190,8 @@ async def _stack(
         "final_states": dict(sorted(statuses.items())),
         "all_final": final == options.count,
         "checks": as_json(check),
-        "ok": check.ok and exactly_once and final == options.count and landed,
+        "reconciliation": reconciled,
+        "ok": check.ok and exactly_once and final == options.count and landed and reconciled["ok"],
     }
 
 

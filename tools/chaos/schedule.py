@@ -2,8 +2,8 @@
 
 Pure code (no I/O): `fault_schedule(seed, seconds, lease_s)` returns the ordered actions the
 runner carries out. Every schedule holds, inside the first 85 % of the run:
-  - `kill` (SIGKILL, the supervisor restarts it) of the ledger, of a relay and of the inbox,
-    each at least twice (one more per minute of run),
+  - `kill` (SIGKILL, the supervisor restarts it) of the ledger, of a relay, of the inbox and
+    of the reconciler, each at least twice (one more per minute of run),
   - `pause` of one relay for longer than the relay lease, then its `resume`,
   - `kafka_stop` (SIGKILL of the broker) then `kafka_start` a few seconds later,
   - `postgres_stop` (`pg_ctl -m immediate`, a crash) then `postgres_start`,
@@ -18,7 +18,7 @@ import random
 from typing import NamedTuple
 
 RELAYS = ("relay-1", "relay-2")
-KILLED = ("ledger", "relay", "inbox")
+KILLED = ("ledger", "relay", "inbox", "reconciler")
 WINDOW = (0.05, 0.85)  # fraction of the run in which faults happen
 OUTAGE_S = (3.0, 6.0)  # how long PostgreSQL or Kafka stays down
 PAUSE_BEYOND_LEASE_S = (2.0, 5.0)  # a paused relay sleeps its lease plus this

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tools.run.supervisor import ServiceSpec
 
 HOST = "127.0.0.1"
+LOCAL_RECONCILE = {"SETTLE_RECONCILE_INTERVAL": "5", "SETTLE_RECONCILE_GRACE_SECONDS": "10"}
 
 
 @dataclass(frozen=True)
@@ -85,5 +86,9 @@ def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> l
         specs.append(ServiceSpec(f"relay-{n}", args, child_env, port, f"{ports.url(port)}/healthz"))
     reconciler = ["reconciler", "--host", HOST, "--port", str(ports.reconciler)]
     health = f"{ports.url(ports.reconciler)}/healthz"
-    specs.append(ServiceSpec("reconciler", reconciler, child_env, ports.reconciler, health))
+    # The local rail settles in milliseconds: the stack reconciles every few seconds with a
+    # short grace, so a dropped webhook is healed while the demo watches (production keeps the
+    # service's defaults: every 5 minutes, an hour's grace). The caller's values win.
+    recon_env = {**LOCAL_RECONCILE, **child_env}
+    specs.append(ServiceSpec("reconciler", reconciler, recon_env, ports.reconciler, health))
     return specs
