@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
+
 from collections import Counter
 
 import pytest
 
-from tools.chaos.schedule import RELAYS, WINDOW, Fault, fault_schedule, kills_per_service
+from tools.chaos.schedule import (
+    KILL_GAP_S,
+    RELAYS,
+    WINDOW,
+    Fault,
+    fault_schedule,
+    kills_per_service,
+)
 
 LEASE_S = 6.0
 SEEDS = range(60)
@@ -69,3 +78,16 @@ def test_postgres_and_kafka_outages_do_not_overlap() -> None:
 def test_a_run_too_short_for_the_schedule_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 20 s"):
         fault_schedule(1, 10, LEASE_S)
+
+
+@pytest.mark.parametrize("seconds", [20.0, 60.0])
+def test_two_kills_of_one_service_are_apart_so_the_second_finds_it_running(seconds: float) -> None:
+    for seed in range(200):
+        kills: dict[str, list[float]] = {}
+        for fault in fault_schedule(seed, seconds, LEASE_S):
+            if fault.action == "kill":
+                kills.setdefault(fault.target, []).append(fault.at)
+        for target, times in kills.items():
+            ordered = sorted(times)
+            gaps = [b - a for a, b in itertools.pairwise(ordered)]
+            assert all(g >= KILL_GAP_S - 0.01 for g in gaps), (seed, target, times)

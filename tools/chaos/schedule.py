@@ -23,6 +23,7 @@ WINDOW = (0.05, 0.85)  # fraction of the run in which faults happen
 OUTAGE_S = (3.0, 6.0)  # how long PostgreSQL or Kafka stays down
 PAUSE_BEYOND_LEASE_S = (2.0, 5.0)  # a paused relay sleeps its lease plus this
 MIN_SECONDS = 20.0
+KILL_GAP_S = 3.0  # between two kills of one service: it restarts and answers again by then
 RAIL_PROFILE = "chaos"
 
 
@@ -43,6 +44,18 @@ def kills_per_service(seconds: float) -> int:
 def _outage(rng: random.Random, start: float, end: float) -> tuple[float, float]:
     down = rng.uniform(start, end - OUTAGE_S[1])
     return down, down + rng.uniform(*OUTAGE_S)
+
+
+def _apart(rng: random.Random, start: float, end: float, drawn: list[float]) -> float:
+    """A time in [start, end) at least KILL_GAP_S from every one in `drawn` (which it joins),
+    so a second kill never finds the service still down from the first."""
+    at = rng.uniform(start, end)
+    for _ in range(100):  # a few draws suffice: the window holds many gaps
+        if all(abs(at - other) >= KILL_GAP_S for other in drawn):
+            break
+        at = rng.uniform(start, end)
+    drawn.append(at)
+    return at
 
 
 def fault_schedule(seed: int, seconds: float, lease_s: float) -> list[Fault]:
@@ -67,8 +80,9 @@ def fault_schedule(seed: int, seconds: float, lease_s: float) -> list[Fault]:
         Fault(pause_at + asleep, "resume", paused),
     ]
     for service in KILLED:
+        drawn: list[float] = []
         for _ in range(kills_per_service(seconds)):
-            at = rng.uniform(start, end)
+            at = _apart(rng, start, end, drawn)
             target = service
             if service == "relay":
                 target = rng.choice(RELAYS)
