@@ -1,13 +1,15 @@
 """One reconciliation run: read the rail and the ledger over a window, compare, record.
 
     1. start the run (reconciliation_runs, `running`)
-    2. list the rail's transfers and payouts created in the window
-    3. page the ledger's settlements alive in the window by id; per page, retrieve by id any
-       object a reference names that the list did not return, compare the page with the
-       objects it owns, store its breaks (a break seen before is seen again, not added)
-    4. read by id the settlements that the remaining objects name, compare them with those
-       objects: what no settlement explains is unknown_at_rail
-    5. record each source (when read, how many rows) and finish the run
+    2. list the rail's transfers and payouts created in the window into the run's staging
+       table (staging.py), a batch at a time: the run never holds the rail in memory
+    3. page the ledger's settlements alive in the window by id; per page, read the staged
+       objects the page owns, retrieve by id (and stage) any object a reference names that
+       is not staged, compare the page with its objects, store its breaks (a break seen
+       before is seen again, not added)
+    4. page the staged objects no window settlement owns: those naming no settlement are
+       unknown_at_rail; the others are compared with the settlements they name, read by id
+    5. record each source (when read, how many rows), finish the run, drop its staged rows
 
 A rail that cannot be read records its error and the run ends `failed`: never a clean run.
 The rail is also unreadable when it lists nothing though the ledger sent money in the window:
@@ -17,8 +19,9 @@ raises StoreUnavailable.
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -30,6 +33,7 @@ from services.reconcile.errors import RailUnreadable, ReconcileError
 from services.reconcile.model import Break, LedgerRecord, Pending, RailObject, Report, RunStatus
 from services.reconcile.model import break_key as sort_key
 from services.reconcile.rail_source import RailSource
+from services.reconcile.staging import Staging
 from services.reconcile.windows import Window
 from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS, BreakStatus
 
@@ -75,10 +79,8 @@ class _Pass:
 
     seen_at: datetime  # when the run started: the breaks' last_seen
     now: int  # the same, in Unix seconds, for grace periods
-    objects: dict[str, RailObject]  # by object id: listed, then retrieved
-    listed: int  # objects the window's lists returned
+    staged: Staging  # the rail's objects: listed, then retrieved
     page_size: int  # settlements compared at a time
-    explained: set[str] = field(default_factory=set)  # object ids some settlement owns
     settlements: int = 0  # settlements read
     sent_in_window: int = 0  # of them, handed to the rail inside the window
 
@@ -97,24 +99,28 @@ async def reconcile(
     started = clock()
     run_id = await store.start_run(pool, window.kind, window.start, window.end, started)
     outcome = Outcome(run_id, window, RunStatus.RUNNING)
+    staged = Staging(pool, run_id)
     try:
-        listed = await rail.objects(*window.seconds())
-    except ReconcileError as e:
-        outcome.error = str(e)
-        await store.record_source(
-            pool, run_id, RAIL, read_at=clock(), rows=0, data_expected=True, error=str(e)
-        )
-        outcome.status = await store.finish_run(pool, run_id, clock())
-        return outcome
-    rail_read_at = clock()
-    objects = {o.object_id: o for o in listed}
-    state = _Pass(started, int(started.timestamp()), objects, len(listed), page_size)
-    try:
-        await _ledger_pass(pool, rail, window, grace, outcome, state)
-        await _remaining(pool, rail, grace, outcome, state)
-    except ReconcileError as e:
-        outcome.error = str(e)
-    await _record_sources(pool, outcome, state, rail_read_at, clock())
+        await staged.clear_abandoned(started)
+        try:
+            await staged.list_in(rail.pages(*window.seconds()))
+        except ReconcileError as e:
+            outcome.error = str(e)
+            await store.record_source(
+                pool, run_id, RAIL, read_at=clock(), rows=0, data_expected=True, error=str(e)
+            )
+            outcome.status = await store.finish_run(pool, run_id, clock())
+            return outcome
+        rail_read_at = clock()
+        state = _Pass(started, int(started.timestamp()), staged, page_size)
+        try:
+            await _ledger_pass(pool, rail, window, grace, outcome, state)
+            await _remaining(pool, rail, window, grace, outcome, state)
+        except ReconcileError as e:
+            outcome.error = str(e)
+        await _record_sources(pool, outcome, state, rail_read_at, clock())
+    finally:
+        await staged.drop()
     outcome.status = await store.finish_run(pool, run_id, clock())
     outcome.stored = await store.break_statuses(pool, [store.stored_key(b) for b in outcome.breaks])
     return outcome
@@ -124,7 +130,6 @@ async def _ledger_pass(
     pool: asyncpg.Pool, rail: RailSource, window: Window, grace: int, outcome: Outcome, state: _Pass
 ) -> None:
     """Compare the window's settlements, a page at a time, with the objects each owns."""
-    named = _by_settlement(state.objects.values())
     start = window.seconds()[0]
     after: uuid.UUID | None = None
     while page := await ledger_source.window_page(
@@ -135,48 +140,43 @@ async def _ledger_pass(
         state.sent_in_window += sum(
             1 for r in page if r.status in SENT and r.sent_at is not None and r.sent_at >= start
         )
-        if state.sent_in_window and not state.listed:
+        if state.sent_in_window and not state.staged.listed:
             # Compared with nothing, every settlement would read as missing: no break is.
             raise RailUnreadable(store.EMPTY_ANSWER)
-        await _retrieve_referenced(rail, page, state)
-        own = [
-            o
-            for r in page
-            for o in [state.objects.get(r.rail_reference or ""), *named.get(r.settlement_id, [])]
-            if o is not None
-        ]
-        state.explained.update(o.object_id for o in own)
+        own = await _owned(rail, page, state, by_name=True)
         await _store(pool, outcome, state, compare(page, own, state.now, grace))
 
 
 async def _remaining(
-    pool: asyncpg.Pool, rail: RailSource, grace: int, outcome: Outcome, state: _Pass
+    pool: asyncpg.Pool, rail: RailSource, window: Window, grace: int, outcome: Outcome, state: _Pass
 ) -> None:
-    """Compare the objects no window settlement owns with the settlements they name, a page
-    of named settlements at a time; what no settlement explains is unknown_at_rail."""
-    unexplained = [o for o in state.objects.values() if o.object_id not in state.explained]
-    anonymous = [o for o in unexplained if o.settlement_id is None]
-    await _store(pool, outcome, state, compare([], anonymous, state.now, grace))
-    left = _by_settlement(unexplained)
-    names = sorted(left)
-    for i in range(0, len(names), state.page_size):
-        chunk = names[i : i + state.page_size]
-        records = await ledger_source.by_ids(pool, chunk)
+    """Compare the listed objects no window settlement owns with the settlements they name, a
+    page of named settlements at a time; what no settlement explains is unknown_at_rail."""
+    unowned = functools.partial(state.staged.unowned, window.start, window.end)
+    after = ""
+    while anonymous := await unowned(False, after, state.page_size):
+        after = anonymous[-1].object_id
+        await _store(pool, outcome, state, compare([], anonymous, state.now, grace))
+    after = ""
+    while named := await unowned(True, after, state.page_size):
+        names = sorted({o.settlement_id or "" for o in named})
+        after = names[-1]
+        records = await ledger_source.by_ids(pool, names)
         state.settlements += len(records)
-        await _retrieve_referenced(rail, records, state)
-        objects = [o for n in chunk for o in left[n]]
-        objects += [state.objects[r.rail_reference or ""] for r in records
-                    if (r.rail_reference or "") in state.objects]  # fmt: skip
+        objects = named + await _owned(rail, records, state, by_name=False)
         await _store(pool, outcome, state, compare(records, objects, state.now, grace))
 
 
-async def _retrieve_referenced(
-    rail: RailSource, records: Sequence[LedgerRecord], state: _Pass
-) -> None:
-    """Fetch by id the objects the settlements' references name that were not listed."""
-    missing = {r.rail_reference for r in records if r.rail_reference} - state.objects.keys()
-    for obj in await rail.retrieve(sorted(missing)):
-        state.objects[obj.object_id] = obj
+async def _owned(
+    rail: RailSource, records: Sequence[LedgerRecord], state: _Pass, *, by_name: bool
+) -> list[RailObject]:
+    """The objects the settlements' references name (and, `by_name`, the objects naming
+    them): staged, else retrieved by id and staged."""
+    found = await state.staged.owned(records, by_name=by_name)
+    missing = {r.rail_reference for r in records if r.rail_reference} - found.keys()
+    retrieved = await rail.retrieve(sorted(missing))
+    await state.staged.add_retrieved(retrieved)
+    return [*found.values(), *retrieved]
 
 
 async def _store(pool: asyncpg.Pool, outcome: Outcome, state: _Pass, report: Report) -> None:
@@ -198,17 +198,8 @@ async def _record_sources(
         outcome.run_id,
         RAIL,
         read_at=rail_read_at,
-        rows=len(state.objects),
+        rows=state.staged.listed + state.staged.retrieved,
         data_expected=state.sent_in_window > 0,
         error=outcome.error,
     )
     outcome.error = error
-
-
-def _by_settlement(objects: Iterable[RailObject]) -> dict[str, list[RailObject]]:
-    """Objects grouped by the settlement their metadata names."""
-    named: dict[str, list[RailObject]] = {}
-    for obj in objects:
-        if obj.settlement_id is not None:
-            named.setdefault(obj.settlement_id, []).append(obj)
-    return named

@@ -1,14 +1,23 @@
 """The rail side of a reconciliation: transfers and payouts read through Stripe's own client
 (against Stripe, or anything that speaks its API: the simulator, stripe-mock).
 
-Lists go by `created` window with the library's auto-pagination; objects a settlement's
-reference names outside the window are retrieved by id. Every object is read by `wire.py`.
-A rail that does not answer, or answers an error, raises RailUnreadable: reconciliation
-never takes silence for agreement. Only a 404 on a retrieve is an answer (no such object).
+Lists go by `created` window, a page of 100 at a time, each page asking for the objects
+`starting_after` the last one of the page before, as Stripe's list API pages; objects a
+settlement's reference names outside the window are retrieved by id. Every object is read by
+`wire.py`. A rail that does not answer, or answers an error, raises RailUnreadable:
+reconciliation never takes silence for agreement. Only a 404 on a retrieve is an answer.
+
+List pages are fetched through the client's requestor (its auth, API version, retries and
+HTTP client), but their bodies are not made into the library's objects: measured here,
+`convert_to_stripe_object` costs about 1.2 ms a transfer (and `to_dict` 0.13 ms more), under
+1,000 objects a second, and even `raw_request_async` reads each body into OrderedDicts first
+(27 us a transfer). The body is read once, by orjson, in `wire.list_page_of` (3.5 us). While
+a page is read, the next one is already on its way.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -16,7 +25,7 @@ import stripe
 
 from services.reconcile.errors import RailUnreadable, UnreadableRailObject
 from services.reconcile.model import RailObject
-from services.reconcile.wire import rail_object_of
+from services.reconcile.wire import ListPage, list_page_of, rail_object_of
 from services.relay.stripe_http import StripeAiohttp
 
 PAGE_SIZE = 100  # Stripe's largest page
@@ -24,6 +33,7 @@ CONNECTIONS = 2  # one listing at a time; a spare for a retry
 DEFAULT_TIMEOUT = 30.0  # seconds, per HTTP call
 TRANSFER_PREFIX = "tr_"
 PAYOUT_PREFIX = "po_"
+LISTS = ("/v1/transfers", "/v1/payouts")  # listed in this order
 
 
 class RailSource:
@@ -49,16 +59,24 @@ class RailSource:
 
     async def objects(self, start: int, end: int) -> list[RailObject]:
         """Every transfer and payout created in [start, end), transfers first."""
-        window: dict[str, Any] = {"created": {"gte": start, "lt": end}, "limit": PAGE_SIZE}
-        v1 = self._client.v1
-        try:
-            transfers = await v1.transfers.list_async(window)  # type: ignore[arg-type]
-            found = [o async for o in _read_all(transfers.auto_paging_iter())]
-            payouts = await v1.payouts.list_async(window)  # type: ignore[arg-type]
-            found += [o async for o in _read_all(payouts.auto_paging_iter())]
-        except stripe.StripeError as e:
-            raise RailUnreadable(f"listing by created window at {self.where}: {e!r}") from e
-        return found
+        return [o async for page in self.pages(start, end) for o in page]
+
+    async def pages(self, start: int, end: int) -> AsyncIterator[list[RailObject]]:
+        """The transfers, then the payouts, created in [start, end), a page at a time (newest
+        first within each list, as the rail lists them)."""
+        for path in LISTS:
+            fetch = asyncio.ensure_future(self._page(path, start, end, None))
+            try:
+                while True:
+                    page = await fetch
+                    if page.has_more and page.last_id is not None:
+                        fetch = asyncio.ensure_future(self._page(path, start, end, page.last_id))
+                    if page.objects:
+                        yield page.objects
+                    if not (page.has_more and page.last_id is not None):
+                        break
+            finally:
+                fetch.cancel()  # the consumer stopped early: the page on its way is not read
 
     async def retrieve(self, object_ids: Iterable[str]) -> list[RailObject]:
         """The transfers and payouts with these ids; an id the rail does not know is left out."""
@@ -72,6 +90,26 @@ class RailSource:
     async def aclose(self) -> None:
         """Close the HTTP session."""
         await self._http.close_async()
+
+    async def _page(self, path: str, start: int, end: int, after: str | None) -> ListPage:
+        """One list page: the objects created in [start, end) listed after `after`."""
+        params: dict[str, Any] = {"created": {"gte": start, "lt": end}, "limit": PAGE_SIZE}
+        if after is not None:
+            params["starting_after"] = after
+        requestor = self._client._requestor
+        try:
+            body, status, headers = await requestor.request_raw_async(
+                "get", path, params, base_address="api", api_mode="V1", usage=["reconcile"]
+            )
+            if not 200 <= status < 300:
+                # The library's own reading of an error answer: it raises its StripeError.
+                requestor._interpret_response(body, status, headers, "V1")
+                raise stripe.APIError(f"HTTP {status} listing {path}")
+        except stripe.StripeError as e:
+            raise RailUnreadable(f"listing {path} by created window at {self.where}: {e!r}") from e
+        if not isinstance(body, bytes):
+            raise RailUnreadable(f"listing {path} at {self.where}: the body is not bytes")
+        return list_page_of(body)
 
     async def _retrieve(self, object_id: str) -> RailObject | None:
         v1 = self._client.v1
@@ -92,9 +130,3 @@ class RailSource:
         except stripe.StripeError as e:
             raise RailUnreadable(f"retrieving {object_id} at {self.where}: {e!r}") from e
         return rail_object_of(wire.to_dict())
-
-
-async def _read_all(items: AsyncIterator[Any]) -> AsyncIterator[RailObject]:
-    """Each listed object read into a RailObject; a malformed one raises UnreadableRailObject."""
-    async for item in items:
-        yield rail_object_of(item.to_dict())
