@@ -3,10 +3,10 @@
     1. start the run (reconciliation_runs, `running`)
     2. list the rail's transfers and payouts created in the window into the run's staging
        table (staging.py), a batch at a time: the run never holds the rail in memory
-    3. page the ledger's settlements alive in the window by id; per page, read the staged
-       objects the page owns, retrieve by id (and stage) any object a reference names that
-       is not staged, compare the page with its objects, store its breaks (a break seen
-       before is seen again, not added)
+    3. page the ledger's settlements alive in the window by id, each with the staged objects
+       it owns (joined in SQL); per page, retrieve by id (and stage) any object a reference
+       names that is not staged, compare the page with its objects, store its breaks (a
+       break seen before is seen again, not added)
     4. page the staged objects no window settlement owns: those naming no settlement are
        unknown_at_rail; the others are compared with the settlements they name, read by id
     5. record each source (when read, how many rows), finish the run, drop its staged rows
@@ -19,9 +19,8 @@ raises StoreUnavailable.
 
 from __future__ import annotations
 
-import functools
-import uuid
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -131,20 +130,22 @@ async def _ledger_pass(
 ) -> None:
     """Compare the window's settlements, a page at a time, with the objects each owns."""
     start = window.seconds()[0]
-    after: uuid.UUID | None = None
-    while page := await ledger_source.window_page(
-        pool, window.start, window.end, after, state.page_size
-    ):
-        after = uuid.UUID(page[-1].settlement_id)
-        state.settlements += len(page)
-        state.sent_in_window += sum(
-            1 for r in page if r.status in SENT and r.sent_at is not None and r.sent_at >= start
-        )
-        if state.sent_in_window and not state.staged.listed:
-            # Compared with nothing, every settlement would read as missing: no break is.
-            raise RailUnreadable(store.EMPTY_ANSWER)
-        own = await _owned(rail, page, state, by_name=True)
-        await _store(pool, outcome, state, compare(page, own, state.now, grace))
+    pages = state.staged.owned(window.start, window.end, state.page_size)
+    async with contextlib.aclosing(pages):
+        async for page in pages:
+            records = [record for record, _ in page]
+            state.settlements += len(records)
+            state.sent_in_window += sum(
+                1
+                for r in records
+                if r.status in SENT and r.sent_at is not None and r.sent_at >= start
+            )
+            if state.sent_in_window and not state.staged.listed:
+                # Compared with nothing, every settlement would read as missing: no break is.
+                raise RailUnreadable(store.EMPTY_ANSWER)
+            own = {k: o for _, objects in page for k, o in objects.items()}
+            own |= await _retrieve(rail, records, own, state)
+            await _store(pool, outcome, state, compare(records, own.values(), state.now, grace))
 
 
 async def _remaining(
@@ -152,31 +153,28 @@ async def _remaining(
 ) -> None:
     """Compare the listed objects no window settlement owns with the settlements they name, a
     page of named settlements at a time; what no settlement explains is unknown_at_rail."""
-    unowned = functools.partial(state.staged.unowned, window.start, window.end)
-    after = ""
-    while anonymous := await unowned(False, after, state.page_size):
-        after = anonymous[-1].object_id
-        await _store(pool, outcome, state, compare([], anonymous, state.now, grace))
-    after = ""
-    while named := await unowned(True, after, state.page_size):
-        names = sorted({o.settlement_id or "" for o in named})
-        after = names[-1]
-        records = await ledger_source.by_ids(pool, names)
-        state.settlements += len(records)
-        objects = named + await _owned(rail, records, state, by_name=False)
-        await _store(pool, outcome, state, compare(records, objects, state.now, grace))
+    pages = state.staged.unowned(window.start, window.end, state.page_size)
+    async with contextlib.aclosing(pages):
+        async for objects in pages:
+            names = sorted({o.settlement_id for o in objects if o.settlement_id is not None})
+            records = await ledger_source.by_ids(pool, names) if names else []
+            state.settlements += len(records)
+            referenced = [r.rail_reference for r in records if r.rail_reference]
+            found = await state.staged.by_object_ids(referenced)
+            found |= await _retrieve(rail, records, found, state)
+            objects += found.values()
+            await _store(pool, outcome, state, compare(records, objects, state.now, grace))
 
 
-async def _owned(
-    rail: RailSource, records: Sequence[LedgerRecord], state: _Pass, *, by_name: bool
-) -> list[RailObject]:
-    """The objects the settlements' references name (and, `by_name`, the objects naming
-    them): staged, else retrieved by id and staged."""
-    found = await state.staged.owned(records, by_name=by_name)
+async def _retrieve(
+    rail: RailSource, records: Sequence[LedgerRecord], found: Mapping[str, RailObject], state: _Pass
+) -> dict[str, RailObject]:
+    """Fetch by id (and stage) the objects the settlements' references name that are not
+    among those `found`."""
     missing = {r.rail_reference for r in records if r.rail_reference} - found.keys()
     retrieved = await rail.retrieve(sorted(missing))
     await state.staged.add_retrieved(retrieved)
-    return [*found.values(), *retrieved]
+    return {o.object_id: o for o in retrieved}
 
 
 async def _store(pool: asyncpg.Pool, outcome: Outcome, state: _Pass, report: Report) -> None:

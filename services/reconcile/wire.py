@@ -17,6 +17,8 @@ from services.reconcile.nostro import BalanceMove
 from services.shared.domain.payout import PayoutMethod
 from services.shared.money import is_currency
 
+_KINDS: dict[object, PayoutMethod] = {m.value: m for m in PayoutMethod}
+
 
 class ListPage(NamedTuple):
     """One page of a Stripe list answer, read."""
@@ -49,10 +51,9 @@ def list_page_of(body: bytes) -> ListPage:
 def rail_object_of(wire: Mapping[str, Any]) -> RailObject:
     """The transfer or payout in `wire`; UnreadableRailObject if it is neither or malformed."""
     object_id = _text(wire, "id")
-    try:
-        kind = PayoutMethod(str(wire.get("object")))
-    except ValueError:
-        raise UnreadableRailObject(object_id, "`object` is neither transfer nor payout") from None
+    kind = _KINDS.get(wire.get("object"))  # a lookup: an Enum call cost a tenth of the read
+    if kind is None:
+        raise UnreadableRailObject(object_id, "`object` is neither transfer nor payout")
     transfer = kind is PayoutMethod.TRANSFER
     metadata = wire.get("metadata")
     named = metadata.get("settlement_id") if isinstance(metadata, Mapping) else None

@@ -6,12 +6,12 @@ configuration could not be read: an unreadable rail is never "no breaks".
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, NoReturn
 
 import click
+import uvloop
 
 from services.shared.config import Settings, load_settings
 from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS
@@ -51,7 +51,8 @@ def reconcile(as_json: bool, day: datetime | None, grace: int, rail_url: str | N
     except ConfigError as e:
         _fail(as_json, "config", str(e))
     try:
-        outcome = asyncio.run(_run(settings, day.date() if day else None, grace, rail_url))
+        # uvloop: a run's rail pages and cursor batches are mostly socket reads and writes
+        outcome = uvloop.run(_run(settings, day.date() if day else None, grace, rail_url))
     except StoreUnavailable as e:
         _fail(as_json, "postgresql", str(e))
     if as_json:

@@ -5,8 +5,9 @@ lasts (a crash loses them, and the run they belong to is over then anyway). A ru
 rows when it ends; the next run deletes those a crashed run left.
 
 No primary key: the rail may list an object twice (it changed while the run paged), and a
-run reads the last version it staged, as it would read a list. Looked up by object id (a
-settlement's reference) and by the settlement id the metadata names, within one run.
+run reads the last version it staged, as it would read a list. Joined with the settlements
+by hash, a whole run at a time; looked up by object id only for the few a settlement outside
+the window names, so one index.
 
 Revision ID: 0008
 Revises: 0004
@@ -41,8 +42,6 @@ UPGRADE = [
     """,
     """CREATE INDEX reconciliation_rail_staging_object
        ON reconciliation_rail_staging (run_id, object_id)""",
-    """CREATE INDEX reconciliation_rail_staging_settlement
-       ON reconciliation_rail_staging (run_id, settlement_id)""",
 ]
 DOWNGRADE = ["DROP TABLE reconciliation_rail_staging"]
 
