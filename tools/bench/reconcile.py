@@ -4,14 +4,15 @@ memory, at N settlements for each N of `--settlements` (100,000 and 1,000,000 by
 For each N, a fresh bench database gets N paid settlements (set-based SQL) and a fresh
 `settle railsim` the same N transfers (`POST /_sim/seed`), with breaks planted
 (reconcile_seed.py); then `settle reconcile --json` runs as its own process, timed from its
-start to its exit. It must find exactly the planted breaks. Its peak RSS is what the kernel
-reports for that child (wait4); the simulator's CPU over the run is reported apart, since
-it shares the machine.
+start to its exit. It must find exactly the planted breaks. Its peak RSS and CPU are what the
+kernel reports for that child (wait4): objects per CPU second is the figure a busy machine
+moves least. The simulator's CPU over the run is reported apart, since it shares the cores.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -43,6 +44,7 @@ class _Run:
     objects: int  # rail objects listed
     seconds: float  # from the process's start to its exit
     peak_rss_mb: float  # the reconciler's high-water resident memory
+    cpu: float  # seconds of CPU the reconciler spent (user + system)
     simulator_cpu: float  # seconds of CPU the simulator spent answering it
 
 
@@ -66,8 +68,8 @@ def _seed(url: str, sim_url: str, count: int, end: int) -> int:
     return seeded
 
 
-def _reconcile(url: str, sim_url: str, sim_pid: int) -> tuple[float, float, float, dict[str, Any]]:
-    """Run `settle reconcile`; its seconds, peak RSS (MB), the simulator's CPU, its report."""
+def _reconcile(url: str, sim_url: str, sim_pid: int) -> tuple[_Run, dict[str, Any]]:
+    """Run `settle reconcile`: its figures (objects still to fill in) and its report."""
     env = {**os.environ, "SETTLE_DATABASE_URL": url}
     sim = psutil.Process(sim_pid)
     cpu_before = sum(sim.cpu_times()[:2])
@@ -83,7 +85,8 @@ def _reconcile(url: str, sim_url: str, sim_pid: int) -> tuple[float, float, floa
     simulator_cpu = sum(sim.cpu_times()[:2]) - cpu_before
     if process.returncode != 1:
         raise BenchError(f"settle reconcile exited {process.returncode}: {out[-2000:]!r}")
-    return seconds, usage.ru_maxrss / 1024, simulator_cpu, json.loads(out)
+    cpu = usage.ru_utime + usage.ru_stime
+    return _Run(0, seconds, usage.ru_maxrss / 1024, cpu, simulator_cpu), json.loads(out)
 
 
 def _one(settings: Settings, count: int) -> _Run:
@@ -91,11 +94,11 @@ def _one(settings: Settings, count: int) -> _Run:
     log = run_paths().run / "bench" / "railsim-reconcile.log"
     with running(["railsim"], {}, log) as sim:
         objects = _seed(url, sim.url, count, int(time.time()) - 60)
-        seconds, rss, sim_cpu, report = _reconcile(url, sim.url, sim.process.pid)
+        run, report = _reconcile(url, sim.url, sim.process.pid)
     found = {kind: n for kind, n in report["counts"].items() if n}
     if found != dict.fromkeys(EXPECTED, PLANTED):
         raise BenchError(f"expected {PLANTED} of each of {sorted(EXPECTED)}, found {found}")
-    return _Run(objects, seconds, rss, sim_cpu)
+    return dataclasses.replace(run, objects=objects)
 
 
 def run_reconcile(settings: Settings, options: BenchOptions) -> BenchResult:
@@ -106,6 +109,7 @@ def run_reconcile(settings: Settings, options: BenchOptions) -> BenchResult:
         figures += [
             Figure(f"reconciled, N={count:,}", run.objects / run.seconds, "objects/s"),
             Figure(f"peak RSS, N={count:,}", run.peak_rss_mb, "MB"),
+            Figure(f"reconciler CPU, N={count:,}", run.objects / run.cpu, "objects/CPU s"),
             Figure(f"simulator CPU, N={count:,}", run.simulator_cpu, "s"),
         ]
     first, last = runs[min(runs)], runs[max(runs)]
