@@ -1,4 +1,5 @@
-"""The simulator's own endpoints: effects, faults on demand, reset, webhook stats, health."""
+"""The simulator's own endpoints: effects, faults on demand, reset, a bulk seed, webhook stats,
+health."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from starlette.routing import BaseRoute, Route
 from railsim.core import RailSim
 from railsim.errors import FaultsError
 from railsim.faults import updated
+from railsim.seed import SeedError, seeded
 from railsim.webhooks import WebhookSender
 
 
@@ -46,6 +48,14 @@ def control_routes(sim: RailSim, sender: WebhookSender | None) -> list[BaseRoute
             sender.clear()
         return JSONResponse({"reset": True, "faults": dataclasses.asdict(sim.faults)})
 
+    async def seed(request: Request) -> Response:
+        try:
+            objects = seeded(await request.body())
+        except SeedError as e:
+            return JSONResponse({"error": {"message": str(e)}}, status_code=400)
+        sim.seed(objects)
+        return JSONResponse({"seeded": len(objects)})
+
     async def webhooks(_: Request) -> Response:
         withheld = sim.withheld_webhooks()["count"]
         if sender is None:
@@ -65,6 +75,7 @@ def control_routes(sim: RailSim, sender: WebhookSender | None) -> list[BaseRoute
         Route("/_sim/effects/{settlement_id}", effects_of, methods=["GET"]),
         Route("/_sim/faults", faults, methods=["GET", "POST"]),
         Route("/_sim/reset", reset, methods=["POST"]),
+        Route("/_sim/seed", seed, methods=["POST"]),
         Route("/_sim/webhooks", webhooks, methods=["GET"]),
         Route("/_sim/webhooks/withheld", withheld, methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),

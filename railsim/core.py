@@ -19,7 +19,7 @@ from railsim.creation import make, refusal
 from railsim.effects import Effects
 from railsim.errors import ApiError
 from railsim.faults import Dice, Faults
-from railsim.idempotency import IdempotencyStore, Stored, fingerprint
+from railsim.idempotency import KEY_REUSED, IdempotencyStore, Stored, fingerprint
 from railsim.listing import BALANCE_TRANSACTION_FILTERS, OBJECT_FILTERS, Ordered, R, page
 from railsim.objects import Payout, Transfer, Wire, json_bytes, new_id
 from railsim.params import Kind, create_request, decode
@@ -114,6 +114,15 @@ class RailSim:
             if key:
                 self._keys.remember(key, Stored(fp, reply, now))
             return self._disturb(reply, subject, idempotency_key, now)
+
+    def seed(self, objects: Iterable[Transfer | Payout]) -> None:
+        """Take `objects` as made at the rail, oldest first, sending no webhook (a bulk seed)."""
+        with self._lock:
+            for obj in objects:
+                kind = Kind.TRANSFER if isinstance(obj, Transfer) else Kind.PAYOUT
+                self._objects[obj.id] = obj
+                self._listed[kind].add(obj.id, obj)
+                self._effects.count(kind, obj.metadata.get("settlement_id"))
 
     def retrieve(self, kind: Kind, object_id: str) -> Reply:
         """GET /v1/<kind>/<id>: the object as it is now, or 404 resource_missing."""
@@ -255,12 +264,7 @@ class RailSim:
 
     def _replay(self, stored: Stored, fp: str, key: str) -> Reply:
         if stored.fingerprint != fp:
-            mismatch = ApiError(
-                "Keys for idempotent requests can only be used with the same parameters they "
-                f"were first used with. Try using a key other than '{key}' if you meant to "
-                "execute a different request.",
-                type_="idempotency_error",
-            )
+            mismatch = ApiError(KEY_REUSED.format(key=key), type_="idempotency_error")
             return error_reply(mismatch, new_id("req"))
         return dataclasses.replace(stored.reply, replayed=True)
 

@@ -9,6 +9,12 @@ from dataclasses import dataclass
 
 from railsim.replies import Reply
 
+# Stripe's answer to a key used again with other parameters ({key}: the key)
+KEY_REUSED = (
+    "Keys for idempotent requests can only be used with the same parameters they were first "
+    "used with. Try using a key other than '{key}' if you meant to execute a different request."
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Stored:

@@ -1,29 +1,41 @@
 """The rail side of a reconciliation: transfers and payouts read through Stripe's own client
 (against Stripe, or anything that speaks its API: the simulator, stripe-mock).
 
-Lists go by `created` window with the library's auto-pagination; objects a settlement's
-reference names outside the window are retrieved by id. Every object is read by `wire.py`.
-A rail that does not answer, or answers an error, raises RailUnreadable: reconciliation
-never takes silence for agreement. Only a 404 on a retrieve is an answer (no such object).
+Lists go by `created` window, a page of 100 at a time, each page asking for the objects
+`starting_after` the last one of the page before, as Stripe's list API pages; objects a
+settlement's reference names outside the window are retrieved by id. Every object is read by
+`wire.py`. A rail that does not answer, or answers an error, raises RailUnreadable:
+reconciliation never takes silence for agreement. Only a 404 on a retrieve is an answer.
+
+List pages are fetched through the client's requestor (its auth, API version, retries and
+HTTP client), but their bodies are not made into the library's objects: measured here,
+`convert_to_stripe_object` costs about 1.2 ms a transfer (and `to_dict` 0.13 ms more), under
+1,000 objects a second, and even `raw_request_async` reads each body into OrderedDicts first
+(27 us a transfer). The body is read once, by orjson, in `wire.list_page_of` (3.5 us).
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Protocol
 
 import stripe
 
-from services.reconcile.errors import RailUnreadable, UnreadableRailObject
+from services.reconcile.errors import RailUnreadable, ReconcileError, UnreadableRailObject
 from services.reconcile.model import RailObject
-from services.reconcile.wire import balance_move_of, rail_object_of
+from services.reconcile.wire import ListPage, balance_move_of, list_page_of, rail_object_of
 from services.relay.stripe_http import StripeAiohttp
+from services.shared.domain.payout import PayoutMethod
 
 PAGE_SIZE = 100  # Stripe's largest page
-CONNECTIONS = 2  # one listing at a time; a spare for a retry
+SLICES = 4  # stretches of a window each list is read in, side by side
+CONNECTIONS = 2 * SLICES + 1  # every stretch of both lists at once; a spare for a retrieve
 DEFAULT_TIMEOUT = 30.0  # seconds, per HTTP call
 TRANSFER_PREFIX = "tr_"
 PAYOUT_PREFIX = "po_"
+LISTS = ("/v1/transfers", "/v1/payouts")  # listed in this order
 
 
 class RailReader(Protocol):
@@ -32,8 +44,9 @@ class RailReader(Protocol):
 
     source: str  # the name the run's evidence records the reading under
 
-    async def objects(self, start: int, end: int) -> list[RailObject]:
-        """Every transfer and payout created in [start, end)."""
+    def pages(self, start: int, end: int) -> AsyncIterator[list[RailObject]]:
+        """The transfers and payouts created in [start, end), a page at a time."""
+        ...
 
     async def retrieve(self, object_ids: Iterable[str]) -> list[RailObject]:
         """The transfers and payouts with these ids; an unknown id is left out."""
@@ -74,17 +87,57 @@ class RailSource:
         return self._client
 
     async def objects(self, start: int, end: int) -> list[RailObject]:
-        """Every transfer and payout created in [start, end), transfers first."""
-        window: dict[str, Any] = {"created": {"gte": start, "lt": end}, "limit": PAGE_SIZE}
-        v1 = self._client.v1
+        """Every transfer and payout created in [start, end), transfers first, newest first."""
+        found = [o async for page in self.pages(start, end) for o in page]
+        return sorted(found, key=lambda o: (o.kind is not PayoutMethod.TRANSFER, -o.created))
+
+    async def pages(self, start: int, end: int) -> AsyncIterator[list[RailObject]]:
+        """The transfers and payouts created in [start, end), a page at a time, in no set
+        order: each list is read in `SLICES` stretches of the window side by side, so that
+        the rail renders one page while the last is read here."""
+        queue: asyncio.Queue[list[RailObject] | ReconcileError | None] = asyncio.Queue(
+            maxsize=2 * SLICES
+        )
+        walks = [
+            asyncio.ensure_future(self._walk(queue, path, a, b))
+            for path in LISTS
+            for a, b in slices(start, end, SLICES)
+        ]
         try:
-            transfers = await v1.transfers.list_async(window)  # type: ignore[arg-type]
-            found = [o async for o in _read_all(transfers.auto_paging_iter())]
-            payouts = await v1.payouts.list_async(window)  # type: ignore[arg-type]
-            found += [o async for o in _read_all(payouts.auto_paging_iter())]
-        except stripe.StripeError as e:
-            raise RailUnreadable(f"listing by created window at {self.where}: {e!r}") from e
-        return found
+            running = len(walks)
+            while running:
+                item = await queue.get()
+                if item is None:
+                    running -= 1
+                elif isinstance(item, ReconcileError):
+                    raise item
+                elif item:
+                    yield item
+        finally:
+            for walk in walks:
+                walk.cancel()  # the reader stopped early: the pages on their way are not read
+            await asyncio.gather(*walks, return_exceptions=True)
+
+    async def _walk(
+        self,
+        queue: asyncio.Queue[list[RailObject] | ReconcileError | None],
+        path: str,
+        start: int,
+        end: int,
+    ) -> None:
+        """Page `path` over [start, end) onto `queue`, then None; an error ends the walk."""
+        after: str | None = None
+        try:
+            while True:
+                page = await self._page(path, start, end, after)
+                await queue.put(page.objects)
+                if not page.has_more or page.last_id is None:
+                    break
+                after = page.last_id
+        except ReconcileError as e:
+            await queue.put(e)
+            return
+        await queue.put(None)
 
     async def retrieve(self, object_ids: Iterable[str]) -> list[RailObject]:
         """The transfers and payouts with these ids; an id the rail does not know is left out."""
@@ -102,6 +155,26 @@ class RailSource:
     async def aclose(self) -> None:
         """Close the HTTP session."""
         await self._http.close_async()
+
+    async def _page(self, path: str, start: int, end: int, after: str | None) -> ListPage:
+        """One list page: the objects created in [start, end) listed after `after`."""
+        params: dict[str, Any] = {"created": {"gte": start, "lt": end}, "limit": PAGE_SIZE}
+        if after is not None:
+            params["starting_after"] = after
+        requestor = self._client._requestor
+        try:
+            body, status, headers = await requestor.request_raw_async(
+                "get", path, params, base_address="api", api_mode="V1", usage=["reconcile"]
+            )
+            if not 200 <= status < 300:
+                # The library's own reading of an error answer: it raises its StripeError.
+                requestor._interpret_response(body, status, headers, "V1")
+                raise stripe.APIError(f"HTTP {status} listing {path}")
+        except stripe.StripeError as e:
+            raise RailUnreadable(f"listing {path} by created window at {self.where}: {e!r}") from e
+        if not isinstance(body, bytes):
+            raise RailUnreadable(f"listing {path} at {self.where}: the body is not bytes")
+        return list_page_of(body)
 
     async def wire(self, object_id: str) -> dict[str, Any] | None:
         """The transfer or payout `object_id` as the rail renders it now (every field, its
@@ -143,7 +216,7 @@ class RailSource:
         return rail_object_of(found) if found is not None else None
 
 
-async def _read_all(items: AsyncIterator[Any]) -> AsyncIterator[RailObject]:
-    """Each listed object read into a RailObject; a malformed one raises UnreadableRailObject."""
-    async for item in items:
-        yield rail_object_of(item.to_dict())
+def slices(start: int, end: int, count: int) -> list[tuple[int, int]]:
+    """[start, end) cut into at most `count` adjoining stretches of whole seconds."""
+    bounds = sorted({start + (end - start) * i // count for i in range(count + 1)})
+    return list(itertools.pairwise(bounds))

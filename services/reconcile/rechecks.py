@@ -13,7 +13,7 @@ import uuid
 
 import asyncpg
 
-from services.reconcile.engine import ById
+from services.reconcile.outcome import ById
 from services.reconcile.schedule import AgeBounds
 from services.shared.store_errors import unavailable_when_down
 

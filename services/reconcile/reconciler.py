@@ -25,10 +25,11 @@ from typing import Any
 import asyncpg
 
 from services.reconcile import rechecks, schedule, standing, store, windows
-from services.reconcile.engine import ById, Outcome, reconcile
+from services.reconcile.engine import reconcile
 from services.reconcile.lock import ReconcilerLock
 from services.reconcile.metrics import ReconcileMetrics
 from services.reconcile.model import RunKind, RunStatus
+from services.reconcile.outcome import ById, Outcome
 from services.reconcile.rail_source import RailSource
 from services.reconcile.schedule import Schedule
 from services.reconcile.windows import Window

@@ -8,13 +8,14 @@ starts. The run's evidence names the file and counts its lines.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 from services.reconcile import windows
 from services.reconcile.errors import StatementUnreadable
 from services.reconcile.model import RailObject, RunKind
+from services.reconcile.rail_source import PAGE_SIZE
 from services.reconcile.statement import Statement, read_statement
 from services.reconcile.windows import Window
 from services.shared.domain.payout import PayoutMethod
@@ -62,6 +63,12 @@ class StatementSource:
         return sorted(
             found, key=lambda o: (o.kind is not PayoutMethod.TRANSFER, o.created, o.object_id)
         )
+
+    async def pages(self, start: int, end: int) -> AsyncIterator[list[RailObject]]:
+        """The same objects, `PAGE_SIZE` at a time, as the API's pages come."""
+        found = await self.objects(start, end)
+        for i in range(0, len(found), PAGE_SIZE):
+            yield found[i : i + PAGE_SIZE]
 
     async def retrieve(self, object_ids: Iterable[str]) -> list[RailObject]:
         """The transfers and payouts with these ids; an id the file does not name is left out."""

@@ -1,12 +1,15 @@
-"""Rail objects as the Stripe API renders them (a `to_dict()` of the library's objects), read
-into reconciliation's values. Amounts must be JSON integers: a float, a bool or a string is
-refused rather than rounded, and currencies are upper-cased and must be ISO 4217 codes.
+"""Rail objects as the Stripe API renders them (a `to_dict()` of the library's objects, or a
+list page's body as sent), read into reconciliation's values. Amounts must be JSON integers:
+a float, a bool or a string is refused rather than rounded, and currencies are upper-cased
+and must be ISO 4217 codes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
+
+import orjson
 
 from services.reconcile.errors import UnreadableRailObject
 from services.reconcile.model import RailObject
@@ -14,14 +17,43 @@ from services.reconcile.nostro import BalanceMove
 from services.shared.domain.payout import PayoutMethod
 from services.shared.money import is_currency
 
+_KINDS: dict[object, PayoutMethod] = {m.value: m for m in PayoutMethod}
+
+
+class ListPage(NamedTuple):
+    """One page of a Stripe list answer, read."""
+
+    objects: list[RailObject]  # in the order the rail listed them
+    has_more: bool  # whether a page follows
+    last_id: str | None  # the cursor for the next page (`starting_after`); None if empty
+
+
+def list_page_of(body: bytes) -> ListPage:
+    """The transfers or payouts of one list page's JSON body; UnreadableRailObject if the body
+    is not a Stripe list or an object in it is malformed."""
+    try:
+        # orjson reads JSON integers as int (never float) and refuses integers past 64 bits.
+        page = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise UnreadableRailObject(None, f"the list page is not JSON: {e}") from None
+    if not isinstance(page, dict) or page.get("object") != "list":
+        raise UnreadableRailObject(None, "the answer is not a Stripe list object")
+    data, has_more = page.get("data"), page.get("has_more")
+    if not isinstance(data, list) or not isinstance(has_more, bool):
+        raise UnreadableRailObject(None, "a list needs `data` (an array) and `has_more`")
+    for item in data:
+        if not isinstance(item, dict):
+            raise UnreadableRailObject(None, f"a listed item is not an object: {item!r}")
+    objects = [rail_object_of(item) for item in data]
+    return ListPage(objects, has_more, objects[-1].object_id if objects else None)
+
 
 def rail_object_of(wire: Mapping[str, Any]) -> RailObject:
     """The transfer or payout in `wire`; UnreadableRailObject if it is neither or malformed."""
     object_id = _text(wire, "id")
-    try:
-        kind = PayoutMethod(str(wire.get("object")))
-    except ValueError:
-        raise UnreadableRailObject(object_id, "`object` is neither transfer nor payout") from None
+    kind = _KINDS.get(wire.get("object"))  # a lookup: an Enum call cost a tenth of the read
+    if kind is None:
+        raise UnreadableRailObject(object_id, "`object` is neither transfer nor payout")
     transfer = kind is PayoutMethod.TRANSFER
     metadata = wire.get("metadata")
     named = metadata.get("settlement_id") if isinstance(metadata, Mapping) else None

@@ -141,6 +141,7 @@ async def test_amount_is_bigint_minor_units(db: asyncpg.Connection) -> None:
     assert {r["data_type"] for r in types} == {"bigint"}
     money_tables = {"settlements", "postings", "account_balances", "rail_instructions",
                     "reconciliation_balances"}  # fmt: skip
+    money_tables.add("reconciliation_rail_staging")  # the rail's amounts, staged for a run
     assert {r["table_name"] for r in types} == money_tables
 
 

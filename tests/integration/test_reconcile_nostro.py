@@ -21,10 +21,11 @@ from railsim.core import RailSim
 from railsim.http import create_app
 from railsim.params import Kind
 from services.reconcile import nostro_store, store
-from services.reconcile.engine import Outcome, reconcile
+from services.reconcile.engine import reconcile
 from services.reconcile.model import Break, RunKind, RunStatus
 from services.reconcile.nostro_pass import LAG, closing_balance
 from services.reconcile.nostro_store import Balance
+from services.reconcile.outcome import Outcome
 from services.reconcile.rail_source import RailSource
 from services.reconcile.windows import Window
 from services.shared.domain.breaks import BreakType

@@ -8,8 +8,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from services.reconcile.engine import Outcome
 from services.reconcile.model import Break, RunKind, RunStatus
+from services.reconcile.outcome import Outcome
 from services.reconcile.store import stored_key
 from services.reconcile.windows import DEFAULT_OVERLAP, end_of_day, intraday
 from services.shared.domain.breaks import BreakStatus, BreakType

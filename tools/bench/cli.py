@@ -23,9 +23,16 @@ from tools.bench.runner import BenchError, BenchOptions, scenarios
 @click.option("--seconds", default=BenchOptions.seconds, show_default=True, type=click.IntRange(1))
 @click.option("--clients", default=BenchOptions.clients, show_default=True, type=click.IntRange(1))
 @click.option("--count", default=BenchOptions.count, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--settlements",
+    default=",".join(str(n) for n in BenchOptions.settlements),
+    show_default=True,
+    help="Comma-separated sizes for the reconcile scenario.",
+)
 @click.option("--no-markdown", is_flag=True, help=f"Do not update {BENCHMARKS_MD.name}.")
 def bench(
-    name: str, json_path: Path | None, seconds: int, clients: int, count: int, no_markdown: bool
+    name: str, json_path: Path | None, seconds: int, clients: int, count: int,
+    settlements: str, no_markdown: bool,
 ) -> None:  # fmt: skip
     """Run a benchmark scenario, print its figures and record them in docs/benchmarks.md."""
     available = scenarios()
@@ -37,7 +44,11 @@ def bench(
         settings = load_settings()
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
-    options = BenchOptions(seconds=seconds, clients=clients, count=count)
+    try:
+        sizes = tuple(int(n) for n in settlements.split(","))
+    except ValueError:
+        raise click.BadParameter("e.g. 100000,1000000", param_hint="--settlements") from None
+    options = BenchOptions(seconds=seconds, clients=clients, count=count, settlements=sizes)
     try:
         result = available[name](settings, options)
     except BenchError as e:

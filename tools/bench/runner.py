@@ -21,6 +21,7 @@ class BenchOptions:
     seconds: int = 10
     clients: int = 8
     count: int = 10_000
+    settlements: tuple[int, ...] = (100_000, 1_000_000)  # the reconcile scenario's sizes
 
 
 Scenario = Callable[[Settings, BenchOptions], BenchResult]
@@ -31,6 +32,7 @@ def scenarios() -> dict[str, Scenario]:
     from tools.bench.baseline import run_baseline
     from tools.bench.inbox import run_inbox
     from tools.bench.ingest import run_ingest
+    from tools.bench.reconcile import run_reconcile
     from tools.bench.relay import run_dispatch, run_relay
 
     return {
@@ -39,4 +41,5 @@ def scenarios() -> dict[str, Scenario]:
         "relay": run_relay,
         "dispatch": run_dispatch,
         "inbox": run_inbox,
+        "reconcile": run_reconcile,
     }

@@ -9,13 +9,13 @@ configuration could not be read: an unreadable rail is never "no breaks".
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+import uvloop
 
 from services.reconcile.errors import StatementUnreadable
 from services.shared.config import Settings, load_settings
@@ -24,8 +24,8 @@ from services.shared.errors import ConfigError, StoreUnavailable
 from tools.check.cli import SIMULATOR_API
 
 if TYPE_CHECKING:
-    from services.reconcile.engine import Outcome
     from services.reconcile.lineage import Ref
+    from services.reconcile.outcome import Outcome
 
 
 @click.command()
@@ -77,7 +77,8 @@ def reconcile(
     except ConfigError as e:
         _fail(as_json, "config", str(e))
     try:
-        outcome, lineage = asyncio.run(
+        # uvloop: a run's rail pages and cursor batches are mostly socket reads and writes
+        outcome, lineage = uvloop.run(
             _run(
                 settings,
                 day.date() if day else None,

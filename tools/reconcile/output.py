@@ -16,9 +16,9 @@ from typing import Any
 
 import click
 
-from services.reconcile.engine import Outcome
 from services.reconcile.lineage import Ref
 from services.reconcile.model import RunStatus
+from services.reconcile.outcome import Outcome
 from services.reconcile.report import break_document, counts, pending_document
 from services.reconcile.store import stored_key
 from services.shared.domain.breaks import BreakStatus

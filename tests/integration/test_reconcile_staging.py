@@ -1,0 +1,126 @@
+"""A reconciliation run whose window holds more rail objects than one staging batch and one
+list page, on the real PostgreSQL and a served simulator: it finds exactly the breaks planted,
+whatever batch and page they fell in, and leaves none of its staged rows behind; rows a
+crashed run left are cleaned by the next run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import orjson
+import pytest
+
+from railsim.core import RailSim
+from railsim.http import create_app
+from railsim.seed import seeded
+from services.reconcile import staging
+from services.reconcile.engine import reconcile
+from services.reconcile.model import RunKind, RunStatus
+from services.reconcile.rail_source import PAGE_SIZE, RailSource
+from services.reconcile.windows import Window
+from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.harness import Servers
+from tests.integration.check_support import template
+from tests.integration.railsim_support import serving
+from tools.bench.reconcile_seed import PLANTED, rail_chunks, seed_ledger, settlement_id
+
+pytestmark = pytest.mark.integration
+__all__ = ["template"]
+
+SETTLEMENTS = 260  # listed: 260 - 5 missing + 5 duplicates + 5 strays = 265, three pages
+SPREAD = 600
+BATCH = 50
+
+
+@pytest.fixture
+async def books(infra: Servers, template: str) -> AsyncIterator[tuple[asyncpg.Pool, str]]:
+    """A ledger of SETTLEMENTS paid settlements and a rail of their transfers, breaks planted."""
+    name = unique("settle_recon_stage_")
+    url = await create_database(infra.database_url, name, template)
+    pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
+    sim = RailSim()
+    end = int(time.time()) - 5
+    try:
+        async with pool.acquire() as conn:
+            await seed_ledger(conn, SETTLEMENTS, end, SPREAD)
+        for chunk in rail_chunks(SETTLEMENTS, end, SPREAD, 100):
+            sim.seed(seeded(orjson.dumps(chunk)))
+        async with serving(create_app(sim)) as sim_url:
+            yield pool, sim_url
+    finally:
+        await pool.close()
+        await drop_database(infra.database_url, name)
+
+
+async def test_a_window_larger_than_a_batch_and_a_page_finds_exactly_the_planted_breaks(
+    books: tuple[asyncpg.Pool, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool, sim_url = books
+    monkeypatch.setattr(staging, "BATCH_ROWS", BATCH)
+    listed = SETTLEMENTS + PLANTED  # less the missing, plus the duplicates and the strays
+    assert listed > PAGE_SIZE and listed > BATCH
+    copied: list[int] = []
+    copy = staging.Staging._copy
+
+    async def counting(self: staging.Staging, rows: list[tuple[object, ...]]) -> None:
+        copied.append(len(rows))
+        await copy(self, rows)
+
+    monkeypatch.setattr(staging.Staging, "_copy", counting)
+    now = datetime.now(UTC)
+    rail = RailSource("sk_test_x", api_base=sim_url)
+    try:
+        outcome = await reconcile(
+            pool, rail, Window(RunKind.INTRADAY, now - timedelta(hours=1), now), grace=0,
+            page_size=40,
+        )  # fmt: skip
+    finally:
+        await rail.aclose()
+    assert (outcome.status, outcome.error) == (RunStatus.COMPLETED, None)
+    assert sum(copied) == listed and max(copied) < listed  # staged in more than one batch
+    found = {(b.break_type.value, b.settlement_id, b.rail_object_id) for b in outcome.breaks}
+    planted = (
+        {("missing_at_rail", settlement_id(n), None) for n in range(PLANTED)}
+        | {("amount_mismatch", settlement_id(n), f"tr_bench{n:016d}")
+           for n in range(PLANTED, 2 * PLANTED)}
+        | {("duplicate_at_rail", settlement_id(n), f"tr_benchdup{n:013d}")
+           for n in range(2 * PLANTED, 3 * PLANTED)}
+        | {("unknown_at_rail", None, f"tr_benchstray{n:011d}") for n in range(PLANTED)}
+    )  # fmt: skip
+    assert found == planted
+    assert len(outcome.breaks) == len(planted)  # each found once, in whichever page
+    assert await pool.fetchval(f"SELECT count(*) FROM {staging.TABLE}") == 0
+    rows = await pool.fetchval(
+        "SELECT rows_returned FROM reconciliation_sources WHERE run_id = $1 AND source = 'rail'",
+        outcome.run_id,
+    )
+    assert rows == listed
+
+
+async def test_rows_a_crashed_run_left_are_deleted_by_the_next_run(
+    books: tuple[asyncpg.Pool, str],
+) -> None:
+    pool, sim_url = books
+    # A run that crashed two hours ago, still `running`, its staged rows left behind.
+    crashed = await pool.fetchval(
+        "INSERT INTO reconciliation_runs (kind, window_start, window_end, started_at, status)"
+        " VALUES ('intraday', now() - interval '3 hours', now() - interval '2 hours',"
+        " now() - interval '2 hours', 'running') RETURNING id"
+    )
+    await pool.execute(
+        f"INSERT INTO {staging.TABLE} (run_id, seq, listed, object_id, kind, amount,"
+        " amount_reversed, currency, created) VALUES ($1, 0, true, 'tr_left', 'transfer', 1, 0,"
+        " 'USD', 0)",
+        crashed,
+    )
+    now = datetime.now(UTC)
+    rail = RailSource("sk_test_x", api_base=sim_url)
+    try:
+        await reconcile(pool, rail, Window(RunKind.INTRADAY, now - timedelta(hours=1), now))
+    finally:
+        await rail.aclose()
+    assert await pool.fetchval(f"SELECT count(*) FROM {staging.TABLE}") == 0
