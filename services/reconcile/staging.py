@@ -1,4 +1,4 @@
-"""A run's rail objects staged in PostgreSQL (migration 0008), so that no run holds the rail in
+"""A run's rail objects staged in PostgreSQL (migration 0007), so that no run holds the rail in
 memory: the listed pages are copied in batches, then read back joined in SQL, a page at a
 time, in two ordered streams:
 

@@ -9,8 +9,8 @@ run reads the last version it staged, as it would read a list. Joined with the s
 by hash, a whole run at a time; looked up by object id only for the few a settlement outside
 the window names, so one index.
 
-Revision ID: 0008
-Revises: 0004
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-26
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0008"
-down_revision: str | None = "0004"
+revision: str = "0007"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
