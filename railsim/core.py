@@ -19,7 +19,7 @@ from railsim.creation import make, refusal
 from railsim.effects import Effects
 from railsim.errors import ApiError
 from railsim.faults import Dice, Faults
-from railsim.idempotency import KEY_REUSED, IdempotencyStore, Stored, fingerprint
+from railsim.idempotency import IdempotencyStore, Stored, fingerprint, replay
 from railsim.listing import BALANCE_TRANSACTION_FILTERS, OBJECT_FILTERS, Ordered, R, page
 from railsim.objects import Payout, Transfer, Wire, json_bytes, new_id
 from railsim.params import Kind, create_request, decode
@@ -97,7 +97,7 @@ class RailSim:
                 fp = fingerprint("POST", f"/v1/{kind}", pairs)
                 stored = self._keys.find(key, now) if key else None
                 if stored is not None:
-                    return self._replay(stored, fp, idempotency_key or "")
+                    return replay(stored, fp, idempotency_key or "")
                 request = create_request(kind, decode(pairs))
             except ApiError as e:
                 return error_reply(e, request_id)
@@ -261,12 +261,6 @@ class RailSim:
             )
         # A rail that ignores keys is simulated by never looking them up
         return key if key and self._keys.enabled else None
-
-    def _replay(self, stored: Stored, fp: str, key: str) -> Reply:
-        if stored.fingerprint != fp:
-            mismatch = ApiError(KEY_REUSED.format(key=key), type_="idempotency_error")
-            return error_reply(mismatch, new_id("req"))
-        return dataclasses.replace(stored.reply, replayed=True)
 
     def _disturb(self, reply: Reply, subject: str, key: str | None, now: float) -> Reply:
         """The created event(s) attached, then the after-acceptance faults applied."""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from railsim.replies import Reply
+from railsim.errors import ApiError
+from railsim.objects import new_id
+from railsim.replies import Reply, error_reply
 
 # Stripe's answer to a key used again with other parameters ({key}: the key)
 KEY_REUSED = (
@@ -65,3 +68,12 @@ class IdempotencyStore:
             if now - oldest.stored_at < self.window_seconds:
                 return
             del self._stored[key]
+
+
+def replay(stored: Stored, fp: str, key: str) -> Reply:
+    """The stored answer again for the same request under `key`; a request that differs
+    (another fingerprint) gets Stripe's idempotency_error instead."""
+    if stored.fingerprint != fp:
+        mismatch = ApiError(KEY_REUSED.format(key=key), type_="idempotency_error")
+        return error_reply(mismatch, new_id("req"))
+    return dataclasses.replace(stored.reply, replayed=True)

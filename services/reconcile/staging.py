@@ -42,7 +42,8 @@ _OBJECT = """st.object_id, st.kind, st.amount, st.amount_reversed, st.currency, 
        st.status, st.created, st.settlement_id"""
 # $1 run, [$2, $3) the window. sent_at as ledger_source reads it.
 _WINDOW = """
-w AS (SELECT s.id, s.tenant, s.amount, s.currency, s.destination, s.status, s.rail_reference
+w AS (SELECT s.id, s.tenant, s.amount, s.currency, s.destination, s.status, s.rail_reference,
+             s.amount_reversed
         FROM settlements AS s WHERE s.updated_at >= $2 AND s.created_at < $3)"""
 OWNED = f"""
 WITH {_WINDOW},
@@ -60,7 +61,7 @@ SELECT w.id, w.tenant, w.amount, w.currency, w.destination, w.status, w.rail_ref
        sent.sent_at, own.object_id AS o_id, own.kind AS o_kind, own.amount AS o_amount,
        own.amount_reversed AS o_reversed, own.currency AS o_currency,
        own.destination AS o_destination, own.status AS o_status, own.created AS o_created,
-       own.settlement_id AS o_settlement_id
+       own.settlement_id AS o_settlement_id, w.amount_reversed
   FROM w LEFT JOIN sent ON sent.settlement_id = w.id LEFT JOIN own ON own.owner = w.id
  ORDER BY w.id, own.seq
 """
