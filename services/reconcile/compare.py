@@ -10,8 +10,9 @@ its `metadata.settlement_id`. Then, per settlement:
     one+      any other                            the first compared field by field
 
 The first object is the one the settlement's reference names, else the earliest created.
-Its amount, currency and destination must equal the ledger's, its money state must be one the
-status allows (`AGREES`), and for a transfer the amount reversed must equal the ledger's.
+Its amount, currency and destination (when the source states one) must equal the ledger's,
+its money state must be one the status allows (`AGREES`), and for a transfer the amount
+reversed must equal the ledger's.
 Objects no settlement explains are unknown_at_rail. A missing object or a status drift of a
 settlement handed to the rail less than the grace period ago is `pending`, not a break; the
 rail never changes amounts, so every other finding is a break at once.
@@ -180,7 +181,9 @@ def _field_breaks(record: LedgerRecord, obj: RailObject) -> list[Break]:
                 BreakType.CURRENCY_MISMATCH, record, ref, "currency", record.currency, obj.currency
             )
         )
-    if obj.destination != record.destination:
+    # None: the source does not say where the money went (Stripe's balance report names no
+    # payout's bank account), so there is nothing to compare, not a difference.
+    if obj.destination is not None and obj.destination != record.destination:
         found.append(
             _break(
                 BreakType.DESTINATION_MISMATCH,

@@ -197,3 +197,11 @@ def test_two_versions_of_one_object_are_refused_and_exact_repeats_count_once() -
     assert run([settled(1)], [transfer(1), transfer(1)]) == Report((), ())
     with pytest.raises(ValueError, match="pass one version"):
         run([settled(1)], [transfer(1), transfer(1, reversed_=1_000)])
+
+
+def test_an_object_that_does_not_state_its_destination_is_not_compared_on_it() -> None:
+    # Stripe's balance report names no payout's bank account: nothing to compare, no break.
+    unstated = payout(1, "paid")._replace(destination=None)
+    assert run([settled(1, S.PAID)], [unstated]).breaks == ()
+    elsewhere = payout(1, "paid")._replace(destination="ba_other")
+    assert only_break(run([settled(1, S.PAID)], [elsewhere])).break_type is T.DESTINATION_MISMATCH
