@@ -182,3 +182,41 @@ async def test_a_settlement_paid_in_the_window_for_a_transfer_made_before_it_is_
         await rail.aclose()
     assert (outcome.status, outcome.error, outcome.breaks) == (RunStatus.COMPLETED, None, [])
     assert await sources(world, outcome.run_id) == {"ledger": (2, None), "rail": (2, None)}
+
+
+async def test_each_item_break_type_is_found_with_its_name_and_ids(world: World) -> None:
+    # Planted: a settlement the rail never saw; one the rail paid in another currency to another
+    # account while the ledger still says submitted; one paid a different amount; a second
+    # transfer for a paid settlement; and a transfer no settlement explains.
+    missing, elsewhere, short = world.accept(), world.accept(), world.accept()
+    missing, elsewhere, short = await missing, await elsewhere, await short
+    for sid in (missing, elsewhere, short):
+        await world.move(sid, S.SUBMITTED)
+    other_currency = {**transfer_params(elsewhere, "acct_elsewhere", 700), "currency": "usd"}
+    async with stripe_client(world.sim_url) as client:
+        wrong = await client.v1.transfers.create_async(other_currency)  # type: ignore[arg-type]
+        less = await client.v1.transfers.create_async(transfer_params(short, "acct_1Q2w3E", 699))
+        twin = await client.v1.transfers.create_async(
+            transfer_params(world.paid, "acct_1Q2w3E", 700)
+        )
+        stray = await client.v1.transfers.create_async(transfer_params(str(uuid.uuid4())))
+    status, report = await settle_reconcile(world, "--grace", "0", "--no-heal")
+    assert status == 1, report
+    found = {(b["type"], b["settlement_id"], b["rail_object_id"]) for b in report["breaks"]}
+    assert found == {
+        ("missing_at_rail", missing, None),
+        ("currency_mismatch", elsewhere, wrong.id),
+        ("destination_mismatch", elsewhere, wrong.id),
+        ("status_drift", elsewhere, wrong.id),
+        ("amount_mismatch", short, less.id),
+        ("status_drift", short, less.id),
+        ("duplicate_at_rail", world.paid, twin.id),
+        ("unknown_at_rail", None, stray.id),
+    }
+    by_type = {b["type"]: b for b in report["breaks"] if b["settlement_id"] == elsewhere}
+    assert (by_type["currency_mismatch"]["expected"], by_type["currency_mismatch"]["actual"]) == (
+        "EUR",
+        "USD",
+    )
+    assert by_type["destination_mismatch"]["actual"] == "acct_elsewhere"
+    assert all(b["status"] == "open" and b["lineage"] for b in report["breaks"])
