@@ -20,6 +20,7 @@ from tools.operations.common import (
     DONE,
     REFUSED,
     database,
+    echo_document,
     echo_json,
     fail,
     json_option,
@@ -74,11 +75,7 @@ def show(break_id: str, as_json: bool) -> None:
     async def work(settings: Settings) -> None:
         async with database(settings) as pool:
             document = break_document(await show_break(pool, break_id))
-        if as_json:
-            echo_json(document)
-            return
-        for key in sorted(document):
-            click.echo(f"{key}: {document[key]}")
+        echo_document(document, as_json)
 
     run("breaks", as_json, work)
 

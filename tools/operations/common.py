@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, NoReturn, TypeVar
 
@@ -82,3 +82,12 @@ async def database(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
 def echo_json(document: object) -> None:
     """One JSON document on stdout, keys sorted."""
     click.echo(json.dumps(document, sort_keys=True))
+
+
+def echo_document(document: Mapping[str, object], as_json: bool) -> None:
+    """One item: a JSON document, or its fields one `key: value` line each, keys sorted."""
+    if as_json:
+        echo_json(document)
+        return
+    for key in sorted(document):
+        click.echo(f"{key}: {document[key]}")

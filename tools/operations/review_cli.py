@@ -19,6 +19,7 @@ from tools.operations.common import (
     DONE,
     REFUSED,
     database,
+    echo_document,
     echo_json,
     fail,
     json_option,
@@ -64,11 +65,7 @@ def show(settlement_id: str, as_json: bool) -> None:
     async def work(settings: Settings) -> None:
         async with database(settings) as pool:
             item = await show_one(pool, settlement_id)
-        if as_json:
-            echo_json(item)
-            return
-        for key in sorted(item):
-            click.echo(f"{key}: {item[key]}")
+        echo_document(item, as_json)
 
     run("review", as_json, work)
 
