@@ -8,6 +8,7 @@ before and after. Both or neither; `operator_actions` itself refuses to be chang
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 import asyncpg
@@ -36,6 +37,25 @@ WITH closed AS (
 SELECT {BREAK_COLUMNS} FROM closed
 """
 ACTIONS = {BreakStatus.HEALED: "break.heal", BreakStatus.RESOLVED: "break.resolve"}
+# The open drifts of settlements that agree with the rail now, healed and audited at once.
+HEAL_CAUGHT_UP = """
+WITH closed AS (
+    UPDATE reconciliation_breaks
+       SET status = $3, resolved_at = $4, resolved_by = $5, resolution_reason = $6
+     WHERE settlement_id = ANY($1::uuid[]) AND break_type = $7 AND status = $2
+    RETURNING id, break_type, break_key, status, resolution_reason
+), audit AS (
+    INSERT INTO operator_actions (actor, action, target, detail, before, after, occurred_at)
+    SELECT $5, $8, 'break:' || c.id,
+           jsonb_build_object('break_type', c.break_type, 'break_key', c.break_key),
+           jsonb_build_object('status', $2::text),
+           jsonb_build_object('status', c.status, 'resolution_reason', c.resolution_reason),
+           $4
+      FROM closed AS c
+)
+SELECT count(*) FROM closed
+"""
+CAUGHT_UP = "the ledger agrees with the rail now: the rail's own webhook was applied late"
 
 
 async def close_break(
@@ -64,3 +84,21 @@ async def close_break(
             if closed is None:
                 raise BreakChanged(break_id)
     return stored_break(closed)
+
+
+async def heal_caught_up(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    settlement_ids: Sequence[str],
+    *,
+    actor: str,
+    now: datetime,
+) -> int:
+    """Heal, audited, the open status drifts of these settlements, each of which a run found
+    agreeing with the rail (a late webhook brought the ledger to it); how many were healed."""
+    step = transition(BreakType.STATUS_DRIFT, BreakStatus.OPEN, BreakStatus.HEALED, CAUGHT_UP)
+    with unavailable_when_down("PostgreSQL is unreachable; no drift was closed"):
+        healed = await conn.fetchval(
+            HEAL_CAUGHT_UP, list(settlement_ids), step.source.value, step.target.value, now,
+            actor, step.reason, BreakType.STATUS_DRIFT.value, ACTIONS[step.target],
+        )  # fmt: skip
+    return int(healed)

@@ -204,8 +204,12 @@ async def _compare(
     records: Sequence[LedgerRecord],
     objects: Iterable[RailObject],
 ) -> None:
-    """Compare settlements with the objects they own (and any others given), then store."""
-    await _store(pool, outcome, state, compare(records, objects, state.now, state.grace))
+    """Compare settlements with the objects they own (and any others given), store the
+    breaks, and heal the drifts of those that agree with the rail now."""
+    report = compare(records, objects, state.now, state.grace)
+    await _store(pool, outcome, state, report)
+    if state.healer is not None:
+        outcome.healed += await state.healer.caught_up(records, report)
 
 
 async def _store(pool: asyncpg.Pool, outcome: Outcome, state: _Pass, report: Report) -> None:

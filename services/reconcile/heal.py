@@ -14,6 +14,10 @@ from the rail again and, in one transaction:
 Whatever does not bring the settlement to agree with the rail rolls all of it back and leaves
 the break open for an operator. A real webhook arriving later finds its change stored and is
 answered as a duplicate, so nothing is booked twice.
+
+A drift can also end without a heal: the rail's own webhook, only late, was applied before
+the next run. Every run heals, audited, the open drifts of the settlements it found agreeing
+with the rail (`caught_up`), so a late webhook leaves no break open behind it.
 """
 
 from __future__ import annotations
@@ -31,12 +35,12 @@ from services.inbox.decision import InboxStatus
 from services.inbox.events import parse_event
 from services.inbox.intake import Arrival, insert_events
 from services.inbox.store import Recorded, claim_stored, record_many
-from services.reconcile import proof
+from services.reconcile import closing, proof
 from services.reconcile.closing import close_break
 from services.reconcile.errors import ReconcileError
-from services.reconcile.model import Break
+from services.reconcile.model import Break, LedgerRecord, Report
 from services.reconcile.store import stored_key
-from services.shared.domain.breaks import BreakStatus
+from services.shared.domain.breaks import BreakStatus, BreakType
 from services.shared.domain.settlement import DomainError
 from services.shared.store_errors import retry_contended, unavailable_when_down
 from services.shared.transitions import TransitionConflict
@@ -155,6 +159,16 @@ class Healer:
                 log.info("drift of %s left open: %s", item.settlement_id, done.reason)
             healed += done.healed
         return healed
+
+    async def caught_up(self, records: Iterable[LedgerRecord], report: Report) -> int:
+        """Heal the open drifts of the compared settlements that agree with the rail now (no
+        drift, nothing pending): their late webhooks were applied; how many were healed."""
+        still = {b.settlement_id for b in report.breaks if b.break_type is BreakType.STATUS_DRIFT}
+        still |= {p.settlement_id for p in report.pending}
+        agreeing = [r.settlement_id for r in records if r.settlement_id not in still]
+        if not agreeing:
+            return 0
+        return await closing.heal_caught_up(self._pool, agreeing, actor=ACTOR, now=self._clock())
 
     async def _heal_one(
         self, item: Break, wire: Mapping[str, Any] | None, changed_at: int | None

@@ -280,3 +280,34 @@ async def test_a_drift_healed_before_is_not_healed_twice(dropping: Dropping) -> 
     assert not any(h.healed for h in again), again
     assert all("not open" in h.reason for h in again), again
     assert [await dropping.count(t) for t in tables] == counts
+
+
+async def test_a_drift_the_rails_own_late_webhook_resolved_is_healed_by_the_next_run(
+    dropping: Dropping,
+) -> None:
+    wanted = await dropping.settle_all()
+    status, report = await settle_reconcile(dropping.world, "--grace", "0", "--no-heal")
+    assert status == 1 and report["breaks"], report
+    drifted = {b["settlement_id"] for b in report["breaks"]}
+    # The rail's own webhooks arrive, late: the inbox applies them, no break is healed by it.
+    withheld = dropping.world.sim.withheld_webhooks()["recent"]
+    for lost in withheld:
+        (obj,) = dropping.world.sim.objects_for(lost["settlement_id"])
+        body = event(lost["type"], obj, lost["created"]) | {"id": lost["event_id"]}
+        await dropping.post(json_bytes(body))
+    await dropping.worker.drain()
+    assert await dropping.statuses(wanted) == wanted
+    assert await dropping.count("reconciliation_breaks WHERE status = 'open'") == len(drifted)
+
+    status, report = await settle_reconcile(dropping.world, "--grace", "0")
+    assert status == 0, report
+    assert report["breaks"] == [] and report["healed"] == len(drifted)
+    assert await dropping.count("reconciliation_breaks WHERE status = 'open'") == 0
+    audit = await dropping.world.pool.fetch(
+        "SELECT actor, action, after->>'resolution_reason' AS why FROM operator_actions"
+    )
+    assert len(audit) == len(drifted)
+    assert {(r["actor"], r["action"]) for r in audit} == {("reconciler", "break.heal")}
+    assert all("late" in r["why"] for r in audit)
+    synthetic = await dropping.count(f"inbox_events WHERE rail_event_id LIKE '{EVENT_PREFIX}%'")
+    assert synthetic == 0  # nothing was healed through a synthetic row: the rail's own did it
