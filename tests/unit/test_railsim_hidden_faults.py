@@ -1,7 +1,7 @@
 """The faults only a reconciliation catches: a change whose webhooks never leave the rail, a
 transfer reversed in part, a paid payout that comes back. Each shows in the objects the API
-returns and in the balance transactions. Only drops are on in a named profile, at a small rate
-in demo and chaos."""
+returns and in the balance transactions. Drops are on at a small rate in demo and chaos;
+partial reversals and returns only in chaos."""
 
 from __future__ import annotations
 
