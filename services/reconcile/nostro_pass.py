@@ -15,10 +15,11 @@ comparison is services/reconcile/nostro.py).
        before the cut-off; a drift healed later books its postings after the rail moved, a
        timing difference, not a break. So a balance is judged, and may open a later
        comparison, only in a quiet run; any other run records its balance and judges none
-    3. the balance transactions created in [O, C) (auto-paginated by `created`) must move the
-       opening balance to the closing one (field `balance_transactions`), and their payee
-       share must be what the postings booked in [O, C) moved into in_transit and paid_out
-       (field `balance`): else a balance_mismatch per currency, with the difference
+    3. the balance transactions created in [O, C) (listed by `created`, a page at a time)
+       must move the opening balance to the closing one (field `balance_transactions`), and
+       their payee share must be what the postings booked in [O, C) moved into in_transit
+       and paid_out (field `balance`): else a balance_mismatch per currency, with the
+       difference
     4. record the closing balance with the run: the next run opens from it
 
 The cut-off trails the run's end by LAG, so journal entries stamped before it have committed
@@ -31,7 +32,6 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import asyncpg
 import stripe
@@ -41,8 +41,8 @@ from services.reconcile.errors import RailUnreadable
 from services.reconcile.model import Break
 from services.reconcile.nostro import BalanceMove
 from services.reconcile.nostro_store import Balance
-from services.reconcile.rail_source import PAGE_SIZE, RailSource
-from services.reconcile.wire import balance_move_of, balance_of
+from services.reconcile.rail_source import RailSource
+from services.reconcile.wire import balance_of
 
 LAG = timedelta(seconds=1)
 READ_ATTEMPTS = 5  # readings tried for one that no movement interleaved
@@ -104,10 +104,5 @@ async def moves_between(rail: RailSource, start: datetime, end: datetime) -> lis
 
 async def _moves(rail: RailSource, created: dict[str, int]) -> AsyncIterator[BalanceMove]:
     """Each balance transaction created in `created` (Stripe's range filter), newest first."""
-    params: dict[str, Any] = {"created": created, "limit": PAGE_SIZE}
-    try:
-        listed = await rail.client.v1.balance_transactions.list_async(params)  # type: ignore[arg-type]
-        async for item in listed.auto_paging_iter():
-            yield balance_move_of(item.to_dict())
-    except stripe.StripeError as e:
-        raise RailUnreadable(f"listing balance transactions at {rail.where}: {e!r}") from e
+    async for move in rail.balance_moves(created):
+        yield move

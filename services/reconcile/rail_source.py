@@ -18,14 +18,21 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Protocol
 
 import stripe
 
 from services.reconcile.errors import RailUnreadable, ReconcileError, UnreadableRailObject
 from services.reconcile.model import RailObject
-from services.reconcile.wire import ListPage, balance_move_of, list_page_of, rail_object_of
+from services.reconcile.nostro import BalanceMove
+from services.reconcile.wire import (
+    ListPage,
+    balance_move_of,
+    list_page_of,
+    rail_object_of,
+    raw_page_of,
+)
 from services.relay.stripe_http import StripeAiohttp
 from services.shared.domain.payout import PayoutMethod
 
@@ -156,11 +163,31 @@ class RailSource:
         """Close the HTTP session."""
         await self._http.close_async()
 
+    async def balance_moves(self, created: Mapping[str, int]) -> AsyncIterator[BalanceMove]:
+        """The balance transactions created in `created` (Stripe's range filter: gte, lt...),
+        newest first, page after page as the list pages them."""
+        after: str | None = None
+        while True:
+            params: dict[str, Any] = {"created": dict(created), "limit": PAGE_SIZE}
+            if after is not None:
+                params["starting_after"] = after
+            raw = raw_page_of(await self._body("/v1/balance_transactions", params))
+            for item in raw.items:
+                yield balance_move_of(item)
+            if not raw.has_more or raw.last_id is None:
+                return
+            after = raw.last_id
+
     async def _page(self, path: str, start: int, end: int, after: str | None) -> ListPage:
         """One list page: the objects created in [start, end) listed after `after`."""
         params: dict[str, Any] = {"created": {"gte": start, "lt": end}, "limit": PAGE_SIZE}
         if after is not None:
             params["starting_after"] = after
+        return list_page_of(await self._body(path, params))
+
+    async def _body(self, path: str, params: dict[str, Any]) -> bytes:
+        """The body of one list request through the library's requestor, unread; an error
+        answer is read by the library and raised as RailUnreadable."""
         requestor = self._client._requestor
         try:
             body, status, headers = await requestor.request_raw_async(
@@ -171,10 +198,10 @@ class RailSource:
                 requestor._interpret_response(body, status, headers, "V1")
                 raise stripe.APIError(f"HTTP {status} listing {path}")
         except stripe.StripeError as e:
-            raise RailUnreadable(f"listing {path} by created window at {self.where}: {e!r}") from e
+            raise RailUnreadable(f"listing {path} at {self.where}: {e!r}") from e
         if not isinstance(body, bytes):
             raise RailUnreadable(f"listing {path} at {self.where}: the body is not bytes")
-        return list_page_of(body)
+        return body
 
     async def wire(self, object_id: str) -> dict[str, Any] | None:
         """The transfer or payout `object_id` as the rail renders it now (every field, its

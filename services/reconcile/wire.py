@@ -28,9 +28,17 @@ class ListPage(NamedTuple):
     last_id: str | None  # the cursor for the next page (`starting_after`); None if empty
 
 
-def list_page_of(body: bytes) -> ListPage:
-    """The transfers or payouts of one list page's JSON body; UnreadableRailObject if the body
-    is not a Stripe list or an object in it is malformed."""
+class RawPage(NamedTuple):
+    """One page of a Stripe list answer, its items not yet read."""
+
+    items: list[dict[str, Any]]  # in the order the rail listed them
+    has_more: bool  # whether a page follows
+    last_id: str | None  # the cursor for the next page (`starting_after`); None if empty
+
+
+def raw_page_of(body: bytes) -> RawPage:
+    """The items of one list page's JSON body; UnreadableRailObject if the body is not a
+    Stripe list of objects."""
     try:
         # orjson reads JSON integers as int (never float) and refuses integers past 64 bits.
         page = orjson.loads(body)
@@ -44,8 +52,16 @@ def list_page_of(body: bytes) -> ListPage:
     for item in data:
         if not isinstance(item, dict):
             raise UnreadableRailObject(None, f"a listed item is not an object: {item!r}")
-    objects = [rail_object_of(item) for item in data]
-    return ListPage(objects, has_more, objects[-1].object_id if objects else None)
+    last = data[-1].get("id") if data else None
+    return RawPage(data, has_more, last if isinstance(last, str) and last else None)
+
+
+def list_page_of(body: bytes) -> ListPage:
+    """The transfers or payouts of one list page's JSON body; UnreadableRailObject if the body
+    is not a Stripe list or an object in it is malformed."""
+    raw = raw_page_of(body)
+    objects = [rail_object_of(item) for item in raw.items]
+    return ListPage(objects, raw.has_more, objects[-1].object_id if objects else None)
 
 
 def rail_object_of(wire: Mapping[str, Any]) -> RailObject:
