@@ -29,10 +29,16 @@ from tools.bench.runner import BenchError, BenchOptions, scenarios
     show_default=True,
     help="Comma-separated sizes for the reconcile scenario.",
 )
+@click.option(
+    "--rates",
+    default=",".join(str(n) for n in BenchOptions.rates),
+    show_default=True,
+    help="Comma-separated offered settlements/s for the e2e scenario.",
+)
 @click.option("--no-markdown", is_flag=True, help=f"Do not update {BENCHMARKS_MD.name}.")
 def bench(
     name: str, json_path: Path | None, seconds: int, clients: int, count: int,
-    settlements: str, no_markdown: bool,
+    settlements: str, rates: str, no_markdown: bool,
 ) -> None:  # fmt: skip
     """Run a benchmark scenario, print its figures and record them in docs/benchmarks.md."""
     available = scenarios()
@@ -48,7 +54,15 @@ def bench(
         sizes = tuple(int(n) for n in settlements.split(","))
     except ValueError:
         raise click.BadParameter("e.g. 100000,1000000", param_hint="--settlements") from None
-    options = BenchOptions(seconds=seconds, clients=clients, count=count, settlements=sizes)
+    try:
+        offered = tuple(int(n) for n in rates.split(","))
+    except ValueError:
+        raise click.BadParameter("e.g. 100,250,500", param_hint="--rates") from None
+    if any(rate < 1 for rate in offered):
+        raise click.BadParameter("every rate must be at least 1", param_hint="--rates")
+    options = BenchOptions(
+        seconds=seconds, clients=clients, count=count, settlements=sizes, rates=offered
+    )
     try:
         result = available[name](settings, options)
     except BenchError as e:

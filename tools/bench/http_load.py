@@ -23,10 +23,11 @@ class LoadResult:
     statuses: dict[int, int] = field(default_factory=dict)
 
 
-async def _exchange(
+async def exchange(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, path: str,
     headers: dict[str, str], body: bytes,
 ) -> int:  # fmt: skip
+    """POST one request on a keep-alive connection and read the whole answer; its status."""
     head = [f"POST {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(body)}"]
     head += [f"{k}: {v}" for k, v in headers.items()]
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
@@ -53,7 +54,7 @@ async def post_load(url: str, count: int, clients: int, request_for: RequestFor)
             for n in numbers:
                 path, headers, body = request_for(n)
                 sent = time.perf_counter()
-                status = await _exchange(reader, writer, f"{host}:{port}", path, headers, body)
+                status = await exchange(reader, writer, f"{host}:{port}", path, headers, body)
                 result.latencies.append(time.perf_counter() - sent)
                 result.statuses[status] = result.statuses.get(status, 0) + 1
         finally:

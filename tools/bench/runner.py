@@ -22,6 +22,7 @@ class BenchOptions:
     clients: int = 8
     count: int = 10_000
     settlements: tuple[int, ...] = (100_000, 1_000_000)  # the reconcile scenario's sizes
+    rates: tuple[int, ...] = (100, 250, 500)  # the e2e scenario's offered settlements/s
 
 
 Scenario = Callable[[Settings, BenchOptions], BenchResult]
@@ -30,6 +31,7 @@ Scenario = Callable[[Settings, BenchOptions], BenchResult]
 def scenarios() -> dict[str, Scenario]:
     """Every scenario by name; imported lazily so `settle --help` stays fast."""
     from tools.bench.baseline import run_baseline
+    from tools.bench.e2e import run_e2e
     from tools.bench.inbox import run_inbox
     from tools.bench.ingest import run_ingest
     from tools.bench.reconcile import run_reconcile
@@ -37,6 +39,7 @@ def scenarios() -> dict[str, Scenario]:
 
     return {
         "baseline": run_baseline,
+        "e2e": run_e2e,
         "ingest": run_ingest,
         "relay": run_relay,
         "dispatch": run_dispatch,

@@ -1,0 +1,159 @@
+"""The `e2e` scenario: the whole stack as `settle run` starts it, at fixed offered rates.
+
+The six children of `settle run` (ledger, inbox, rail simulator with fault profile `none`,
+two relays, reconciler) run on free ports against a fresh bench database and a topic prefix
+of their own. For each rate, settlements arrive open-loop (tools/bench/e2e_load.py), half as
+Kafka commands and half over HTTP, and the run waits until every accepted one is final.
+Latencies come from settlement_transitions; CPU from every process before and after; commits
+and WAL from PostgreSQL's counters (WAL is the server's: other databases' writes count too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from pathlib import Path
+
+import asyncpg
+
+from services.shared.config import Settings, libpq_dsn
+from services.shared.topics import COMMANDS, ensure_topics
+from tools.bench import e2e_probe as probe
+from tools.bench.database import bench_database
+from tools.bench.e2e_figures import (
+    cpu_deltas,
+    highest_rate_within,
+    per_second,
+    per_settlement,
+    percentile,
+)
+from tools.bench.e2e_load import Arrivals, Offered, offer
+from tools.bench.report import BenchResult, Figure
+from tools.bench.runner import BenchError, BenchOptions
+from tools.infra import kafka, postgres
+from tools.infra.paths import run_paths
+from tools.infra.procs import free_ports
+from tools.run.supervisor import Supervisor, SupervisorError
+from tools.run.topology import Ports, StackOptions, service_specs
+
+TOKEN = "bench-e2e-token"
+STACK = ("ledger", "relay", "inbox", "reconciler", "postgres", "kafka")  # the product's CPU
+APART = ("railsim", "load client")  # reported beside it, not in it
+SETTLE_GRACE_S = 120.0  # beyond the offered window, how long the last settlement may take
+
+
+def _process_groups(supervisor: Supervisor) -> dict[str, list[int]]:
+    paths = run_paths()
+    pg, broker = postgres.server_pid(paths), kafka.broker_pid(paths)
+    return {
+        "ledger": [supervisor.pid("ledger")],
+        "relay": [supervisor.pid("relay-1"), supervisor.pid("relay-2")],
+        "inbox": [supervisor.pid("inbox")],
+        "reconciler": [supervisor.pid("reconciler")],
+        "postgres": [pg] if pg else [],
+        "kafka": [broker] if broker else [],
+        "railsim": [supervisor.pid("railsim")],
+        "load client": [os.getpid()],
+    }
+
+
+def _rate_figures(
+    rate: int, offered: Offered, seen: probe.Transitions, cpu: dict[str, float],
+    commits: int, wal: int,
+) -> list[Figure]:  # fmt: skip
+    at, paid = f"{rate}/s", seen.counts["paid"]
+    figures = [
+        Figure(f"{at} {s}", per_second(seen.counts[s], seen.spans[s], 1.0 / rate), "settlements/s")
+        for s in ("accepted", "submitted", "paid")
+    ]
+    for name, cuts in (
+        ("accepted->submitted", seen.to_submitted),
+        ("accepted->paid", seen.to_paid),
+    ):
+        for label, value in zip(("p50", "p99", "p999"), cuts or (0.0, 0.0, 0.0), strict=True):
+            figures.append(Figure(f"{at} {name} {label}", value * 1000, "ms"))
+    if offered.http_latencies:
+        http_p99 = percentile(offered.http_latencies, 0.99) * 1000
+        figures.append(Figure(f"{at} http p99", http_p99, "ms"))
+    stack = sum(cpu.get(name, 0.0) for name in STACK)
+    figures.append(Figure(f"{at} cpu stack", per_settlement(stack * 1000, paid), "ms/settlement"))
+    figures += [
+        Figure(f"{at} cpu {name}", per_settlement(cpu.get(name, 0.0) * 1000, paid), "ms/settlement")
+        for name in (*STACK, *APART)
+    ]
+    figures.append(Figure(f"{at} pg commits", per_settlement(commits, paid), "per settlement"))
+    figures.append(Figure(f"{at} wal", per_settlement(wal, paid), "bytes/settlement"))
+    return figures
+
+
+async def _one_rate(
+    supervisor: Supervisor, conn: asyncpg.Connection, settings: Settings, tenant: str, rate: int,
+    seconds: int, ledger_url: str,
+) -> tuple[list[Figure], float | None]:  # fmt: skip
+    load = Arrivals(tenant, TOKEN, f"e2e-{rate}-{uuid.uuid4().hex[:6]}", rate, seconds)
+    groups = _process_groups(supervisor)
+    cpu_before, db_before = probe.cpu_reading(groups), await probe.database_counters(conn)
+    offered = await offer(load, ledger_url, settings.kafka_bootstrap, settings.topic(COMMANDS))
+    accepted = offered.kafka_sent + offered.accepted_http
+    if accepted < load.count:
+        raise BenchError(
+            f"{load.run}: {accepted} of {load.count} accepted ({offered.http_statuses})"
+        )
+    await probe.wait_final(conn, tenant, load.run, accepted, seconds + SETTLE_GRACE_S)
+    cpu = cpu_deltas(cpu_before, probe.cpu_reading(groups))
+    db_after = await probe.database_counters(conn)
+    wal = await probe.wal_bytes(conn, db_before.wal_lsn, db_after.wal_lsn)
+    seen = await probe.transition_figures(conn, tenant, load.run)
+    figures = _rate_figures(rate, offered, seen, cpu, db_after.commits - db_before.commits, wal)
+    return figures, seen.to_paid[1] if seen.to_paid else None
+
+
+async def _measure(
+    settings: Settings, options: BenchOptions, url: str, tenant: str
+) -> list[Figure]:
+    ports = Ports.from_base(free_ports(6))
+    env = {**os.environ, "SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": settings.topic_prefix,
+           "SETTLE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+           "SETTLE_API_TOKENS": f"{tenant}:{TOKEN}"}  # fmt: skip
+    supervisor = Supervisor(Path(run_paths().run) / "bench" / "e2e")
+    figures: list[Figure] = []
+    p99_paid: dict[int, float | None] = {}
+    try:
+        await supervisor.start_all(service_specs(ports, env, StackOptions("none")))
+        conn = await asyncpg.connect(libpq_dsn(url))
+        try:
+            for rate in options.rates:
+                found, p99_paid[rate] = await _one_rate(
+                    supervisor, conn, settings, tenant, rate, options.seconds,
+                    ports.url(ports.ledger),
+                )  # fmt: skip
+                figures += found
+        finally:
+            await conn.close()
+    except SupervisorError as e:
+        raise BenchError(str(e)) from e
+    finally:
+        await supervisor.stop_all(grace=20)
+    best = highest_rate_within(p99_paid)
+    figures.append(Figure("highest rate with p99 accepted->paid < 1 s", best or 0, "settlements/s"))
+    return figures
+
+
+def run_e2e(settings: Settings, options: BenchOptions) -> BenchResult:
+    """Measure the whole pipeline at each of `options.rates` for `options.seconds` each."""
+    url = bench_database(settings.database_url)
+    prefix, tenant = f"bench-{uuid.uuid4().hex[:8]}.", f"bench{uuid.uuid4().hex[:8]}"
+    asyncio.run(ensure_topics(settings.kafka_bootstrap, prefix))
+    bench_settings = settings.model_copy(update={"topic_prefix": prefix})
+    figures = asyncio.run(_measure(bench_settings, options, url, tenant))
+    return BenchResult(
+        scenario="e2e",
+        parameters={
+            "rates": "/".join(map(str, options.rates)),
+            "seconds": options.seconds,
+            "fault_profile": "none",
+            "split": "half kafka, half http",
+        },
+        figures=figures,
+    )

@@ -1,0 +1,140 @@
+"""What the `e2e` scenario reads around each rate: CPU seconds of every process of the stack,
+PostgreSQL's commit and WAL counters, and the settlements' own transition times."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import asyncpg
+import psutil
+
+from services.shared.domain.settlement import TERMINAL
+from tools.bench.runner import BenchError
+
+_GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
+DONE_STATUSES = sorted(str(s.value) for s in TERMINAL)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of `pid`, its live descendants and the children it reaped
+    (PostgreSQL's backends come and go; their CPU lands in the postmaster's children times)."""
+    try:
+        root = psutil.Process(pid)
+        own = root.cpu_times()
+        total = own.user + own.system + own.children_user + own.children_system
+        descendants = root.children(recursive=True)
+    except _GONE:
+        return 0.0
+    for proc in descendants:
+        try:
+            times = proc.cpu_times()
+        except _GONE:
+            continue  # ended between the listing and the reading: its parent reaps its time
+        total += times.user + times.system
+    return total
+
+
+def cpu_reading(groups: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds so far of each named group of processes."""
+    return {name: sum(cpu_seconds(pid) for pid in pids) for name, pids in groups.items()}
+
+
+@dataclass(frozen=True)
+class DatabaseCounters:
+    """PostgreSQL's cumulative counters at one moment."""
+
+    commits: int  # committed transactions in the bench database
+    wal_lsn: str  # the server's WAL insert position
+
+
+async def database_counters(conn: asyncpg.Connection) -> DatabaseCounters:
+    """Read the commit counter (fresh, not the cached snapshot) and the WAL position."""
+    await conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = await conn.fetchrow(
+        "SELECT xact_commit, pg_current_wal_lsn()::text AS lsn FROM pg_stat_database"
+        " WHERE datname = current_database()"
+    )
+    assert row is not None  # the database we are connected to is always listed
+    return DatabaseCounters(int(row["xact_commit"]), str(row["lsn"]))
+
+
+async def wal_bytes(conn: asyncpg.Connection, since: str, until: str) -> int:
+    """WAL bytes written between two positions."""
+    return int(
+        await conn.fetchval(
+            "SELECT pg_wal_lsn_diff($2::text::pg_lsn, $1::text::pg_lsn)", since, until
+        )
+    )
+
+
+async def wait_final(
+    conn: asyncpg.Connection, tenant: str, run: str, expected: int, timeout_s: float
+) -> None:
+    """Wait until `expected` settlements of `run` exist and every one is final."""
+    query = (
+        "SELECT count(*) AS n, count(*) FILTER (WHERE status = ANY($3::text[])) AS done"
+        " FROM settlements WHERE tenant = $1 AND reference LIKE $2"
+    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        row = await conn.fetchrow(query, tenant, f"{run}-%", DONE_STATUSES)
+        assert row is not None
+        if row["n"] >= expected and row["done"] == row["n"]:
+            return
+        if time.monotonic() > deadline:
+            raise BenchError(
+                f"{run}: {row['done']} of {row['n']} settlements final ({expected} accepted)"
+                f" after {timeout_s:.0f} s"
+            )
+        await asyncio.sleep(0.25)
+
+
+_LATENCIES = """
+WITH s AS (
+    SELECT min(t.occurred_at) FILTER (WHERE t.to_status = 'accepted') AS accepted,
+           min(t.occurred_at) FILTER (WHERE t.to_status = 'submitted') AS submitted,
+           min(t.occurred_at) FILTER (WHERE t.to_status = 'paid') AS paid
+    FROM settlements x JOIN settlement_transitions t ON t.settlement_id = x.id
+    WHERE x.tenant = $1 AND x.reference LIKE $2
+    GROUP BY x.id
+)
+SELECT count(accepted) AS accepted, count(submitted) AS submitted, count(paid) AS paid,
+       extract(epoch FROM max(accepted) - min(accepted))::float8 AS accepted_span,
+       extract(epoch FROM max(submitted) - min(accepted))::float8 AS submitted_span,
+       extract(epoch FROM max(paid) - min(accepted))::float8 AS paid_span,
+       percentile_cont(ARRAY[0.5, 0.99, 0.999]) WITHIN GROUP
+           (ORDER BY extract(epoch FROM submitted - accepted)) AS to_submitted,
+       percentile_cont(ARRAY[0.5, 0.99, 0.999]) WITHIN GROUP
+           (ORDER BY extract(epoch FROM paid - accepted)) AS to_paid
+FROM s
+"""
+
+
+@dataclass(frozen=True)
+class Transitions:
+    """How many settlements reached each status, over how long from the first acceptance
+    (seconds), and the p50/p99/p999 seconds from accepted to submitted and to paid."""
+
+    counts: dict[str, int]  # accepted, submitted, paid
+    spans: dict[str, float]
+    to_submitted: tuple[float, float, float] | None
+    to_paid: tuple[float, float, float] | None
+
+
+def _cuts(value: list[float] | None) -> tuple[float, float, float] | None:
+    return (float(value[0]), float(value[1]), float(value[2])) if value else None
+
+
+async def transition_figures(conn: asyncpg.Connection, tenant: str, run: str) -> Transitions:
+    """The run's transitions, read from settlement_transitions."""
+    row = await conn.fetchrow(_LATENCIES, tenant, f"{run}-%")
+    assert row is not None  # an aggregate always answers one row
+    statuses = ("accepted", "submitted", "paid")
+    return Transitions(
+        counts={s: int(row[s]) for s in statuses},
+        spans={s: float(row[f"{s}_span"] or 0.0) for s in statuses},
+        to_submitted=_cuts(row["to_submitted"]),
+        to_paid=_cuts(row["to_paid"]),
+    )
