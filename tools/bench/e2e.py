@@ -59,11 +59,17 @@ def _process_groups(supervisor: Supervisor) -> dict[str, list[int]]:
 
 
 def _rate_figures(
-    rate: int, offered: Offered, seen: probe.Transitions, cpu: dict[str, float],
+    rate: int, seconds: int, offered: Offered, seen: probe.Transitions, cpu: dict[str, float],
     commits: int, wal: int,
 ) -> list[Figure]:  # fmt: skip
     at, paid = f"{rate}/s", seen.counts["paid"]
     figures = [
+        Figure(f"{at} offered", rate * seconds, "settlements"),
+        Figure(f"{at} accepted over kafka", offered.kafka_sent, "settlements"),
+        Figure(f"{at} accepted over http", offered.accepted_http, "settlements"),
+        Figure(f"{at} paid", paid, "settlements"),
+    ]
+    figures += [
         Figure(f"{at} {s}", per_second(seen.counts[s], seen.spans[s], 1.0 / rate), "settlements/s")
         for s in ("accepted", "submitted", "paid")
     ]
@@ -105,7 +111,9 @@ async def _one_rate(
     db_after = await probe.database_counters(conn)
     wal = await probe.wal_bytes(conn, db_before.wal_lsn, db_after.wal_lsn)
     seen = await probe.transition_figures(conn, tenant, load.run)
-    figures = _rate_figures(rate, offered, seen, cpu, db_after.commits - db_before.commits, wal)
+    figures = _rate_figures(
+        rate, seconds, offered, seen, cpu, db_after.commits - db_before.commits, wal
+    )
     return figures, seen.to_paid[1] if seen.to_paid else None
 
 
