@@ -70,7 +70,9 @@ def _rate_figures(
         Figure(f"{at} paid", paid, "settlements"),
     ]
     figures += [
-        Figure(f"{at} {s}", per_second(seen.counts[s], seen.spans[s], 1.0 / rate), "settlements/s")
+        Figure(
+            f"{at} {s} rate", per_second(seen.counts[s], seen.spans[s], 1.0 / rate), "settlements/s"
+        )
         for s in ("accepted", "submitted", "paid")
     ]
     for name, cuts in (

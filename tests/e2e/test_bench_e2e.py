@@ -1,0 +1,54 @@
+"""`settle bench --scenario e2e` as a user runs it: the whole stack at a tiny open-loop rate,
+every figure present and the counts adding up. Speed is not asserted: the machine is shared."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.harness import Servers
+
+pytestmark = pytest.mark.e2e
+SETTLE = str(Path(sys.executable).with_name("settle"))
+RATE, SECONDS = 10, 3
+
+
+def test_e2e_reports_every_figure_and_every_offered_settlement_is_paid(
+    infra: Servers, tmp_path: Path
+) -> None:
+    out = tmp_path / "e2e.json"
+    env = {**os.environ, "SETTLE_DATABASE_URL": infra.database_url,
+           "SETTLE_KAFKA_BOOTSTRAP": infra.kafka_bootstrap}  # fmt: skip
+    args = ["--rates", str(RATE), "--seconds", str(SECONDS), "--json", str(out), "--no-markdown"]
+    result = subprocess.run(
+        [SETTLE, "bench", "--scenario", "e2e", *args],
+        capture_output=True, text=True, env=env, timeout=400, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["scenario"] == "e2e"
+    figures = {f["name"].removeprefix(f"{RATE}/s "): f["value"] for f in report["figures"]}
+    offered = RATE * SECONDS
+    assert figures["offered"] == offered
+    assert figures["accepted over kafka"] + figures["accepted over http"] == offered
+    assert figures["paid"] == offered  # fault profile none: every settlement is paid
+    for what in ("accepted", "submitted", "paid"):
+        assert 0 < figures[f"{what} rate"] <= offered  # never faster than all at once
+    for path in ("accepted->submitted", "accepted->paid"):
+        p50, p99, p999 = (figures[f"{path} {p}"] for p in ("p50", "p99", "p999"))
+        assert 0 < p50 <= p99 <= p999
+    assert figures["accepted->submitted p999"] <= figures["accepted->paid p999"]
+    assert figures["http p99"] > 0
+    parts = ("ledger", "relay", "inbox", "reconciler", "postgres", "kafka")
+    assert figures["cpu stack"] == pytest.approx(sum(figures[f"cpu {p}"] for p in parts))
+    assert figures["cpu ledger"] > 0 and figures["cpu relay"] > 0 and figures["cpu inbox"] > 0
+    assert figures["cpu railsim"] > 0 and figures["cpu load client"] > 0
+    assert figures["pg commits"] >= 1  # at least the booking's own commit
+    assert figures["wal"] > 0
+    best = figures["highest rate with p99 accepted->paid < 1 s"]
+    assert best in (0, RATE) and (best == RATE) == (figures["accepted->paid p99"] < 1000)
