@@ -85,3 +85,9 @@ def test_bench_rejects_an_unknown_scenario() -> None:
     result = settle("bench", "--scenario", "nonesuch", "--no-markdown")
     assert result.returncode == 2
     assert "baseline" in result.stderr
+
+
+def test_bench_rejects_rates_below_one_settlement_a_second() -> None:
+    result = settle("bench", "--scenario", "e2e", "--rates", "100,0", "--no-markdown")
+    assert result.returncode == 2
+    assert "--rates" in result.stderr

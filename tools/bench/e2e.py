@@ -81,6 +81,9 @@ def _rate_figures(
     ):
         for label, value in zip(("p50", "p99", "p999"), cuts or (0.0, 0.0, 0.0), strict=True):
             figures.append(Figure(f"{at} {name} {label}", value * 1000, "ms"))
+    # How far behind schedule the load client fell: a large lag means the client, not the
+    # stack, set the pace, and the run was not open-loop at the offered rate.
+    figures.append(Figure(f"{at} send lag max", offered.late_s * 1000, "ms"))
     if offered.http_latencies:
         http_p99 = percentile(offered.http_latencies, 0.99) * 1000
         figures.append(Figure(f"{at} http p99", http_p99, "ms"))
