@@ -40,7 +40,7 @@ def _signed(keyed: hmac.HMAC, payload: bytes, timestamp: int) -> str:
 
 # Attempts in flight to one endpoint at once: a large provider keeps tens open per endpoint,
 # so a receiver that takes a few ms per event (one commit each) is not throttled by the rail
-DEFAULT_CONCURRENCY = 64
+DEFAULT_CONCURRENCY = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +91,10 @@ class WebhookSender:
 
     def enqueue(self, deliveries: Iterable[Delivery]) -> None:
         """Queue deliveries; each is posted once its `not_before` has passed."""
-        delay = self._policy.delay
+        delay, now = self._policy.delay, self._clock.now()
         for delivery in deliveries:
-            self._schedule(_Pending(delivery), delivery.not_before + delay)
+            at = max(delivery.not_before, now + delay) if delay else delivery.not_before
+            self._schedule(_Pending(delivery), at)
         self._wakeup.set()
 
     async def send_first(self, deliveries: Iterable[Delivery]) -> None:
