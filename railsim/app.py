@@ -23,7 +23,8 @@ class SimOptions:
     webhook_secret: str = DEFAULT_WEBHOOK_SECRET
     idempotency_window: float = 86400.0  # seconds; 0 makes a rail that ignores keys
     faults: Faults = field(default_factory=Faults)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)  # incl. concurrency and delay
+    answer_delay: float = 0.0  # seconds every API call takes before it is answered
 
 
 def build(options: SimOptions) -> tuple[RailSim, Starlette]:
@@ -32,7 +33,7 @@ def build(options: SimOptions) -> tuple[RailSim, Starlette]:
     sender = None
     if options.webhook_url is not None:
         sender = WebhookSender(options.webhook_url, options.webhook_secret, policy=options.retry)
-    return sim, create_app(sim, sender)
+    return sim, create_app(sim, sender, options.answer_delay)
 
 
 async def serve(options: SimOptions, host: str, port: int) -> None:

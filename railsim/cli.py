@@ -9,6 +9,7 @@ import click
 from railsim.app import DEFAULT_WEBHOOK_SECRET, SimOptions, serve
 from railsim.errors import FaultsError
 from railsim.faults import PROFILES, profile, updated
+from railsim.webhooks import DEFAULT_CONCURRENCY, RetryPolicy
 
 
 @click.command()
@@ -33,6 +34,30 @@ from railsim.faults import PROFILES, profile, updated
     "--fault-profile", default="none", show_default=True, type=click.Choice(sorted(PROFILES))
 )
 @click.option("--seed", default=None, type=int, help="Seed of the fault dice (default: profile's).")
+@click.option(
+    "--webhook-concurrency",
+    envvar="SETTLE_RAILSIM_WEBHOOK_CONCURRENCY",
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Webhook attempts in flight at once (env SETTLE_RAILSIM_WEBHOOK_CONCURRENCY).",
+)
+@click.option(
+    "--webhook-delay-ms",
+    envvar="SETTLE_RAILSIM_WEBHOOK_DELAY_MS",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Milliseconds from an event to its first delivery (env SETTLE_RAILSIM_WEBHOOK_DELAY_MS).",
+)
+@click.option(
+    "--answer-delay-ms",
+    envvar="SETTLE_RAILSIM_ANSWER_DELAY_MS",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Milliseconds every API call takes to answer (env SETTLE_RAILSIM_ANSWER_DELAY_MS).",
+)
 def railsim(
     host: str,
     port: int,
@@ -41,6 +66,9 @@ def railsim(
     idempotency_window: float,
     fault_profile: str,
     seed: int | None,
+    webhook_concurrency: int,
+    webhook_delay_ms: int,
+    answer_delay_ms: int,
 ) -> None:
     """Run the rail simulator: Stripe's transfers and payouts API, signed webhooks, faults."""
     secret = webhook_secret.split(",")[0].strip()
@@ -51,8 +79,13 @@ def railsim(
         faults = updated(faults, {"seed": seed}) if seed is not None else faults
     except FaultsError as e:
         raise click.ClickException(str(e)) from e
-    options = SimOptions(webhook_url, secret, idempotency_window, faults)
+    retry = RetryPolicy(concurrency=webhook_concurrency, delay=webhook_delay_ms / 1000)
+    options = SimOptions(
+        webhook_url, secret, idempotency_window, faults, retry, answer_delay_ms / 1000
+    )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # httpx logs every webhook post at INFO: a line per event cost more CPU than the post
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     target = webhook_url or "nowhere (no --webhook-url)"
     click.echo(f"railsim listening on http://{host}:{port}, webhooks to {target}", err=True)
     import uvloop  # event-loop and socket work dominate; uvloop halves its cost

@@ -34,9 +34,10 @@ TICK_SECONDS = 0.05  # how often due changes (payout paid, reversals) are turned
 class StripeApi:
     """The /v1 endpoints for transfers, payouts, the balance and its transactions."""
 
-    def __init__(self, sim: RailSim, sender: WebhookSender | None) -> None:
+    def __init__(self, sim: RailSim, sender: WebhookSender | None, answer_delay: float) -> None:
         self.sim = sim
         self.sender = sender
+        self.answer_delay = answer_delay  # seconds every call takes before it is answered
 
     def routes(self) -> list[BaseRoute]:
         """The /v1 routes, with a Stripe-shaped 404 for everything else under /v1."""
@@ -126,7 +127,9 @@ class StripeApi:
                 status=401,
             )
             return await self._answer(error_reply(unauthorized, "req_unauthorized"), None)
-        await asyncio.sleep(self.sim.faults.latency_ms / 1000)
+        pause = self.answer_delay + self.sim.faults.latency_ms / 1000
+        if pause:
+            await asyncio.sleep(pause)
         return None
 
     async def _answer(self, reply: Reply, key: str | None) -> Response:
@@ -181,7 +184,9 @@ async def _tick(sim: RailSim, sender: WebhookSender | None) -> None:
         await asyncio.sleep(TICK_SECONDS)
 
 
-def create_app(sim: RailSim, sender: WebhookSender | None = None) -> Starlette:
+def create_app(
+    sim: RailSim, sender: WebhookSender | None = None, answer_delay: float = 0.0
+) -> Starlette:
     """The simulator's ASGI app: Stripe's /v1 subset, /_sim control, health and metrics."""
 
     @contextlib.asynccontextmanager
@@ -198,7 +203,7 @@ def create_app(sim: RailSim, sender: WebhookSender | None = None) -> Starlette:
             if sender is not None:
                 await sender.aclose()
 
-    routes = control_routes(sim, sender) + StripeApi(sim, sender).routes()
+    routes = control_routes(sim, sender) + StripeApi(sim, sender, answer_delay).routes()
     app = Starlette(routes=routes, lifespan=lifespan)
     mount_metrics(app, sim_registry(sim, sender))
     return app

@@ -27,8 +27,20 @@ log = logging.getLogger(__name__)
 
 def signature_header(payload: bytes, secret: str, timestamp: int) -> str:
     """The `Stripe-Signature` header value for `payload` signed with `secret` at `timestamp`."""
-    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + payload, sha256).hexdigest()
-    return f"t={timestamp},v1={mac}"
+    return _signed(hmac.new(secret.encode(), digestmod=sha256), payload, timestamp)
+
+
+def _signed(keyed: hmac.HMAC, payload: bytes, timestamp: int) -> str:
+    # Copying a keyed HMAC skips hashing the key again on every attempt
+    mac = keyed.copy()
+    mac.update(b"%d." % timestamp)
+    mac.update(payload)
+    return f"t={timestamp},v1={mac.hexdigest()}"
+
+
+# Attempts in flight to one endpoint at once: a large provider keeps tens open per endpoint,
+# so a receiver that takes a few ms per event (one commit each) is not throttled by the rail
+DEFAULT_CONCURRENCY = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +52,8 @@ class RetryPolicy:
     give_up_after: float = 3600.0  # seconds since the first attempt
     attempt_timeout: float = 10.0
     max_pending: int = 10_000  # beyond this new deliveries are dropped (and counted)
-    concurrency: int = 4
+    concurrency: int = DEFAULT_CONCURRENCY  # attempts in flight at once
+    delay: float = 0.0  # seconds between an event and its first attempt (the rail's latency)
 
 
 @dataclass(slots=True)
@@ -63,10 +76,12 @@ class WebhookSender:
         client: httpx.AsyncClient | None = None,
     ) -> None:
         self.url = url
-        self._secret = secret
         self._policy = policy or RetryPolicy()
         self._clock = clock or SystemClock()
-        self._client = client or httpx.AsyncClient()
+        self._keyed = hmac.new(secret.encode(), digestmod=sha256)
+        pool = self._policy.concurrency
+        limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
+        self._client = client or httpx.AsyncClient(limits=limits)
         self._queue: list[tuple[float, int, _Pending]] = []
         self._order = itertools.count()
         self._wakeup = asyncio.Event()
@@ -76,12 +91,16 @@ class WebhookSender:
 
     def enqueue(self, deliveries: Iterable[Delivery]) -> None:
         """Queue deliveries; each is posted once its `not_before` has passed."""
+        delay, now = self._policy.delay, self._clock.now()
         for delivery in deliveries:
-            self._schedule(_Pending(delivery), delivery.not_before)
+            at = max(delivery.not_before, now + delay) if delay else delivery.not_before
+            self._schedule(_Pending(delivery), at)
         self._wakeup.set()
 
     async def send_first(self, deliveries: Iterable[Delivery]) -> None:
-        """Post deliveries now, one attempt each; those that fail are queued for retries."""
+        """Post deliveries now (after the policy's delay), one attempt each; failures retry."""
+        if self._policy.delay:
+            await asyncio.sleep(self._policy.delay)
         for delivery in deliveries:
             await self._attempt(_Pending(delivery))
 
@@ -151,7 +170,7 @@ class WebhookSender:
     async def _post(self, delivery: Delivery, timestamp: int) -> bool:
         headers = {
             "Content-Type": "application/json; charset=utf-8",
-            "Stripe-Signature": signature_header(delivery.payload, self._secret, timestamp),
+            "Stripe-Signature": _signed(self._keyed, delivery.payload, timestamp),
             "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
         }
         try:
