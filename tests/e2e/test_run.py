@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
+from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
 SETTLE = str(Path(sys.executable).with_name("settle"))
@@ -29,24 +29,6 @@ async def database(infra: Servers) -> AsyncIterator[str]:
     """A fresh, unmigrated database: `settle run` migrates it."""
     async with scratch_database(infra.database_url, "settle_run_", migrated=False) as url:
         yield url
-
-
-def free_ports_from(count: int = 6) -> int:
-    """A base port with `count` consecutive free ports."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1])
-        if base + count > 65535:
-            continue
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise AssertionError("no run of free ports")
 
 
 def children_of(pid: int) -> set[int]:
@@ -90,7 +72,7 @@ def start(args: list[str], env: dict[str, str], out: Path) -> subprocess.Popen[b
 async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
     database: str, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    base = free_ports_from()
+    base = free_ports(6)
     env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
            "SETTLE_TOPIC_PREFIX": unique("t") + ".", "SETTLE_RUN_DIR": str(tmp_path / "run"),
            "COLUMNS": "120"}  # fmt: skip

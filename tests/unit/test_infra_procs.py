@@ -9,7 +9,15 @@ import sys
 import time
 from pathlib import Path
 
-from tools.infra.procs import live_pid, pid_alive, port_open, read_pid, terminate
+from tools.infra.procs import (
+    SERVICE_PORT_RANGE,
+    free_ports,
+    live_pid,
+    pid_alive,
+    port_open,
+    read_pid,
+    terminate,
+)
 
 
 def test_read_pid_takes_the_first_line_only(tmp_path: Path) -> None:
@@ -84,3 +92,26 @@ def test_port_open_sees_a_listener_and_its_absence() -> None:
         port = server.getsockname()[1]
         assert port_open("127.0.0.1", port)
     assert not port_open("127.0.0.1", port, timeout=0.2)
+
+
+def test_free_ports_are_consecutive_free_and_below_the_ephemeral_range() -> None:
+    # A restarting service's port must never be one the kernel hands to an outgoing
+    # connection (Linux's ephemeral range starts at 32768).
+    low, _ = (int(p) for p in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    for _ in range(20):
+        base = free_ports(3)
+        assert SERVICE_PORT_RANGE.start <= base and base + 3 <= SERVICE_PORT_RANGE.stop <= low
+        for port in range(base, base + 3):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+
+
+def test_free_ports_skip_what_is_taken_or_avoided() -> None:
+    base = free_ports(2)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", base))
+        held.listen()
+        for _ in range(50):
+            other = free_ports(2, avoid={base + 1})
+            assert base not in range(other, other + 2)
+            assert base + 1 not in range(other, other + 2)

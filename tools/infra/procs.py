@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -85,17 +86,21 @@ RESERVED_PORTS = frozenset(
 )
 
 
+# Services are given ports below the kernel's ephemeral range (Linux: 32768-60999), so that
+# while a killed service restarts, no outgoing connection can be handed its port.
+SERVICE_PORT_RANGE = range(20000, 32000)
+
+
 def free_ports(count: int = 1, avoid: Collection[int] = ()) -> int:
     """The first of `count` consecutive free loopback ports (none in `avoid` nor reserved for
-    the local stack), chosen by the kernel."""
+    the local stack), below the ephemeral range, picked at random so parallel runs differ."""
     taken = RESERVED_PORTS | set(avoid)
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1])
+    for _ in range(1000):
+        base = SERVICE_PORT_RANGE.start + secrets.randbelow(len(SERVICE_PORT_RANGE) - count)
         block = range(base, base + count)
-        if block[-1] < 65535 and not taken & set(block) and all(map(_free, block)):
+        if not taken & set(block) and all(map(_free, block)):
             return base
+    raise InfrastructureError(f"no {count} consecutive free ports in {SERVICE_PORT_RANGE}")
 
 
 def _free(port: int) -> bool:
