@@ -17,13 +17,14 @@ from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books, Windows
 from services.ledger.commands import CONSUMER_GROUP, CommandIntake, consume_commands
 from services.ledger.http import create_app
+from services.ledger.key_cleanup import KeyCleanup, deleted_keys_counter, retention_of
 from services.ledger.metrics import create_metrics
 from services.ledger.readiness import Readiness
 from services.ledger.reads import SettlementReads
 from services.shared.config import Settings
 from services.shared.database import create_pool
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
-from services.shared.running import run_until_first_exits
+from services.shared.running import every, run_until_first_exits
 from services.shared.topics import COMMANDS, COMMANDS_DLQ
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,11 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
     server = uvicorn.Server(
         uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     )
-    loops = [server.serve()]
+    cleanup = KeyCleanup(pool, retention_of(settings), deleted_keys_counter(metrics.registry))
+    loops = [
+        server.serve(),
+        every(settings.idempotency_cleanup_seconds, cleanup.sweep, "idempotency key cleanup"),
+    ]
     if consume:
         dlq = settings.topic(COMMANDS_DLQ)
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS, DEFAULT_RECHECK_AGES, parse_ages
@@ -48,6 +48,17 @@ class Settings(BaseSettings):
     idempotency_tombstone_seconds: int = Field(
         86400, alias="SETTLE_IDEMPOTENCY_TOMBSTONE_SECONDS", ge=0
     )
+    # Idempotency records are deleted this long after first use (at least replay + tombstone),
+    # by the ledger every cleanup interval, at most a batch per statement.
+    idempotency_retention_hours: float = Field(
+        48.0, alias="SETTLE_IDEMPOTENCY_RETENTION_HOURS", gt=0
+    )
+    idempotency_cleanup_seconds: float = Field(
+        60.0, alias="SETTLE_IDEMPOTENCY_CLEANUP_SECONDS", gt=0
+    )
+    idempotency_cleanup_batch: int = Field(
+        1000, alias="SETTLE_IDEMPOTENCY_CLEANUP_BATCH", ge=1, le=50_000
+    )
     # The inbox: webhook body cap, parked-event retry budget and backoff, apply workers, and
     # the operator tokens (name:token pairs) of GET /v1/inbox and replay.
     inbox_max_body_bytes: int = Field(65536, alias="SETTLE_INBOX_MAX_BODY_BYTES", ge=1024)
@@ -75,6 +86,19 @@ class Settings(BaseSettings):
         if not value.startswith(("postgresql://", "postgresql+asyncpg://")):
             raise ValueError("must be a postgresql:// or postgresql+asyncpg:// URL")
         return value.replace("postgresql://", "postgresql+asyncpg://", 1)
+
+    @field_validator("idempotency_retention_hours")
+    @classmethod
+    def _retention_covers_windows(cls, value: float, info: ValidationInfo) -> float:
+        windows = info.data.get("idempotency_replay_seconds", 0) + info.data.get(
+            "idempotency_tombstone_seconds", 0
+        )
+        if value * 3600 < windows:
+            raise ValueError(
+                f"must be at least replay + tombstone ({windows / 3600:g} hours), "
+                "or a retried request could run twice"
+            )
+        return value
 
     @field_validator("kafka_bootstrap")
     @classmethod
