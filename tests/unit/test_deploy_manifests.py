@@ -10,6 +10,7 @@ import click
 import pytest
 import yaml
 
+from services.shared.config import load_settings
 from tools.cli import cli
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -44,3 +45,10 @@ def test_deployed_commands_parse(where: str, args: list[str]) -> None:
     command = cli.get_command(ctx, args[0])
     assert command is not None, f"{where}: no command {args[0]!r}"
     command.make_context(args[0], list(args[1:]), parent=ctx)  # raises on unknown options
+
+
+def test_the_config_map_is_a_valid_configuration() -> None:
+    (config,) = yaml.safe_load_all((DEPLOY / "k8s" / "config.yaml").read_text())
+    # Raises ConfigError naming the variable, e.g. a key retention shorter than its windows.
+    settings = load_settings({k: str(v) for k, v in config["data"].items()})
+    assert settings.idempotency_retention_hours == 48
