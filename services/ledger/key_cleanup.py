@@ -120,12 +120,14 @@ class KeyCleanup:
                 SWEEP_BATCH, CLEANUP_LOCK, cutoff, *after, self.policy.batch, FINAL_STATUSES
             )
             if row is None or not row["held"]:
-                log.info("idempotency key cleanup: another replica is sweeping")
+                log.debug("idempotency key cleanup: another replica is sweeping")
                 return total
             deleted: int = row["deleted"]
             total += deleted
             self._deleted.inc(deleted)
             if row["examined"] < self.policy.batch:
+                if total:
+                    log.info("idempotency key cleanup: %d records past retention deleted", total)
                 return total
             after = Position(row["created_at"], row["tenant"], row["key"])
             await asyncio.sleep(self._pause)
