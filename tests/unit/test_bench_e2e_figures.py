@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 
 from tools.bench.e2e_figures import (
+    ProcessGroup,
+    ProcessSample,
     cpu_deltas,
+    group_cpu,
     highest_rate_within,
     per_second,
     per_settlement,
@@ -50,3 +53,39 @@ def test_highest_rate_within_the_limit() -> None:
     assert highest_rate_within({100: 0.3, 250: 0.9, 500: 1.4}) == 250
     assert highest_rate_within({100: 0.3, 250: 1.0}) == 100  # at the limit is not under it
     assert highest_rate_within({100: 2.0, 250: None}) is None
+
+
+# The bench process (1) started the services (2, 3); PostgreSQL (7) is nobody's child here.
+TREE = {
+    1: ProcessSample(1, 0, own_s=0.5, reaped_s=4.0),  # reaped: a restarted relay, py-spy
+    2: ProcessSample(2, 1, own_s=2.0, reaped_s=0.0),
+    3: ProcessSample(3, 1, own_s=3.0, reaped_s=0.0),
+    4: ProcessSample(4, 3, own_s=0.25, reaped_s=0.0),  # a worker the relay itself started
+    7: ProcessSample(7, 0, own_s=1.0, reaped_s=6.0),  # backends that ended
+    8: ProcessSample(8, 7, own_s=0.75, reaped_s=0.0),  # a live backend
+}
+
+
+def test_the_load_client_is_its_own_cpu_not_the_services_it_started() -> None:
+    groups = {
+        "load client": ProcessGroup((1,), descendants=False),
+        "ledger": ProcessGroup((2,)),
+        "relay": ProcessGroup((3,)),
+        "postgres": ProcessGroup((7,)),
+    }
+    cpu = group_cpu(TREE, groups)
+    assert cpu == {"load client": 0.5, "ledger": 2.0, "relay": 3.25, "postgres": 7.75}
+    # Every live process once, plus PostgreSQL's ended backends; the bench's reaped children
+    # (a restarted service, py-spy) are nobody's.
+    assert sum(cpu.values()) == sum(s.own_s for s in TREE.values()) + 6.0
+
+
+def test_a_group_below_another_group_is_counted_once_in_its_own() -> None:
+    cpu = group_cpu(TREE, {"relay": ProcessGroup((3,)), "worker": ProcessGroup((4,))})
+    assert cpu == {"relay": 3.0, "worker": 0.25}
+
+
+def test_a_group_whose_processes_ended_counts_nothing() -> None:
+    assert group_cpu(TREE, {"gone": ProcessGroup((99,)), "none": ProcessGroup(())}) == {
+        "gone": 0.0, "none": 0.0,
+    }  # fmt: skip

@@ -22,6 +22,7 @@ from services.shared.topics import COMMANDS, ensure_topics
 from tools.bench import e2e_probe as probe
 from tools.bench.database import bench_database
 from tools.bench.e2e_figures import (
+    ProcessGroup,
     cpu_deltas,
     highest_rate_within,
     per_second,
@@ -43,18 +44,20 @@ APART = ("railsim", "load client")  # reported beside it, not in it
 SETTLE_GRACE_S = 120.0  # beyond the offered window, how long the last settlement may take
 
 
-def _process_groups(supervisor: Supervisor) -> dict[str, list[int]]:
+def _process_groups(supervisor: Supervisor) -> dict[str, ProcessGroup]:
     paths = run_paths()
     pg, broker = postgres.server_pid(paths), kafka.broker_pid(paths)
     return {
-        "ledger": [supervisor.pid("ledger")],
-        "relay": [supervisor.pid("relay-1"), supervisor.pid("relay-2")],
-        "inbox": [supervisor.pid("inbox")],
-        "reconciler": [supervisor.pid("reconciler")],
-        "postgres": [pg] if pg else [],
-        "kafka": [broker] if broker else [],
-        "railsim": [supervisor.pid("railsim")],
-        "load client": [os.getpid()],
+        "ledger": ProcessGroup((supervisor.pid("ledger"),)),
+        "relay": ProcessGroup((supervisor.pid("relay-1"), supervisor.pid("relay-2"))),
+        "inbox": ProcessGroup((supervisor.pid("inbox"),)),
+        "reconciler": ProcessGroup((supervisor.pid("reconciler"),)),
+        "postgres": ProcessGroup((pg,) if pg else ()),
+        "kafka": ProcessGroup((broker,) if broker else ()),
+        "railsim": ProcessGroup((supervisor.pid("railsim"),)),
+        # The services are this process's children: the load client is its own CPU alone
+        # (its threads, not its children, nor the restarted ones it reaped, nor py-spy).
+        "load client": ProcessGroup((os.getpid(),), descendants=False),
     }
 
 

@@ -1,10 +1,12 @@
 """Pure arithmetic of the `e2e` scenario: client-side percentiles, CPU deltas, per-settlement
-ratios and the highest rate that kept its promise. No I/O, so it is tested on its own."""
+ratios, which process's CPU counts where, and the highest rate that kept its promise. No I/O,
+so it is tested on its own."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 PAID_P99_LIMIT_S = 1.0  # the promise the e2e scenario reports against: p99 accepted -> paid
 
@@ -37,6 +39,52 @@ def cpu_deltas(before: Mapping[str, float], after: Mapping[str, float]) -> dict[
     """CPU seconds each process group spent between two readings; a group absent before (it
     started in between) counts from zero, one absent after (it ended) is left out."""
     return {name: after[name] - before.get(name, 0.0) for name in after}
+
+
+class ProcessSample(NamedTuple):
+    """One process's CPU seconds so far, read at one moment."""
+
+    pid: int
+    parent: int  # its parent's pid, which places it in the process tree
+    own_s: float  # user + system of the process itself, every thread of it
+    reaped_s: float  # user + system of its children that ended and that it waited for
+
+
+class ProcessGroup(NamedTuple):
+    """Processes whose CPU is reported as one figure, e.g. both relays."""
+
+    pids: tuple[int, ...]
+    # True: with every process below them (PostgreSQL's backends, live or reaped); False: the
+    # processes' own CPU only, for a parent whose children are reported as groups of their own.
+    descendants: bool = True
+
+
+def group_cpu(
+    samples: Mapping[int, ProcessSample], groups: Mapping[str, ProcessGroup]
+) -> dict[str, float]:
+    """CPU seconds of each group, every process counted once: a descendant that is itself
+    a group's process is counted in that group only, never in its ancestor's. A group's
+    process absent from `samples` (it ended) counts nothing."""
+    roots = {pid for group in groups.values() for pid in group.pids}
+    below: dict[int, list[int]] = {}
+    for sample in samples.values():
+        below.setdefault(sample.parent, []).append(sample.pid)
+    totals: dict[str, float] = {}
+    for name, group in groups.items():
+        total = 0.0
+        for pid in group.pids:
+            if pid not in samples:
+                continue
+            if not group.descendants:
+                total += samples[pid].own_s
+                continue
+            tree = [pid]
+            while tree:
+                sample = samples[tree.pop()]
+                total += sample.own_s + sample.reaped_s
+                tree += [child for child in below.get(sample.pid, []) if child not in roots]
+        totals[name] = total
+    return totals
 
 
 def highest_rate_within(

@@ -5,40 +5,43 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import asyncpg
 import psutil
 
 from services.shared.domain.settlement import TERMINAL
+from tools.bench.e2e_figures import ProcessGroup, ProcessSample, group_cpu
 from tools.bench.runner import BenchError
 
 _GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
 DONE_STATUSES = sorted(str(s.value) for s in TERMINAL)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of `pid`, its live descendants and the children it reaped
-    (PostgreSQL's backends come and go; their CPU lands in the postmaster's children times)."""
-    try:
-        root = psutil.Process(pid)
-        own = root.cpu_times()
-        total = own.user + own.system + own.children_user + own.children_system
-        descendants = root.children(recursive=True)
-    except _GONE:
-        return 0.0
-    for proc in descendants:
+def process_samples(pids: Iterable[int]) -> dict[int, ProcessSample]:
+    """CPU so far of each of `pids` and of every live process below them; a process that
+    ends while it is read is left out (its parent's reaped time takes it over)."""
+    samples: dict[int, ProcessSample] = {}
+    for pid in pids:
         try:
-            times = proc.cpu_times()
+            tree = [psutil.Process(pid)]
+            tree += tree[0].children(recursive=True)
         except _GONE:
-            continue  # ended between the listing and the reading: its parent reaps its time
-        total += times.user + times.system
-    return total
+            continue
+        for proc in tree:
+            try:
+                times, parent = proc.cpu_times(), proc.ppid()
+            except _GONE:
+                continue
+            own, reaped = times.user + times.system, times.children_user + times.children_system
+            samples[proc.pid] = ProcessSample(proc.pid, parent, own, reaped)
+    return samples
 
 
-def cpu_reading(groups: dict[str, list[int]]) -> dict[str, float]:
-    """CPU seconds so far of each named group of processes."""
-    return {name: sum(cpu_seconds(pid) for pid in pids) for name, pids in groups.items()}
+def cpu_reading(groups: Mapping[str, ProcessGroup]) -> dict[str, float]:
+    """CPU seconds so far of each named group of processes, each process counted once."""
+    return group_cpu(process_samples(pid for g in groups.values() for pid in g.pids), groups)
 
 
 @dataclass(frozen=True)
