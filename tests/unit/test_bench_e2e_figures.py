@@ -8,13 +8,19 @@ import pytest
 from tools.bench.e2e_figures import (
     ProcessGroup,
     ProcessSample,
+    StatementCost,
+    TableWrites,
     cpu_deltas,
     group_cpu,
     highest_rate_within,
     per_second,
     per_settlement,
     percentile,
+    statement_figures,
+    statement_name,
+    writes_figures,
 )
+from tools.bench.report import Figure
 
 
 def test_percentiles_interpolate_like_percentile_cont() -> None:
@@ -89,3 +95,40 @@ def test_a_group_whose_processes_ended_counts_nothing() -> None:
     assert group_cpu(TREE, {"gone": ProcessGroup((99,)), "none": ProcessGroup(())}) == {
         "gone": 0.0, "none": 0.0,
     }  # fmt: skip
+
+
+def test_rows_written_per_settlement_by_table_and_kind() -> None:
+    before = {"settlements": TableWrites(10, 20, 5, 0)}
+    after = {
+        "settlements": TableWrites(110, 320, 205, 0),
+        "outbox": TableWrites(300, 300, 300, 250),  # created between the readings
+    }
+    figures = writes_figures("100/s writes", before, after, 100)
+    assert figures[:4] == [
+        Figure("100/s writes settlements inserted", 1.0, "rows/settlement"),
+        Figure("100/s writes settlements updated", 3.0, "rows/settlement"),
+        Figure("100/s writes settlements hot updated", 2.0, "rows/settlement"),
+        Figure("100/s writes settlements deleted", 0.0, "rows/settlement"),
+    ]
+    assert [f.value for f in figures[4:]] == [3.0, 3.0, 3.0, 2.5]
+    assert writes_figures("x", before, before, 0)[0].value == 0.0  # nothing paid: no division
+
+
+def test_statements_by_calls_and_by_time_per_settlement() -> None:
+    costs = [StatementCost(f"SELECT {n}", calls=n * 100, total_ms=1000.0 - n) for n in range(8)]
+    figures = statement_figures("100/s", costs, 100)
+    by_calls = [f for f in figures if f.unit == "calls/settlement"]
+    by_time = [f for f in figures if f.unit == "ms/settlement"]
+    assert [f.name for f in by_calls] == [f"100/s sql calls: SELECT {n}" for n in (7, 6, 5, 4, 3)]
+    assert by_calls[0].value == 7.0
+    assert [f.name for f in by_time] == [f"100/s sql time: SELECT {n}" for n in (0, 1, 2, 3, 4)]
+    assert by_time[0].value == 10.0
+    assert statement_figures("100/s", [], 100) == []  # pg_stat_statements not loaded
+
+
+def test_statements_that_begin_alike_stay_apart_once_cut() -> None:
+    head = "INSERT INTO settlement_transitions (settlement_id, from_status, to_status, occurred_at"
+    one, two = statement_name(head + ") VALUES ($1)"), statement_name(head + ", x) VALUES ($1)")
+    assert one != two and one.startswith(head[:60]) and len(one) < len(head) + 20
+    assert statement_name("SELECT 1") == "SELECT 1"
+    assert statement_name(head + ") VALUES ($1)") == one  # the same text, the same name

@@ -9,6 +9,7 @@ import click
 
 from services.shared.config import load_settings
 from services.shared.errors import ConfigError
+from tools.bench import profile
 from tools.bench.report import (
     BENCHMARKS_MD,
     BenchResult,
@@ -49,10 +50,16 @@ from tools.bench.runner import BenchError, BenchOptions, scenarios
     type=click.IntRange(1),
     help="Run the scenario N times; each figure is reported as median (min-max, N runs).",
 )
+@click.option(
+    "--profile",
+    "profile_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="e2e only: py-spy flame graphs of each service per rate, as DIR/<rate>-<service>.svg.",
+)
 @click.option("--no-markdown", is_flag=True, help=f"Do not update {BENCHMARKS_MD.name}.")
 def bench(
     name: str, json_path: Path | None, seconds: int, clients: int, count: int,
-    settlements: str, rates: str, repeat: int, no_markdown: bool,
+    settlements: str, rates: str, repeat: int, profile_dir: Path | None, no_markdown: bool,
 ) -> None:  # fmt: skip
     """Run a benchmark scenario, print its figures and record them in docs/benchmarks.md."""
     available = scenarios()
@@ -74,10 +81,11 @@ def bench(
         raise click.BadParameter("e.g. 100,250,500", param_hint="--rates") from None
     if any(rate < 1 for rate in offered):
         raise click.BadParameter("every rate must be at least 1", param_hint="--rates")
-    options = BenchOptions(
-        seconds=seconds, clients=clients, count=count, settlements=sizes, rates=offered
-    )
+    options = BenchOptions(seconds=seconds, clients=clients, count=count, settlements=sizes,
+                           rates=offered, profile=profile_dir)  # fmt: skip
     try:
+        if profile_dir is not None:
+            _prepare_profile(name, profile_dir)
         result = combine_runs([available[name](settings, options) for _ in range(repeat)])
     except BenchError as e:
         raise click.ClickException(f"{name}: {e}") from e
@@ -89,6 +97,13 @@ def bench(
         update_markdown(result)
         save_result(result)
         click.echo(f"updated {BENCHMARKS_MD}")
+
+
+def _prepare_profile(scenario: str, directory: Path) -> None:
+    if scenario != "e2e":
+        raise click.BadParameter("only the e2e scenario is profiled", param_hint="--profile")
+    profile.py_spy()  # BenchError now, not once the stack is up, if py-spy is missing
+    directory.mkdir(parents=True, exist_ok=True)
 
 
 def _print(result: BenchResult) -> None:

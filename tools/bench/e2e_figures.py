@@ -1,14 +1,19 @@
 """Pure arithmetic of the `e2e` scenario: client-side percentiles, CPU deltas, per-settlement
-ratios, which process's CPU counts where, and the highest rate that kept its promise. No I/O,
-so it is tested on its own."""
+ratios, which process's CPU counts where, rows written per table and statement costs per
+settlement, and the highest rate that kept its promise. No I/O, so it is tested on its own."""
 
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from tools.bench.report import Figure
+
 PAID_P99_LIMIT_S = 1.0  # the promise the e2e scenario reports against: p99 accepted -> paid
+TOP_STATEMENTS = 5  # statements reported by calls and by time, each
+STATEMENT_TEXT = 72  # characters of a statement's text its figure's name keeps
 
 
 def percentile(samples: Sequence[float], fraction: float) -> float:
@@ -94,3 +99,60 @@ def highest_rate_within(
     when no rate did (a rate with no paid settlement never qualifies)."""
     kept = [rate for rate, p99 in p99_paid_s.items() if p99 is not None and p99 < limit_s]
     return max(kept) if kept else None
+
+
+class TableWrites(NamedTuple):
+    """Rows a table (or a database) has had written so far, by kind."""
+
+    inserted: int
+    updated: int  # HOT updates included
+    hot_updated: int  # updates that touched no index (heap-only tuples)
+    deleted: int
+
+
+def writes_figures(
+    at: str, before: Mapping[str, TableWrites], after: Mapping[str, TableWrites], paid: int
+) -> list[Figure]:
+    """Rows written per paid settlement between two readings, for each table of `after` in its
+    order (a table created in between counts from zero)."""
+    figures = []
+    for table in after:
+        was = before.get(table, TableWrites(0, 0, 0, 0))
+        for kind, count in zip(TableWrites._fields, after[table], strict=True):
+            delta = count - getattr(was, kind)
+            what = kind.replace("_", " ")
+            figures.append(
+                Figure(f"{at} {table} {what}", per_settlement(delta, paid), "rows/settlement")
+            )
+    return figures
+
+
+class StatementCost(NamedTuple):
+    """One normalised statement's cost since the statistics were reset."""
+
+    query: str
+    calls: int
+    total_ms: float  # execution time, all calls
+
+
+def statement_name(query: str) -> str:
+    """A statement's text cut to STATEMENT_TEXT characters; a cut one ends in a short digest
+    of the whole, so two statements that begin alike stay two figures (across runs too)."""
+    if len(query) <= STATEMENT_TEXT:
+        return query
+    return f"{query[:STATEMENT_TEXT]}... #{zlib.crc32(query.encode()) & 0xFFFF:04x}"
+
+
+def statement_figures(at: str, costs: Sequence[StatementCost], paid: int) -> list[Figure]:
+    """The statements called most and those that took the most time, per paid settlement."""
+    by_calls = sorted(costs, key=lambda c: c.calls, reverse=True)[:TOP_STATEMENTS]
+    by_time = sorted(costs, key=lambda c: c.total_ms, reverse=True)[:TOP_STATEMENTS]
+    return [
+        Figure(f"{at} sql calls: {statement_name(c.query)}", per_settlement(c.calls, paid),
+               "calls/settlement")
+        for c in by_calls
+    ] + [
+        Figure(f"{at} sql time: {statement_name(c.query)}", per_settlement(c.total_ms, paid),
+               "ms/settlement")
+        for c in by_time
+    ]  # fmt: skip

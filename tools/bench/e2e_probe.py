@@ -1,5 +1,5 @@
-"""What the `e2e` scenario reads around each rate: CPU seconds of every process of the stack,
-PostgreSQL's commit and WAL counters, and the settlements' own transition times."""
+"""What the `e2e` scenario reads around each rate: CPU seconds of every process of the stack
+and the settlements' own transition times (PostgreSQL's counters: tools/bench/e2e_pgstats.py)."""
 
 from __future__ import annotations
 
@@ -42,34 +42,6 @@ def process_samples(pids: Iterable[int]) -> dict[int, ProcessSample]:
 def cpu_reading(groups: Mapping[str, ProcessGroup]) -> dict[str, float]:
     """CPU seconds so far of each named group of processes, each process counted once."""
     return group_cpu(process_samples(pid for g in groups.values() for pid in g.pids), groups)
-
-
-@dataclass(frozen=True)
-class DatabaseCounters:
-    """PostgreSQL's cumulative counters at one moment."""
-
-    commits: int  # committed transactions in the bench database
-    wal_lsn: str  # the server's WAL insert position
-
-
-async def database_counters(conn: asyncpg.Connection) -> DatabaseCounters:
-    """Read the commit counter (fresh, not the cached snapshot) and the WAL position."""
-    await conn.execute("SELECT pg_stat_clear_snapshot()")
-    row = await conn.fetchrow(
-        "SELECT xact_commit, pg_current_wal_lsn()::text AS lsn FROM pg_stat_database"
-        " WHERE datname = current_database()"
-    )
-    assert row is not None  # the database we are connected to is always listed
-    return DatabaseCounters(int(row["xact_commit"]), str(row["lsn"]))
-
-
-async def wal_bytes(conn: asyncpg.Connection, since: str, until: str) -> int:
-    """WAL bytes written between two positions."""
-    return int(
-        await conn.fetchval(
-            "SELECT pg_wal_lsn_diff($2::text::pg_lsn, $1::text::pg_lsn)", since, until
-        )
-    )
 
 
 async def wait_final(
