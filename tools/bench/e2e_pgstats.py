@@ -12,6 +12,9 @@ import asyncpg
 
 from tools.bench.e2e_figures import StatementCost, TableWrites
 
+# Leads every statement the bench itself runs, so its own probes are left out of the costs.
+PROBE = "/* settle bench */ "
+
 # A backend publishes its table and database counters at most once a second; what it wrote
 # within a second of its last publication waits until it has been idle 10 s
 # (PGSTAT_IDLE_INTERVAL). Read at once, a rate's last second of rows and commits would be
@@ -19,19 +22,29 @@ from tools.bench.e2e_figures import StatementCost, TableWrites
 # and so also counts the stack's idle polling commits over that time.
 STATS_FLUSH_S = 11.0
 
-_TABLES = """
+_TABLES = (
+    PROBE
+    + """
 SELECT CASE WHEN schemaname = 'public' THEN relname ELSE schemaname || '.' || relname END AS name,
        n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del
 FROM pg_stat_user_tables ORDER BY 1
 """
-_DATABASE = """
+)
+_DATABASE = (
+    PROBE
+    + """
 SELECT xact_commit, tup_inserted, tup_updated, tup_deleted, pg_current_wal_lsn()::text AS lsn
 FROM pg_stat_database WHERE datname = current_database()
 """
-_STATEMENTS = """
+)
+_STATEMENTS = (
+    PROBE
+    + """
 SELECT query, calls, total_exec_time FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND NOT starts_with(query, $1)
 """
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +62,7 @@ async def database_counters(conn: asyncpg.Connection, *, settle: bool = False) -
     backends time to publish what they last wrote."""
     if settle:
         await asyncio.sleep(STATS_FLUSH_S)
-    await conn.execute("SELECT pg_stat_clear_snapshot()")
+    await conn.execute(PROBE + "SELECT pg_stat_clear_snapshot()")
     row = await conn.fetchrow(_DATABASE)
     assert row is not None  # the database we are connected to is always listed
     tables = {
@@ -69,7 +82,7 @@ async def wal_bytes(conn: asyncpg.Connection, since: str, until: str) -> int:
     """WAL bytes written between two positions."""
     return int(
         await conn.fetchval(
-            "SELECT pg_wal_lsn_diff($2::text::pg_lsn, $1::text::pg_lsn)", since, until
+            PROBE + "SELECT pg_wal_lsn_diff($2::text::pg_lsn, $1::text::pg_lsn)", since, until
         )
     )
 
@@ -88,7 +101,7 @@ async def reset_statements(conn: asyncpg.Connection) -> None:
     """Forget the bench database's statement costs so far (other databases' are kept: the
     server is shared)."""
     await conn.execute(
-        "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database"
+        PROBE + "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database"
         " WHERE datname = current_database()), 0)"
     )
 
@@ -99,5 +112,5 @@ async def statement_costs(conn: asyncpg.Connection) -> list[StatementCost]:
         StatementCost(
             " ".join(str(r["query"]).split()), int(r["calls"]), float(r["total_exec_time"])
         )
-        for r in await conn.fetch(_STATEMENTS)
+        for r in await conn.fetch(_STATEMENTS, PROBE.strip())
     ]

@@ -13,6 +13,7 @@ import psutil
 
 from services.shared.domain.settlement import TERMINAL
 from tools.bench.e2e_figures import ProcessGroup, ProcessSample, group_cpu
+from tools.bench.e2e_pgstats import PROBE
 from tools.bench.runner import BenchError
 
 _GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
@@ -48,7 +49,7 @@ async def wait_final(
     conn: asyncpg.Connection, tenant: str, run: str, expected: int, timeout_s: float
 ) -> None:
     """Wait until `expected` settlements of `run` exist and every one is final."""
-    query = (
+    query = PROBE + (
         "SELECT count(*) AS n, count(*) FILTER (WHERE status = ANY($3::text[])) AS done"
         " FROM settlements WHERE tenant = $1 AND reference LIKE $2"
     )
@@ -66,7 +67,9 @@ async def wait_final(
         await asyncio.sleep(0.25)
 
 
-_LATENCIES = """
+_LATENCIES = (
+    PROBE
+    + """
 WITH s AS (
     SELECT min(t.occurred_at) FILTER (WHERE t.to_status = 'accepted') AS accepted,
            min(t.occurred_at) FILTER (WHERE t.to_status = 'submitted') AS submitted,
@@ -85,6 +88,7 @@ SELECT count(accepted) AS accepted, count(submitted) AS submitted, count(paid) A
            (ORDER BY extract(epoch FROM paid - accepted)) AS to_paid
 FROM s
 """
+)
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,8 @@ async def _spy(executable: str, pid: int, seconds: int, out: Path) -> asyncio.su
 
 
 async def _failure(service: str, pid: int, spy: asyncio.subprocess.Process) -> str:
-    said = (await spy.stderr.read()).decode(errors="replace").strip() if spy.stderr else ""
+    said = (await spy.stderr.read()).decode(errors="replace") if spy.stderr else ""
+    said = " ".join(said.split("Stack backtrace:")[0].split())  # its words, not its stack
     return f"py-spy could not record {service} (pid {pid}, exit {spy.returncode}): {said}"
 
 
@@ -72,7 +73,7 @@ async def recording(
             if spy.returncode not in (None, 0):
                 raise BenchError(
                     await _failure(service, pids[service], spy)
-                    + " (py-spy needs ptrace rights: root or CAP_SYS_PTRACE)"
+                    + " (py-spy attaches with ptrace: it needs root or CAP_SYS_PTRACE)"
                 )
         yield
         for service, spy in spies.items():
