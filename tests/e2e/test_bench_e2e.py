@@ -51,6 +51,7 @@ def test_e2e_reports_every_figure_and_every_offered_settlement_is_paid(
     assert figures["cpu stack"] == pytest.approx(sum(figures[f"cpu {p}"] for p in parts))
     assert figures["cpu ledger"] > 0 and figures["cpu relay"] > 0 and figures["cpu inbox"] > 0
     assert figures["cpu railsim"] > 0 and figures["cpu load client"] > 0
+    assert 0 < figures["cpu postgres sessions"] <= figures["cpu postgres"]
     services = ("ledger", "relay", "inbox", "reconciler", "railsim")
     # The services are the bench's children, but their CPU is theirs, not the load client's.
     assert figures["cpu load client"] < sum(figures[f"cpu {s}"] for s in services)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 
-from tools.bench.e2e_figures import ProcessGroup
-from tools.bench.e2e_probe import cpu_reading
+from tools.bench.e2e_figures import ProcessGroup, group_cpu
+from tools.bench.e2e_probe import sample_groups
 
 BURN_S = 0.4  # CPU seconds the child spends before it says so and waits to be read
 BURN = f"""
@@ -19,6 +20,10 @@ while time.process_time() - began < {BURN_S}:
 print("burnt", flush=True)
 sys.stdin.read()
 """
+
+
+def cpu_reading(groups: Mapping[str, ProcessGroup]) -> dict[str, float]:
+    return group_cpu(sample_groups(groups), groups)
 
 
 def test_a_child_service_is_counted_in_its_own_group_not_in_the_load_client() -> None:

@@ -16,6 +16,7 @@ from tools.bench.e2e_figures import (
     per_second,
     per_settlement,
     percentile,
+    sessions_cpu,
     statement_figures,
     statement_name,
     writes_figures,
@@ -132,3 +133,11 @@ def test_statements_that_begin_alike_stay_apart_once_cut() -> None:
     assert one != two and one.startswith(head[:60]) and len(one) < len(head) + 20
     assert statement_name("SELECT 1") == "SELECT 1"
     assert statement_name(head + ") VALUES ($1)") == one  # the same text, the same name
+
+
+def test_sessions_count_their_own_cpu_from_when_they_started() -> None:
+    later = {**TREE, 8: ProcessSample(8, 7, own_s=1.25, reaped_s=0.0),
+             9: ProcessSample(9, 7, own_s=0.5, reaped_s=0.0)}  # fmt: skip
+    del later[4]  # ended in between: lost
+    assert sessions_cpu(TREE, later, [8, 9, 4, 8]) == 0.5 + 0.5
+    assert sessions_cpu(TREE, later, []) == 0.0

@@ -29,10 +29,12 @@ from tools.bench.database import bench_database
 from tools.bench.e2e_figures import (
     ProcessGroup,
     cpu_deltas,
+    group_cpu,
     highest_rate_within,
     per_second,
     per_settlement,
     percentile,
+    sessions_cpu,
     statement_figures,
     writes_figures,
 )
@@ -47,7 +49,10 @@ from tools.run.topology import Ports, StackOptions, service_specs
 
 TOKEN = "bench-e2e-token"
 STACK = ("ledger", "relay", "inbox", "reconciler", "postgres", "kafka")  # the product's CPU
-APART = ("railsim", "load client")  # reported beside it, not in it
+# Reported beside the stack, not in it. "postgres sessions" is the part of "postgres" spent
+# by the backends serving the bench database (the server is shared; its background writers
+# and the other databases' backends are the rest).
+APART = ("postgres sessions", "railsim", "load client")
 SETTLE_GRACE_S = 120.0  # beyond the offered window, how long the last settlement may take
 
 
@@ -133,7 +138,8 @@ async def _one_rate(
     )
     if stack.statements:
         await pgstats.reset_statements(conn)
-    cpu_before, db_before = probe.cpu_reading(groups), await pgstats.database_counters(conn)
+    sessions = await pgstats.session_pids(conn)
+    before, db_before = probe.sample_groups(groups), await pgstats.database_counters(conn)
     pids = {name: stack.supervisor.pid(name) for name in profile.SERVICES}
     async with profile.recording(stack.profile, rate, pids, seconds):
         offered = await offer(load, stack.ledger_url, stack.settings.kafka_bootstrap, topic)
@@ -143,7 +149,10 @@ async def _one_rate(
             f"{load.run}: {accepted} of {load.count} accepted ({offered.http_statuses})"
         )
     await probe.wait_final(conn, stack.tenant, load.run, accepted, seconds + SETTLE_GRACE_S)
-    cpu = cpu_deltas(cpu_before, probe.cpu_reading(groups))
+    after = probe.sample_groups(groups)
+    cpu = cpu_deltas(group_cpu(before, groups), group_cpu(after, groups))
+    sessions |= await pgstats.session_pids(conn)
+    cpu["postgres sessions"] = sessions_cpu(before, after, sessions)
     db_after = await pgstats.database_counters(conn, settle=True)
     wal = await pgstats.wal_bytes(conn, db_before.wal_lsn, db_after.wal_lsn)
     costs = await pgstats.statement_costs(conn) if stack.statements else []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from tools.bench.report import Figure
@@ -90,6 +90,19 @@ def group_cpu(
                 tree += [child for child in below.get(sample.pid, []) if child not in roots]
         totals[name] = total
     return totals
+
+
+def sessions_cpu(
+    before: Mapping[int, ProcessSample], after: Mapping[int, ProcessSample], pids: Iterable[int]
+) -> float:
+    """CPU seconds `pids` spent between two samplings, each on its own (not its children):
+    one started in between counts from zero, one that ended in between is lost (its time
+    went to its parent's reaped time, which no single process owns)."""
+    total = 0.0
+    for pid in set(pids):
+        if pid in after:
+            total += after[pid].own_s - (before[pid].own_s if pid in before else 0.0)
+    return total
 
 
 def highest_rate_within(

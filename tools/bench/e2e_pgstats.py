@@ -87,6 +87,15 @@ async def wal_bytes(conn: asyncpg.Connection, since: str, until: str) -> int:
     )
 
 
+async def session_pids(conn: asyncpg.Connection) -> set[int]:
+    """The backends serving the bench database now, the bench's own connection aside."""
+    rows = await conn.fetch(
+        PROBE + "SELECT pid FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    return {int(r["pid"]) for r in rows}
+
+
 async def statements_loaded(conn: asyncpg.Connection) -> bool:
     """Whether the server loads pg_stat_statements; if so, its view is made available in the
     bench database. Never required: without it, no statement figures."""

@@ -12,7 +12,7 @@ import asyncpg
 import psutil
 
 from services.shared.domain.settlement import TERMINAL
-from tools.bench.e2e_figures import ProcessGroup, ProcessSample, group_cpu
+from tools.bench.e2e_figures import ProcessGroup, ProcessSample
 from tools.bench.e2e_pgstats import PROBE
 from tools.bench.runner import BenchError
 
@@ -40,9 +40,9 @@ def process_samples(pids: Iterable[int]) -> dict[int, ProcessSample]:
     return samples
 
 
-def cpu_reading(groups: Mapping[str, ProcessGroup]) -> dict[str, float]:
-    """CPU seconds so far of each named group of processes, each process counted once."""
-    return group_cpu(process_samples(pid for g in groups.values() for pid in g.pids), groups)
+def sample_groups(groups: Mapping[str, ProcessGroup]) -> dict[int, ProcessSample]:
+    """CPU so far of every process of `groups` and every live process below them."""
+    return process_samples(pid for group in groups.values() for pid in group.pids)
 
 
 async def wait_final(
