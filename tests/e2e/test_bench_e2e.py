@@ -1,5 +1,6 @@
 """`settle bench --scenario e2e` as a user runs it: the whole stack at a tiny open-loop rate,
-every figure present and the counts adding up. Speed is not asserted: the machine is shared."""
+every figure present and the counts adding up, rows written per table, a flame graph of each
+service. Speed is not asserted: the machine is shared."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ def test_e2e_reports_every_figure_and_every_offered_settlement_is_paid(
     out = tmp_path / "e2e.json"
     env = {**os.environ, "SETTLE_DATABASE_URL": infra.database_url,
            "SETTLE_KAFKA_BOOTSTRAP": infra.kafka_bootstrap}  # fmt: skip
-    args = ["--rates", str(RATE), "--seconds", str(SECONDS), "--json", str(out), "--no-markdown"]
+    graphs = tmp_path / "profile"
+    args = ["--rates", str(RATE), "--seconds", str(SECONDS), "--json", str(out), "--no-markdown",
+            "--profile", str(graphs)]  # fmt: skip
     result = subprocess.run(
         [SETTLE, "bench", "--scenario", "e2e", *args],
         capture_output=True, text=True, env=env, timeout=400, check=False,
@@ -48,7 +51,17 @@ def test_e2e_reports_every_figure_and_every_offered_settlement_is_paid(
     assert figures["cpu stack"] == pytest.approx(sum(figures[f"cpu {p}"] for p in parts))
     assert figures["cpu ledger"] > 0 and figures["cpu relay"] > 0 and figures["cpu inbox"] > 0
     assert figures["cpu railsim"] > 0 and figures["cpu load client"] > 0
+    assert 0 < figures["cpu postgres sessions"] <= figures["cpu postgres"]
+    services = ("ledger", "relay", "inbox", "reconciler", "railsim")
+    # The services are the bench's children, but their CPU is theirs, not the load client's.
+    assert figures["cpu load client"] < sum(figures[f"cpu {s}"] for s in services)
     assert figures["pg commits"] >= 1  # at least the booking's own commit
     assert figures["wal"] > 0
     best = figures["highest rate with p99 accepted->paid < 1 s"]
     assert best in (0, RATE) and (best == RATE) == (figures["accepted->paid p99"] < 1000)
+    writes = {f["name"].removeprefix(f"{RATE}/s writes "): f["value"] for f in report["breakdown"]}
+    assert writes["settlements inserted"] == pytest.approx(1.0)  # each offered one, once
+    assert writes["settlements updated"] > 0 and writes["settlement_transitions inserted"] > 0
+    assert writes["database inserted"] >= writes["settlements inserted"]
+    for service in ("ledger", "relay-1", "relay-2", "inbox", "railsim", "reconciler"):
+        assert (graphs / f"{RATE}-{service}.svg").stat().st_size > 0

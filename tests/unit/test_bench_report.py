@@ -1,20 +1,32 @@
-"""The benchmarks table keeps one row per scenario and the prose around it."""
+"""The benchmarks table keeps one row per scenario and the prose around it; figures of
+several runs read as their median with the smallest and the largest."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from tools.bench.report import BenchResult, Figure, update_markdown
+import pytest
+
+from tools.bench.report import (
+    BenchResult,
+    Figure,
+    combine_runs,
+    read_result,
+    save_result,
+    spread_of,
+    update_markdown,
+)
 
 
-def result(scenario: str, value: float) -> BenchResult:
+def result(scenario: str, value: float, breakdown: list[Figure] | None = None) -> BenchResult:
     return BenchResult(
         scenario=scenario,
         parameters={"clients": 4},
         figures=[Figure("throughput", value, "settlements/s")],
         machine={"cores": 2, "python": "Python 3.11", "platform": "linux"},
         measured_at="2026-11-25T00:00:00+00:00",
+        breakdown=breakdown or [],
     )
 
 
@@ -45,7 +57,10 @@ def test_json_has_parameters_machine_and_figures_with_units() -> None:
     doc = json.loads(result("baseline", 900.0).to_json())
     assert doc["parameters"] == {"clients": 4}
     assert doc["machine"]["cores"] == 2
-    assert doc["figures"] == [{"name": "throughput", "value": 900.0, "unit": "settlements/s"}]
+    assert doc["figures"] == [
+        {"name": "throughput", "value": 900.0, "unit": "settlements/s", "low": None,
+         "high": None, "runs": 1},
+    ]  # fmt: skip
 
 
 def test_the_end_to_end_row_leads_the_table(tmp_path: Path) -> None:
@@ -56,3 +71,40 @@ def test_the_end_to_end_row_leads_the_table(tmp_path: Path) -> None:
     assert [r.split("|")[1].strip() for r in rows if "---" not in r] == [
         "scenario", "e2e", "baseline", "ingest",
     ]  # fmt: skip
+
+
+def test_one_run_reads_as_its_value_several_as_median_with_min_and_max() -> None:
+    assert (
+        str(Figure("kafka accept", 1626.0, "settlements/s")) == "kafka accept 1,626.0 settlements/s"
+    )
+    runs = [Figure("kafka accept", v, "settlements/s") for v in (1702.0, 1540.0, 1626.0)]
+    assert str(spread_of(runs)) == ("kafka accept 1,626.0 settlements/s (1,540.0-1,702.0, 3 runs)")
+    assert spread_of(runs[:2]).value == 1621.0  # an even count takes the middle two's mean
+    assert spread_of(runs[:1]) == runs[0]
+    with pytest.raises(ValueError):
+        spread_of([])
+
+
+def test_repeated_runs_keep_every_run_and_report_the_spread_in_the_row(tmp_path: Path) -> None:
+    writes = [Figure("writes settlements inserted", 1.0, "rows/settlement")]
+    runs = [result("ingest", v, writes) for v in (30.0, 10.0, 20.0)]
+    combined = combine_runs(runs)
+    assert combined.figures == [Figure("throughput", 20.0, "settlements/s", 10.0, 30.0, 3)]
+    assert combined.breakdown == [
+        Figure("writes settlements inserted", 1.0, "rows/settlement", 1.0, 1.0, 3)
+    ]
+    assert combined.parameters == {"clients": 4, "repeat": 3}
+    doc = json.loads(combined.to_json())
+    assert [r["figures"][0]["value"] for r in doc["runs"]] == [30.0, 10.0, 20.0]
+    md = tmp_path / "benchmarks.md"
+    update_markdown(combined, md)
+    assert "throughput 20.0 settlements/s (10.0-30.0, 3 runs)" in md.read_text()
+    assert "writes settlements" not in md.read_text()  # the breakdown stays out of the row
+    assert read_result("ingest", save_result(combined, tmp_path).parent) == combined
+    assert combine_runs(runs[:1]) is runs[0]
+
+
+def test_a_figure_some_runs_lack_is_the_spread_of_those_that_have_it() -> None:
+    one, two = result("e2e", 10.0), result("e2e", 30.0)
+    two.figures.append(Figure("http p99", 5.0, "ms"))
+    assert combine_runs([one, two]).figures[1] == Figure("http p99", 5.0, "ms")

@@ -1,4 +1,5 @@
-"""`settle bench --scenario NAME [--json FILE]`: run one scenario and record its figures."""
+"""`settle bench --scenario NAME [--repeat N] [--json FILE]`: run one scenario (N times) and
+record its figures (each the median of the N runs, with the smallest and the largest)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ import click
 
 from services.shared.config import load_settings
 from services.shared.errors import ConfigError
-from tools.bench.report import BENCHMARKS_MD, save_result, update_markdown
+from tools.bench import profile
+from tools.bench.report import (
+    BENCHMARKS_MD,
+    BenchResult,
+    combine_runs,
+    save_result,
+    update_markdown,
+)
 from tools.bench.runner import BenchError, BenchOptions, scenarios
 
 
@@ -35,10 +43,23 @@ from tools.bench.runner import BenchError, BenchOptions, scenarios
     show_default=True,
     help="Comma-separated offered settlements/s for the e2e scenario.",
 )
+@click.option(
+    "--repeat",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Run the scenario N times; each figure is reported as median (min-max, N runs).",
+)
+@click.option(
+    "--profile",
+    "profile_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="e2e only: py-spy flame graphs of each service per rate, as DIR/<rate>-<service>.svg.",
+)
 @click.option("--no-markdown", is_flag=True, help=f"Do not update {BENCHMARKS_MD.name}.")
 def bench(
     name: str, json_path: Path | None, seconds: int, clients: int, count: int,
-    settlements: str, rates: str, no_markdown: bool,
+    settlements: str, rates: str, repeat: int, profile_dir: Path | None, no_markdown: bool,
 ) -> None:  # fmt: skip
     """Run a benchmark scenario, print its figures and record them in docs/benchmarks.md."""
     available = scenarios()
@@ -60,15 +81,15 @@ def bench(
         raise click.BadParameter("e.g. 100,250,500", param_hint="--rates") from None
     if any(rate < 1 for rate in offered):
         raise click.BadParameter("every rate must be at least 1", param_hint="--rates")
-    options = BenchOptions(
-        seconds=seconds, clients=clients, count=count, settlements=sizes, rates=offered
-    )
+    options = BenchOptions(seconds=seconds, clients=clients, count=count, settlements=sizes,
+                           rates=offered, profile=profile_dir)  # fmt: skip
     try:
-        result = available[name](settings, options)
+        if profile_dir is not None:
+            _prepare_profile(name, profile_dir)
+        result = combine_runs([available[name](settings, options) for _ in range(repeat)])
     except BenchError as e:
         raise click.ClickException(f"{name}: {e}") from e
-    for figure in result.figures:
-        click.echo(f"{result.scenario}: {figure}")
+    _print(result)
     if json_path is not None:
         json_path.write_text(result.to_json() + "\n")
         click.echo(f"wrote {json_path}")
@@ -76,3 +97,20 @@ def bench(
         update_markdown(result)
         save_result(result)
         click.echo(f"updated {BENCHMARKS_MD}")
+
+
+def _prepare_profile(scenario: str, directory: Path) -> None:
+    if scenario != "e2e":
+        raise click.BadParameter("only the e2e scenario is profiled", param_hint="--profile")
+    profile.py_spy()  # BenchError now, not once the stack is up, if py-spy is missing
+    directory.mkdir(parents=True, exist_ok=True)
+
+
+def _print(result: BenchResult) -> None:
+    for figure in result.figures:
+        click.echo(f"{result.scenario}: {figure}")
+    # The breakdown is long and mostly zeros (tables a rate never touched): those are left to
+    # the JSON.
+    for figure in result.breakdown:
+        if figure.value or figure.high:
+            click.echo(f"{result.scenario}: {figure}")

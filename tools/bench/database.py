@@ -1,5 +1,5 @@
 """The benchmarks' own database beside the service's, so their rows never mix, made afresh for
-every run."""
+every run, one per running bench process."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
 from services.shared.config import Settings
 from services.shared.migrate import upgrade
+from tools.infra.procs import pid_alive
 
 
 def libpq_env(database_url: str) -> dict[str, str]:
@@ -32,22 +33,34 @@ def libpq_args(database_url: str) -> list[str]:
     return [*args, str(url.database)]  # the database last: pgbench takes it only positionally
 
 
-async def _recreate(server_url: str, name: str) -> None:
+def _run_of(name: str, prefix: str) -> int | None:
+    """The pid of the bench run that made database `name`, if it is one of `prefix`'s."""
+    suffix = name.removeprefix(prefix)
+    return int(suffix) if name.startswith(prefix) and suffix.isdigit() else None
+
+
+async def _recreate(server_url: str, prefix: str, name: str) -> None:
     dsn = make_url(server_url).set(drivername="postgresql").render_as_string(hide_password=False)
     conn = await asyncpg.connect(dsn)
     try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        names = [str(r["datname"]) for r in await conn.fetch("SELECT datname FROM pg_database")]
+        ended = [n for n in names if (run := _run_of(n, prefix)) is not None and not pid_alive(run)]
+        for stale in [*ended, name]:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{stale}" WITH (FORCE)')
         await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
 
 
 def bench_database(database_url: str) -> str:
-    """URL of `<database>_bench` on the same server, made afresh and migrated: every run
-    starts from empty tables, so figures do not drift as earlier runs' rows pile up."""
+    """URL of `<database>_bench_<pid>` on the same server, made afresh and migrated: every run
+    starts from empty tables, so figures do not drift as earlier runs' rows pile up, and two
+    runs at once (the server is shared) never drop each other's. Databases of bench runs that
+    have ended are dropped on the way."""
     url = make_url(database_url)
-    name = f"{url.database}_bench"
-    asyncio.run(_recreate(database_url, name))
+    prefix = f"{url.database}_bench_"
+    name = f"{prefix}{os.getpid()}"
+    asyncio.run(_recreate(database_url, prefix, name))
     bench_url = url.set(database=name).render_as_string(hide_password=False)
     upgrade(bench_url)
     return bench_url

@@ -4,8 +4,10 @@ The six children of `settle run` (ledger, inbox, rail simulator with fault profi
 two relays, reconciler) run on free ports against a fresh bench database and a topic prefix
 of their own. For each rate, settlements arrive open-loop (tools/bench/e2e_load.py), half as
 Kafka commands and half over HTTP, and the run waits until every accepted one is final.
-Latencies come from settlement_transitions; CPU from every process before and after; commits
-and WAL from PostgreSQL's counters (WAL is the server's: other databases' writes count too).
+Latencies come from settlement_transitions; CPU from every process before and after; commits,
+WAL, rows written per table and statement costs from PostgreSQL's counters (WAL is the
+server's: other databases' writes count too). `--profile DIR` records each service with py-spy
+during each rate's offered window.
 """
 
 from __future__ import annotations
@@ -13,20 +15,28 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 
 from services.shared.config import Settings, libpq_dsn
 from services.shared.topics import COMMANDS, ensure_topics
+from tools.bench import e2e_pgstats as pgstats
 from tools.bench import e2e_probe as probe
+from tools.bench import profile
 from tools.bench.database import bench_database
 from tools.bench.e2e_figures import (
+    ProcessGroup,
     cpu_deltas,
+    group_cpu,
     highest_rate_within,
     per_second,
     per_settlement,
     percentile,
+    sessions_cpu,
+    statement_figures,
+    writes_figures,
 )
 from tools.bench.e2e_load import Arrivals, Offered, offer
 from tools.bench.report import BenchResult, Figure
@@ -39,22 +49,27 @@ from tools.run.topology import Ports, StackOptions, service_specs
 
 TOKEN = "bench-e2e-token"
 STACK = ("ledger", "relay", "inbox", "reconciler", "postgres", "kafka")  # the product's CPU
-APART = ("railsim", "load client")  # reported beside it, not in it
+# Reported beside the stack, not in it. "postgres sessions" is the part of "postgres" spent
+# by the backends serving the bench database (the server is shared; its background writers
+# and the other databases' backends are the rest).
+APART = ("postgres sessions", "railsim", "load client")
 SETTLE_GRACE_S = 120.0  # beyond the offered window, how long the last settlement may take
 
 
-def _process_groups(supervisor: Supervisor) -> dict[str, list[int]]:
+def _process_groups(supervisor: Supervisor) -> dict[str, ProcessGroup]:
     paths = run_paths()
     pg, broker = postgres.server_pid(paths), kafka.broker_pid(paths)
     return {
-        "ledger": [supervisor.pid("ledger")],
-        "relay": [supervisor.pid("relay-1"), supervisor.pid("relay-2")],
-        "inbox": [supervisor.pid("inbox")],
-        "reconciler": [supervisor.pid("reconciler")],
-        "postgres": [pg] if pg else [],
-        "kafka": [broker] if broker else [],
-        "railsim": [supervisor.pid("railsim")],
-        "load client": [os.getpid()],
+        "ledger": ProcessGroup((supervisor.pid("ledger"),)),
+        "relay": ProcessGroup((supervisor.pid("relay-1"), supervisor.pid("relay-2"))),
+        "inbox": ProcessGroup((supervisor.pid("inbox"),)),
+        "reconciler": ProcessGroup((supervisor.pid("reconciler"),)),
+        "postgres": ProcessGroup((pg,) if pg else ()),
+        "kafka": ProcessGroup((broker,) if broker else ()),
+        "railsim": ProcessGroup((supervisor.pid("railsim"),)),
+        # The services are this process's children: the load client is its own CPU alone
+        # (its threads, not its children, nor the restarted ones it reaped, nor py-spy).
+        "load client": ProcessGroup((os.getpid(),), descendants=False),
     }
 
 
@@ -98,50 +113,84 @@ def _rate_figures(
     return figures
 
 
+@dataclass(frozen=True)
+class _Stack:
+    """The running stack a rate is offered to, and how it is watched."""
+
+    supervisor: Supervisor
+    conn: asyncpg.Connection  # the bench database, for the counters and the transitions
+    settings: Settings
+    tenant: str
+    ledger_url: str
+    statements: bool  # pg_stat_statements is loaded: statement costs are read
+    profile: Path | None  # where py-spy's flame graphs go, if anywhere
+
+
 async def _one_rate(
-    supervisor: Supervisor, conn: asyncpg.Connection, settings: Settings, tenant: str, rate: int,
-    seconds: int, ledger_url: str,
-) -> tuple[list[Figure], float | None]:  # fmt: skip
-    load = Arrivals(tenant, TOKEN, f"e2e-{rate}-{uuid.uuid4().hex[:6]}", rate, seconds)
-    groups = _process_groups(supervisor)
-    cpu_before, db_before = probe.cpu_reading(groups), await probe.database_counters(conn)
-    offered = await offer(load, ledger_url, settings.kafka_bootstrap, settings.topic(COMMANDS))
+    stack: _Stack, rate: int, seconds: int
+) -> tuple[list[Figure], list[Figure], float | None]:
+    """The rate's figures, its breakdown (rows and statements) and its p99 accepted -> paid."""
+    load = Arrivals(stack.tenant, TOKEN, f"e2e-{rate}-{uuid.uuid4().hex[:6]}", rate, seconds)
+    groups, conn, topic = (
+        _process_groups(stack.supervisor),
+        stack.conn,
+        stack.settings.topic(COMMANDS),
+    )
+    if stack.statements:
+        await pgstats.reset_statements(conn)
+    sessions = await pgstats.session_pids(conn)
+    before, db_before = probe.sample_groups(groups), await pgstats.database_counters(conn)
+    pids = {name: stack.supervisor.pid(name) for name in profile.SERVICES}
+    async with profile.recording(stack.profile, rate, pids, seconds):
+        offered = await offer(load, stack.ledger_url, stack.settings.kafka_bootstrap, topic)
     accepted = offered.kafka_sent + offered.accepted_http
     if accepted < load.count:
         raise BenchError(
             f"{load.run}: {accepted} of {load.count} accepted ({offered.http_statuses})"
         )
-    await probe.wait_final(conn, tenant, load.run, accepted, seconds + SETTLE_GRACE_S)
-    cpu = cpu_deltas(cpu_before, probe.cpu_reading(groups))
-    db_after = await probe.database_counters(conn)
-    wal = await probe.wal_bytes(conn, db_before.wal_lsn, db_after.wal_lsn)
-    seen = await probe.transition_figures(conn, tenant, load.run)
+    await probe.wait_final(conn, stack.tenant, load.run, accepted, seconds + SETTLE_GRACE_S)
+    after = probe.sample_groups(groups)
+    cpu = cpu_deltas(group_cpu(before, groups), group_cpu(after, groups))
+    sessions |= await pgstats.session_pids(conn)
+    cpu["postgres sessions"] = sessions_cpu(before, after, sessions)
+    db_after = await pgstats.database_counters(conn, settle=True)
+    wal = await pgstats.wal_bytes(conn, db_before.wal_lsn, db_after.wal_lsn)
+    costs = await pgstats.statement_costs(conn) if stack.statements else []
+    seen = await probe.transition_figures(conn, stack.tenant, load.run)
     figures = _rate_figures(
         rate, seconds, offered, seen, cpu, db_after.commits - db_before.commits, wal
     )
-    return figures, seen.to_paid[1] if seen.to_paid else None
+    at, paid = f"{rate}/s", seen.counts["paid"]
+    breakdown = writes_figures(
+        f"{at} writes", {"database": db_before.rows, **db_before.tables},
+        {"database": db_after.rows, **db_after.tables}, paid,
+    )  # fmt: skip
+    breakdown += statement_figures(at, costs, paid)
+    return figures, breakdown, seen.to_paid[1] if seen.to_paid else None
 
 
 async def _measure(
     settings: Settings, options: BenchOptions, url: str, tenant: str
-) -> list[Figure]:
+) -> tuple[list[Figure], list[Figure]]:
     ports = Ports.from_base(free_ports(6))
     env = {**os.environ, "SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": settings.topic_prefix,
            "SETTLE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
            "SETTLE_API_TOKENS": f"{tenant}:{TOKEN}"}  # fmt: skip
     supervisor = Supervisor(Path(run_paths().run) / "bench" / "e2e")
     figures: list[Figure] = []
+    breakdown: list[Figure] = []
     p99_paid: dict[int, float | None] = {}
     try:
         await supervisor.start_all(service_specs(ports, env, StackOptions("none")))
         conn = await asyncpg.connect(libpq_dsn(url))
         try:
+            statements = await pgstats.statements_loaded(conn)
+            stack = _Stack(supervisor, conn, settings, tenant, ports.url(ports.ledger),
+                           statements, options.profile)  # fmt: skip
             for rate in options.rates:
-                found, p99_paid[rate] = await _one_rate(
-                    supervisor, conn, settings, tenant, rate, options.seconds,
-                    ports.url(ports.ledger),
-                )  # fmt: skip
+                found, parts, p99_paid[rate] = await _one_rate(stack, rate, options.seconds)
                 figures += found
+                breakdown += parts
         finally:
             await conn.close()
     except SupervisorError as e:
@@ -150,7 +199,7 @@ async def _measure(
         await supervisor.stop_all(grace=20)
     best = highest_rate_within(p99_paid)
     figures.append(Figure("highest rate with p99 accepted->paid < 1 s", best or 0, "settlements/s"))
-    return figures
+    return figures, breakdown
 
 
 def run_e2e(settings: Settings, options: BenchOptions) -> BenchResult:
@@ -159,7 +208,7 @@ def run_e2e(settings: Settings, options: BenchOptions) -> BenchResult:
     prefix, tenant = f"bench-{uuid.uuid4().hex[:8]}.", f"bench{uuid.uuid4().hex[:8]}"
     asyncio.run(ensure_topics(settings.kafka_bootstrap, prefix))
     bench_settings = settings.model_copy(update={"topic_prefix": prefix})
-    figures = asyncio.run(_measure(bench_settings, options, url, tenant))
+    figures, breakdown = asyncio.run(_measure(bench_settings, options, url, tenant))
     return BenchResult(
         scenario="e2e",
         parameters={
@@ -167,6 +216,8 @@ def run_e2e(settings: Settings, options: BenchOptions) -> BenchResult:
             "seconds": options.seconds,
             "fault_profile": "none",
             "split": "half kafka, half http",
+            **({"profiled": f"py-spy {profile.SAMPLES_PER_S} Hz"} if options.profile else {}),
         },
         figures=figures,
+        breakdown=breakdown,
     )

@@ -1,79 +1,55 @@
-"""What the `e2e` scenario reads around each rate: CPU seconds of every process of the stack,
-PostgreSQL's commit and WAL counters, and the settlements' own transition times."""
+"""What the `e2e` scenario reads around each rate: CPU seconds of every process of the stack
+and the settlements' own transition times (PostgreSQL's counters: tools/bench/e2e_pgstats.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import asyncpg
 import psutil
 
 from services.shared.domain.settlement import TERMINAL
+from tools.bench.e2e_figures import ProcessGroup, ProcessSample
+from tools.bench.e2e_pgstats import PROBE
 from tools.bench.runner import BenchError
 
 _GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
 DONE_STATUSES = sorted(str(s.value) for s in TERMINAL)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of `pid`, its live descendants and the children it reaped
-    (PostgreSQL's backends come and go; their CPU lands in the postmaster's children times)."""
-    try:
-        root = psutil.Process(pid)
-        own = root.cpu_times()
-        total = own.user + own.system + own.children_user + own.children_system
-        descendants = root.children(recursive=True)
-    except _GONE:
-        return 0.0
-    for proc in descendants:
+def process_samples(pids: Iterable[int]) -> dict[int, ProcessSample]:
+    """CPU so far of each of `pids` and of every live process below them; a process that
+    ends while it is read is left out (its parent's reaped time takes it over)."""
+    samples: dict[int, ProcessSample] = {}
+    for pid in pids:
         try:
-            times = proc.cpu_times()
+            tree = [psutil.Process(pid)]
+            tree += tree[0].children(recursive=True)
         except _GONE:
-            continue  # ended between the listing and the reading: its parent reaps its time
-        total += times.user + times.system
-    return total
+            continue
+        for proc in tree:
+            try:
+                times, parent = proc.cpu_times(), proc.ppid()
+            except _GONE:
+                continue
+            own, reaped = times.user + times.system, times.children_user + times.children_system
+            samples[proc.pid] = ProcessSample(proc.pid, parent, own, reaped)
+    return samples
 
 
-def cpu_reading(groups: dict[str, list[int]]) -> dict[str, float]:
-    """CPU seconds so far of each named group of processes."""
-    return {name: sum(cpu_seconds(pid) for pid in pids) for name, pids in groups.items()}
-
-
-@dataclass(frozen=True)
-class DatabaseCounters:
-    """PostgreSQL's cumulative counters at one moment."""
-
-    commits: int  # committed transactions in the bench database
-    wal_lsn: str  # the server's WAL insert position
-
-
-async def database_counters(conn: asyncpg.Connection) -> DatabaseCounters:
-    """Read the commit counter (fresh, not the cached snapshot) and the WAL position."""
-    await conn.execute("SELECT pg_stat_clear_snapshot()")
-    row = await conn.fetchrow(
-        "SELECT xact_commit, pg_current_wal_lsn()::text AS lsn FROM pg_stat_database"
-        " WHERE datname = current_database()"
-    )
-    assert row is not None  # the database we are connected to is always listed
-    return DatabaseCounters(int(row["xact_commit"]), str(row["lsn"]))
-
-
-async def wal_bytes(conn: asyncpg.Connection, since: str, until: str) -> int:
-    """WAL bytes written between two positions."""
-    return int(
-        await conn.fetchval(
-            "SELECT pg_wal_lsn_diff($2::text::pg_lsn, $1::text::pg_lsn)", since, until
-        )
-    )
+def sample_groups(groups: Mapping[str, ProcessGroup]) -> dict[int, ProcessSample]:
+    """CPU so far of every process of `groups` and every live process below them."""
+    return process_samples(pid for group in groups.values() for pid in group.pids)
 
 
 async def wait_final(
     conn: asyncpg.Connection, tenant: str, run: str, expected: int, timeout_s: float
 ) -> None:
     """Wait until `expected` settlements of `run` exist and every one is final."""
-    query = (
+    query = PROBE + (
         "SELECT count(*) AS n, count(*) FILTER (WHERE status = ANY($3::text[])) AS done"
         " FROM settlements WHERE tenant = $1 AND reference LIKE $2"
     )
@@ -91,7 +67,9 @@ async def wait_final(
         await asyncio.sleep(0.25)
 
 
-_LATENCIES = """
+_LATENCIES = (
+    PROBE
+    + """
 WITH s AS (
     SELECT min(t.occurred_at) FILTER (WHERE t.to_status = 'accepted') AS accepted,
            min(t.occurred_at) FILTER (WHERE t.to_status = 'submitted') AS submitted,
@@ -110,6 +88,7 @@ SELECT count(accepted) AS accepted, count(submitted) AS submitted, count(paid) A
            (ORDER BY extract(epoch FROM paid - accepted)) AS to_paid
 FROM s
 """
+)
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,12 @@ import json
 import os
 import platform
 import re
+import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import services
 
@@ -21,14 +24,39 @@ TABLE_HEADER = "| scenario | figures | parameters | machine | measured |\n|---|-
 
 @dataclass(frozen=True)
 class Figure:
-    """One measured number with its unit, e.g. 5210.4 settlements/s."""
+    """One measured number with its unit, e.g. 5210.4 settlements/s; over several runs, their
+    median with the smallest and the largest."""
 
     name: str
-    value: float
+    value: float  # the median when several runs measured it
     unit: str
+    low: float | None = None  # the smallest of several runs; None for one run
+    high: float | None = None  # the largest of several runs; None for one run
+    runs: int = 1  # how many runs measured it
 
     def __str__(self) -> str:
-        return f"{self.name} {self.value:,.1f} {self.unit}"
+        spread = f" ({self.low:,.1f}-{self.high:,.1f}, {self.runs} runs)" if self.runs > 1 else ""
+        return f"{self.name} {self.value:,.1f} {self.unit}{spread}"
+
+
+def spread_of(figures: Sequence[Figure]) -> Figure:
+    """One figure from the same figure of several runs: the median, the smallest, the largest."""
+    if not figures:
+        raise ValueError("no figures")
+    values = [f.value for f in figures]
+    if len(values) == 1:
+        return figures[0]
+    median = statistics.median(values)
+    return Figure(figures[0].name, median, figures[0].unit, min(values), max(values), len(values))
+
+
+def _spread_by_name(runs: Sequence[list[Figure]]) -> list[Figure]:
+    """Each name's spread over the runs that measured it, in the order names first appear."""
+    by_name: dict[str, list[Figure]] = {}
+    for figures in runs:
+        for figure in figures:
+            by_name.setdefault(figure.name, []).append(figure)
+    return [spread_of(same) for same in by_name.values()]
 
 
 @dataclass(frozen=True)
@@ -42,6 +70,8 @@ class BenchResult:
     measured_at: str = field(
         default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds")
     )
+    breakdown: list[Figure] = field(default_factory=list)  # printed and in JSON, not in the row
+    runs: list[BenchResult] = field(default_factory=list)  # each run, when figures are medians
 
     def to_json(self) -> str:
         """The run as an indented JSON document."""
@@ -53,6 +83,23 @@ class BenchResult:
         params = ", ".join(f"{k}={v}" for k, v in sorted(self.parameters.items()))
         cores = f"{self.machine['cores']} cores, {self.machine['python']}"
         return f"| {self.scenario} | {figures} | {params} | {cores} | {self.measured_at} |"
+
+
+def combine_runs(results: Sequence[BenchResult]) -> BenchResult:
+    """Several runs of one scenario as one result: each figure their median with its spread,
+    every run kept beside it; one run is returned as it is."""
+    if len(results) == 1:
+        return results[0]
+    last = results[-1]
+    return BenchResult(
+        scenario=last.scenario,
+        parameters={**last.parameters, "repeat": len(results)},
+        figures=_spread_by_name([r.figures for r in results]),
+        machine=last.machine,
+        measured_at=last.measured_at,
+        breakdown=_spread_by_name([r.breakdown for r in results]),
+        runs=list(results),
+    )
 
 
 def save_result(result: BenchResult, directory: Path = RESULTS_DIR) -> Path:
@@ -68,13 +115,18 @@ def read_result(scenario: str, directory: Path = RESULTS_DIR) -> BenchResult | N
     path = directory / f"{scenario}.json"
     if not path.exists():
         return None
-    doc = json.loads(path.read_text())
+    return _result_from(json.loads(path.read_text()))
+
+
+def _result_from(doc: dict[str, Any]) -> BenchResult:
     return BenchResult(
         scenario=doc["scenario"],
         parameters=doc["parameters"],
         figures=[Figure(**f) for f in doc["figures"]],
         machine=doc["machine"],
         measured_at=doc["measured_at"],
+        breakdown=[Figure(**f) for f in doc.get("breakdown", [])],  # absent in older files
+        runs=[_result_from(run) for run in doc.get("runs", [])],
     )
 
 

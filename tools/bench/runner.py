@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from services.shared.config import Settings
 from services.shared.errors import SettleError
@@ -23,6 +24,7 @@ class BenchOptions:
     count: int = 10_000
     settlements: tuple[int, ...] = (100_000, 1_000_000)  # the reconcile scenario's sizes
     rates: tuple[int, ...] = (100, 250, 500)  # the e2e scenario's offered settlements/s
+    profile: Path | None = None  # the e2e scenario's py-spy flame graphs go here, if set
 
 
 Scenario = Callable[[Settings, BenchOptions], BenchResult]
