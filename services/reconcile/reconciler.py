@@ -19,7 +19,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Coroutine
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -123,7 +123,8 @@ class Reconciler:
 
     async def _intraday(self) -> bool:
         last = await store.last_completed(self._pool, RunKind.INTRADAY)
-        return await self._run(windows.intraday(last, self._clock()))
+        overlap = timedelta(seconds=self._plan.overlap)
+        return await self._run(windows.intraday(last, self._clock(), overlap))
 
     async def _end_of_day(self) -> bool:
         day = schedule.end_of_day_due(self._clock(), await standing.last_end_of_day(self._pool))

@@ -20,7 +20,11 @@ from typing import NamedTuple
 
 from services.reconcile.model import RunKind
 from services.reconcile.windows import Window
-from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS, DEFAULT_RECHECK_AGES
+from services.shared.domain.breaks import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_OVERLAP_SECONDS,
+    DEFAULT_RECHECK_AGES,
+)
 
 CATCH_UP_DAYS = 7
 # An origin before this is older than any settle record: "no lower bound" in SQL terms.
@@ -33,6 +37,7 @@ class Schedule(NamedTuple):
     interval: float  # seconds between intraday runs (SETTLE_RECONCILE_INTERVAL)
     recheck_ages: tuple[int, ...] = DEFAULT_RECHECK_AGES  # seconds, strictly growing
     grace: int = DEFAULT_GRACE_SECONDS  # seconds an item may lag before it is a break
+    overlap: float = DEFAULT_OVERLAP_SECONDS  # seconds an intraday run reads again
 
 
 class AgeBounds(NamedTuple):

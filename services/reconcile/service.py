@@ -38,11 +38,12 @@ POOL_SIZE = 4
 
 
 def schedule_of(settings: Settings) -> Schedule:
-    """The interval, re-check ages and grace the settings ask for."""
+    """The interval, re-check ages, grace and overlap the settings ask for."""
     return Schedule(
         settings.reconcile_interval_seconds,
         settings.reconcile_recheck_ages,
         settings.reconcile_grace_seconds,
+        settings.reconcile_overlap_seconds,
     )
 
 

@@ -16,8 +16,9 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import NamedTuple
 
 from services.reconcile.model import RunKind
+from services.shared.domain.breaks import DEFAULT_OVERLAP_SECONDS
 
-DEFAULT_OVERLAP = timedelta(minutes=5)
+DEFAULT_OVERLAP = timedelta(seconds=DEFAULT_OVERLAP_SECONDS)
 FIRST_WINDOW = timedelta(hours=1)
 DAY = timedelta(days=1)
 

@@ -9,7 +9,12 @@ from typing import Annotated
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS, DEFAULT_RECHECK_AGES, parse_ages
+from services.shared.domain.breaks import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_OVERLAP_SECONDS,
+    DEFAULT_RECHECK_AGES,
+    parse_ages,
+)
 from services.shared.domain.payout import PayoutMethod
 from services.shared.errors import ConfigError
 
@@ -78,6 +83,11 @@ class Settings(BaseSettings):
     )
     reconcile_grace_seconds: int = Field(
         DEFAULT_GRACE_SECONDS, alias="SETTLE_RECONCILE_GRACE_SECONDS", ge=0
+    )
+    # How far back before the last run's end an intraday run reads again, for objects the
+    # rail listed late. Items still pending are judged by the re-checks, not by this.
+    reconcile_overlap_seconds: float = Field(
+        DEFAULT_OVERLAP_SECONDS, alias="SETTLE_RECONCILE_OVERLAP_SECONDS", ge=0
     )
 
     @field_validator("database_url")

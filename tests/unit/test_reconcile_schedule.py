@@ -17,6 +17,7 @@ from services.reconcile.schedule import (
     recheck_bounds,
     recheck_window,
 )
+from services.reconcile.service import schedule_of
 from services.shared.config import load_settings
 from services.shared.errors import ConfigError
 
@@ -128,3 +129,11 @@ def test_settings_read_the_interval_and_ages_with_or_without_units() -> None:
 def test_settings_refuse_ages_that_do_not_grow_or_read(ages: str) -> None:
     with pytest.raises(ConfigError, match="SETTLE_RECONCILE_RECHECK_AGES"):
         load_settings({"SETTLE_RECONCILE_RECHECK_AGES": ages})
+
+
+def test_the_overlap_an_intraday_run_reads_again_is_a_setting() -> None:
+    assert schedule_of(load_settings({})).overlap == 300.0
+    plan = schedule_of(load_settings({"SETTLE_RECONCILE_OVERLAP_SECONDS": "30"}))
+    assert plan.overlap == 30.0
+    with pytest.raises(ConfigError, match="SETTLE_RECONCILE_OVERLAP_SECONDS"):
+        load_settings({"SETTLE_RECONCILE_OVERLAP_SECONDS": "-1"})

@@ -74,6 +74,8 @@ DEFAULT_RECHECK_AGES: tuple[int, ...] = (3600, 86400, 7 * 86400, 30 * 86400)
 # A transfer shows at the rail at once and a webhook lands in seconds; an hour leaves room
 # for the rail's first delivery retries before a lag is called a break.
 DEFAULT_GRACE_SECONDS = 3600
+# Seconds an intraday run reads again before the last run's end, for objects listed late.
+DEFAULT_OVERLAP_SECONDS = 300.0
 _AGE = re.compile(r"([1-9][0-9]*)([smhd])")
 
 
