@@ -7,6 +7,7 @@ import pwd
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,18 @@ from tools.infra.paths import (
     log_tail,
     pg_endpoint,
 )
+from tools.infra.pg_settings import (
+    SETTINGS,
+    STATEMENT_STATS,
+    cluster_settings,
+    server_build,
+)
 from tools.infra.procs import apt_install, is_root, live_pid, port_open, run_logged
 
 START_TIMEOUT_S = 60
 BIND_ATTEMPTS = 5
 # sun_path holds 108 bytes; past that PostgreSQL refuses the socket and TCP must do.
 _MAX_SOCKET_PATH = 100
-SETTINGS = {"max_connections": "200", "shared_buffers": "512MB", "fsync": "on"}
 
 
 def find_bindir() -> Path | None:
@@ -83,13 +89,13 @@ def socket_dir_setting(sock: Path, port: int) -> str:
     return str(sock)
 
 
-def render_conf(endpoint: PgEndpoint, sock: Path) -> str:
+def render_conf(endpoint: PgEndpoint, sock: Path, settings: Mapping[str, str] = SETTINGS) -> str:
     """settle.conf, included from postgresql.conf and rewritten on every start."""
     values = {
         "listen_addresses": endpoint.host,
         "port": str(endpoint.port),
         "unix_socket_directories": socket_dir_setting(sock, endpoint.port),
-        **SETTINGS,
+        **settings,
     }
     lines = ["# Written by `settle infra up` on every start; edits are lost."]
     lines += [f"{key} = '{value.replace(chr(39), chr(39) * 2)}'" for key, value in values.items()]
@@ -135,7 +141,8 @@ def _prepare(paths: RunPaths, endpoint: PgEndpoint) -> None:
         with (paths.pg_data / "postgresql.conf").open("a") as conf:
             conf.write("\ninclude_if_exists = 'settle.conf'\n")
     settle_conf = paths.pg_data / "settle.conf"
-    settle_conf.write_text(render_conf(endpoint, paths.pg_sock))
+    settings = cluster_settings(server_build(bins))
+    settle_conf.write_text(render_conf(endpoint, paths.pg_sock, settings))
     if is_root():
         record = pwd.getpwnam(SERVER_USER_WHEN_ROOT)
         os.chown(settle_conf, record.pw_uid, record.pw_gid)
@@ -185,6 +192,18 @@ def _ensure_database(endpoint: PgEndpoint) -> None:
         raise InfrastructureError(f"could not create database {endpoint.database}: {out}")
 
 
+def _ensure_statement_stats(endpoint: PgEndpoint) -> None:
+    # The view exists only where the extension was created; without the library loaded it
+    # would fail on every read, so a server started without it gets none.
+    code, loaded = _psql(endpoint, "show shared_preload_libraries")
+    if code != 0 or STATEMENT_STATS not in loaded:
+        return
+    sql = f"create extension if not exists {STATEMENT_STATS}"
+    code, out = _psql(endpoint, sql, database=endpoint.database)
+    if code != 0:
+        raise InfrastructureError(f"could not create {STATEMENT_STATS}: {out}")
+
+
 def start(paths: RunPaths) -> tuple[bool, int]:
     """Run the cluster (initdb first if needed); (whether this call started it, postmaster pid)."""
     endpoint = pg_endpoint(paths.database_url)
@@ -201,6 +220,7 @@ def start(paths: RunPaths) -> tuple[bool, int]:
     _pg_ctl_start(paths)
     _wait_ready(paths, endpoint, START_TIMEOUT_S)
     _ensure_database(endpoint)
+    _ensure_statement_stats(endpoint)
     pid = server_pid(paths)
     if pid is None:
         raise InfrastructureError(f"PostgreSQL stopped right after start\n{log_tail(paths.pg_log)}")
