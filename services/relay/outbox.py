@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from typing import NamedTuple
 
 import asyncpg
 from aiokafka import AIOKafkaProducer
@@ -45,7 +47,10 @@ UPDATE outbox AS u SET published_at = now()
          LIMIT $1
            FOR UPDATE OF o SKIP LOCKED) AS c
  WHERE u.id = c.id
-RETURNING u.id, u.event_id, u.settlement_id, u.sequence, u.topic, u.message_key, u.payload
+RETURNING u.id, u.event_id, u.settlement_id, u.sequence, u.topic, u.message_key, u.payload,
+          EXISTS (SELECT 1 FROM outbox f
+                   WHERE f.settlement_id = u.settlement_id AND f.sequence > u.sequence
+                     AND f.published_at IS NULL) AS followed
 """
 LAG = """
 SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
@@ -56,6 +61,13 @@ DELETE FROM outbox WHERE id IN (
     SELECT id FROM outbox
      WHERE published_at < now() - make_interval(secs => $1) ORDER BY id LIMIT $2)
 """
+
+
+class Claimed(NamedTuple):
+    """What one claimed batch came to."""
+
+    published: int  # rows published
+    more: bool  # rows may be claimable now that no notification will announce
 
 
 class OutboxPublisher:
@@ -89,17 +101,24 @@ class OutboxPublisher:
 
     async def publish_batch(self) -> int:
         """Publish one claimed batch; the number of rows published."""
+        return (await self._publish_claimed()).published
+
+    async def _publish_claimed(self) -> Claimed:
         async with self.pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(CLAIM, self.batch_size)
             if not rows:
-                return 0
+                return Claimed(0, more=False)
             acks = await self._send(rows)
             # Every row acknowledged before any is marked.
             await asyncio.wait_for(asyncio.gather(*acks), self.ack_seconds)
             failpoint("outbox.after_send")  # on Kafka, not committed: sent again, same event_id
         self.metrics.published.inc(len(rows))
         self.metrics.publish_batch.observe(len(rows))
-        return len(rows)
+        # A short batch took every row claimable when it was claimed, but a settlement's next
+        # event could not be claimable before this one was published, and no notification
+        # tells of that: only then is another claim owed now.
+        more = len(rows) == self.batch_size or any(row["followed"] for row in rows)
+        return Claimed(len(rows), more)
 
     async def _send(self, rows: list[asyncpg.Record]) -> list[asyncio.Future[object]]:
         # Rows go out as whole record batches, one stream per partition in claim order, which
@@ -135,25 +154,35 @@ class OutboxPublisher:
         return len(partitions)
 
     async def drain(self) -> int:
-        """Publish until nothing is claimable, `lanes` batches at a time; the rows published."""
-        return sum(await asyncio.gather(*(self._drain_lane() for _ in range(self.lanes))))
+        """Publish until nothing is claimable; the rows published. A wake-up for a few rows
+        costs one claim; a backlog is drained `lanes` batches at a time."""
+        first = await self._publish_claimed()
+        if not first.more:
+            return first.published
+        lanes = await asyncio.gather(*(self._drain_lane() for _ in range(self.lanes)))
+        return first.published + sum(lanes)
 
     async def _drain_lane(self) -> int:
-        total = 0
-        while published := await self.publish_batch():
-            total += published
+        total, more = 0, True
+        while more:
+            claimed = await self._publish_claimed()
+            total, more = total + claimed.published, claimed.more
         return total
 
     async def run(self) -> None:
         """Publish whenever PostgreSQL notifies new rows, and at least every poll interval."""
         listener = await self.pool.acquire()
+        lag_read = float("-inf")
         try:
             await listener.add_listener(CHANNEL, self._notified)
             while True:
                 self._wake.clear()
                 await self.drain()
-                async with self.pool.acquire() as conn:
-                    self.metrics.outbox_lag.set(await conn.fetchval(LAG))
+                # The lag gauge is read once a poll interval, not on every wake-up.
+                if time.monotonic() - lag_read >= self.poll_seconds:
+                    async with self.pool.acquire() as conn:
+                        self.metrics.outbox_lag.set(await conn.fetchval(LAG))
+                    lag_read = time.monotonic()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
         finally:
