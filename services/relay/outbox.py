@@ -139,14 +139,25 @@ class OutboxPublisher:
                 batch = open_batches[where] = self.producer.create_batch()
             if batch.append(key=row["message_key"], value=row["payload"], timestamp=None,
                             headers=headers) is None:  # fmt: skip
-                acks.append(await self.producer.send_batch(batch, where[0], partition=where[1]))
+                acks.append(await self._send_closed(batch, *where))
                 batch = open_batches[where] = self.producer.create_batch()
                 if batch.append(key=row["message_key"], value=row["payload"], timestamp=None,
                                 headers=headers) is None:  # fmt: skip
                     raise ValueError(f"outbox row {row['id']} exceeds the producer's batch size")
         for (topic, partition), batch in open_batches.items():
-            acks.append(await self.producer.send_batch(batch, topic, partition=partition))
+            acks.append(await self._send_closed(batch, topic, partition))
         return acks
+
+    async def _send_closed(
+        self, batch: BatchBuilder, topic: str, partition: int
+    ) -> asyncio.Future[object]:
+        # A batch handed over complete is closed: an open one would wait out the producer's
+        # linger for messages that never come, with the claiming transaction open meanwhile.
+        batch.close()
+        ack: asyncio.Future[object] = await self.producer.send_batch(
+            batch, topic, partition=partition
+        )
+        return ack
 
     async def _partition_count(self, topic: str) -> int:
         partitions = await self.producer.partitions_for(topic)
