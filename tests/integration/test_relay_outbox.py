@@ -169,6 +169,49 @@ async def test_a_wake_up_for_a_few_rows_costs_one_claim_and_takes_the_next_event
         await producer.stop()
 
 
+async def published(pool: asyncpg.Pool, event_ids: set[str]) -> None:
+    async with asyncio.timeout(10), pool.acquire() as conn:
+        while await conn.fetchval(  # noqa: ASYNC110 - polls PostgreSQL
+            "SELECT count(*) FROM outbox WHERE event_id = ANY($1::uuid[]) AND published_at IS NULL",
+            [uuid.UUID(e) for e in event_ids],
+        ):
+            await asyncio.sleep(0.005)
+
+
+async def test_a_replica_that_found_nothing_answers_the_next_notifications_together(
+    claims: tuple[asyncpg.Pool, list[str]], kafka_bootstrap: str
+) -> None:
+    pool, claimed = claims
+    prefix = unique("t") + "."
+    await ensure_topics(kafka_bootstrap, prefix)
+    producer = idempotent_producer(kafka_bootstrap, "relay-standby")
+    await producer.start()
+    publisher = OutboxPublisher(
+        pool, producer, create_metrics(), topic_prefix=prefix, poll_seconds=30,
+        standby_seconds=1.5,
+    )  # fmt: skip
+    task = asyncio.create_task(publisher.run())
+    try:
+        await asyncio.sleep(1.0)  # listening, and past its first drain
+        publisher._notified()  # rows another replica took: this wake-up finds nothing
+        await asyncio.sleep(0.5)
+        claimed.clear()
+        started = time.monotonic()
+        rows = set().union(*[await fill_outbox(pool, 1, 1) for _ in range(3)])  # 3 commits
+        await published(pool, rows)
+        assert time.monotonic() - started >= 1.5
+        assert len(claimed) == 1  # three notifications, one claim
+        claimed.clear()
+        started = time.monotonic()
+        await published(pool, await fill_outbox(pool, 1, 1))
+        assert time.monotonic() - started < 1.0  # it found rows: it answers at once again
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await producer.stop()
+
+
 async def test_prune_deletes_only_rows_published_before_the_retention(pool: asyncpg.Pool) -> None:
     old = await fill_outbox(pool, 1, 3)
     recent = await fill_outbox(pool, 1, 3)
