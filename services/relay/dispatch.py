@@ -9,8 +9,9 @@ key; a rail that honours keys collapses the attempts into one transfer. For a ra
 not (`rail_idempotent=False`), and for any re-issue past the rail's key window, the rail is
 searched for our settlement first and a transfer found there is adopted.
 
-A worker whose lease was taken over fails its fence check before sending and when recording,
-and sends nothing more.
+A worker whose lease was taken over fails its check before sending (pass 1 reads its fresh
+claim's lease from its own clock, see `LeaseClock`; pass 2 asks PostgreSQL for lease and fence)
+and its fence check when recording, and sends nothing more.
 """
 
 from __future__ import annotations
