@@ -51,7 +51,11 @@ async def relay_pool(settings: Settings) -> asyncpg.Pool:
     stall_ms = str(int(settings.relay_lease_seconds * 1000 / 3))
     bounds = ("idle_in_transaction_session_timeout", "lock_timeout", "statement_timeout")
     server_settings = {**dict.fromkeys(bounds, stall_ms), "application_name": worker_name()}
-    return await create_pool(settings, max_size=12, server_settings=server_settings)
+    # The relay sets nothing on its sessions (the publisher's LISTEN connection unlistens
+    # before it goes back), so no reset round trip is owed on each release.
+    return await create_pool(
+        settings, max_size=12, server_settings=server_settings, keep_sessions=True
+    )
 
 
 def dispatch_policy(settings: Settings) -> DispatchPolicy:

@@ -9,8 +9,9 @@ key; a rail that honours keys collapses the attempts into one transfer. For a ra
 not (`rail_idempotent=False`), and for any re-issue past the rail's key window, the rail is
 searched for our settlement first and a transfer found there is adopted.
 
-A worker whose lease was taken over fails its fence check before sending and when recording,
-and sends nothing more.
+A worker whose lease was taken over fails its check before sending (pass 1 reads its fresh
+claim's lease from its own clock, see `LeaseClock`; pass 2 asks PostgreSQL for lease and fence)
+and its fence check when recording, and sends nothing more.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from services.relay import dispatch_sql as sql
+from services.relay.lease import LeaseClock
 from services.relay.metrics import RelayMetrics
 from services.relay.rail import Rail, RailInstruction, RailOutcome, RailResult
 from services.shared.backoff import backoff
@@ -87,30 +89,21 @@ class Dispatcher:
 
     async def dispatch_many(self, settlement_ids: Sequence[str]) -> None:
         """Pass 1: claim the settlements' pending instructions (one transaction), send them
-        side by side, and record the accepted ones together; what the rail did not accept is
-        handled one by one. Instructions already claimed, done, or not pending are skipped."""
+        side by side while the lease leaves time for a call, and record the accepted ones
+        together; what the rail did not accept is handled one by one. Instructions already
+        claimed, done, or not pending are skipped."""
         ids = [uuid.UUID(sid) for sid in settlement_ids]
+        lease = LeaseClock(self.policy.lease_seconds, self.policy.call_seconds)
         async with self.pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(sql.CLAIM_PENDING, ids, self.policy.lease_seconds, self.worker)
             if not rows:
                 return
             moves = [Move(r["settlement_id"], SETTLEMENT_AFTER[E.CLAIM]) for r in rows]
             await apply_transitions(conn, moves, actor=self.worker, now=_now())
-        async with self.pool.acquire() as conn:
-            holding = {
-                r["settlement_id"]
-                for r in await conn.fetch(
-                    sql.STILL_HOLDING_MANY, [r["settlement_id"] for r in rows],
-                    [r["fence"] for r in rows], self.policy.call_seconds,
-                )
-            }  # fmt: skip
-        self.metrics.fence_rejections.inc(len(rows) - len(holding))
-        sending = [r for r in rows if r["settlement_id"] in holding]
-        results = await asyncio.gather(*(self._send(_instruction(r)) for r in sending))
-        accepted = [
-            (row, result) for row, result in zip(sending, results, strict=True)
-            if result.outcome is RailOutcome.ACCEPTED
-        ]  # fmt: skip
+        answers = await asyncio.gather(*(self._send(_instruction(r), lease) for r in rows))
+        sent = [(row, result) for row, result in zip(rows, answers, strict=True) if result]
+        self.metrics.fence_rejections.inc(len(rows) - len(sent))
+        accepted = [(row, result) for row, result in sent if result.outcome is RailOutcome.ACCEPTED]
         for _ in accepted:
             failpoint("dispatch.after_accept")  # the rail paid; nothing of it is recorded
         if accepted:
@@ -119,12 +112,16 @@ class Dispatcher:
             )
         await asyncio.gather(*(
             self._record(_instruction(row), int(row["fence"]), row["attempts"], result)
-            for row, result in zip(sending, results, strict=True)
-            if result.outcome is not RailOutcome.ACCEPTED
+            for row, result in sent if result.outcome is not RailOutcome.ACCEPTED
         ))  # fmt: skip
 
-    async def _send(self, instruction: RailInstruction) -> RailResult:
+    async def _send(
+        self, instruction: RailInstruction, lease: LeaseClock | None = None
+    ) -> RailResult | None:
+        """The rail's answer; None, sending nothing, if `lease` leaves no time for the call."""
         async with self._calls:
+            if lease is not None and not lease.time_for_a_call():
+                return None  # pass 2 takes it over once the lease ran out
             failpoint("dispatch.before_call")
             started = time.monotonic()
             failpoint("dispatch.during_call")  # with kill-in:S, lands while the call is out
@@ -208,6 +205,8 @@ class Dispatcher:
             self.metrics.fence_rejections.inc()
             return
         result = await self._send(instruction)
+        if result is None:  # only a lease clock refuses a call; pass 2 asked PostgreSQL instead
+            return
         if result.outcome is RailOutcome.ACCEPTED:
             failpoint("dispatch.after_accept")  # the rail paid; nothing of it is recorded
         await self._record(instruction, fence, row["attempts"], result)

@@ -67,14 +67,6 @@ SELECT 1 FROM rail_instructions
    AND lease_until > now() + make_interval(secs => $3)
 """
 
-# Which of these claims this worker still holds, with time left for a call.
-STILL_HOLDING_MANY = f"""
-SELECT r.settlement_id FROM rail_instructions r
-  JOIN unnest($1::uuid[], $2::bigint[]) AS c(sid, fence)
-    ON r.settlement_id = c.sid AND r.fence = c.fence
- WHERE r.status = '{I.PROCESSING}' AND r.lease_until > now() + make_interval(secs => $3)
-"""
-
 RECORD_TRANSFERRED_MANY = f"""
 UPDATE rail_instructions AS r
    SET status = '{target_of(E.ACCEPT)}', rail_reference = c.ref, lease_until = NULL,

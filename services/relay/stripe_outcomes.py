@@ -47,14 +47,13 @@ REFUSAL_STATUSES = frozenset({400, 402, 404})
 RETRY_CODES = frozenset({"rate_limit", "lock_timeout"})
 
 
-def outcome_of_created(obj: stripe.StripeObject) -> RailResult:
+def outcome_of_created(response: stripe.StripeResponse) -> RailResult:
     """ACCEPTED with the created object's id; AMBIGUOUS if the answer carries no id."""
-    response = obj.last_response
-    status = response.code if response is not None else None
-    ref = obj.to_dict(recursive=False).get("id")
+    status = response.code
+    ref = response.data.get("id") if isinstance(response.data, dict) else None
     if not isinstance(ref, str) or not ref:
         return RailResult(RailOutcome.AMBIGUOUS, detail="malformed_response", status=status)
-    replayed = response is not None and response.headers.get("idempotent-replayed") == "true"
+    replayed = response.headers.get("idempotent-replayed") == "true"
     detail = "idempotent_replayed" if replayed else ""
     return RailResult(RailOutcome.ACCEPTED, rail_reference=ref, detail=detail, status=status)
 

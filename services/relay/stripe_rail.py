@@ -30,6 +30,7 @@ DEFAULT_PAYOUT_LOOKBACK = timedelta(days=7)
 DEFAULT_MAX_PAGES = 20
 TRANSFER_PAGE_SIZE = 10  # a transfer group holds one settlement's transfers: a handful at most
 PAYOUT_PAGE_SIZE = 100  # Stripe's maximum page size
+CREATE_PATHS = {PayoutMethod.TRANSFER: "/v1/transfers", PayoutMethod.PAYOUT: "/v1/payouts"}
 
 _ListPage = Callable[[str | None], Awaitable[stripe.StripeObject]]
 
@@ -98,40 +99,30 @@ class StripeRail:
         if not instruction.idempotency_key:
             # An empty key would make stripe generate a random one: a second payment risk.
             raise ValueError("instruction.idempotency_key is empty; derive it from the settlement")
-        options: stripe.RequestOptions = {"idempotency_key": instruction.idempotency_key}
-        metadata = {"settlement_id": instruction.settlement_id, "tenant": instruction.tenant}
-        description = f"settle settlement {instruction.settlement_id}"
+        params: dict[str, object] = {
+            "amount": instruction.amount,
+            "currency": instruction.currency.lower(),
+            "destination": instruction.destination,
+            "metadata": {"settlement_id": instruction.settlement_id, "tenant": instruction.tenant},
+            "description": f"settle settlement {instruction.settlement_id}",
+        }
+        if instruction.method is PayoutMethod.TRANSFER:
+            params["transfer_group"] = instruction.settlement_id
         try:
             async with asyncio.timeout(self._timeout):
-                if instruction.method is PayoutMethod.TRANSFER:
-                    created: stripe.StripeObject = await self._client.v1.transfers.create_async(
-                        {
-                            "amount": instruction.amount,
-                            "currency": instruction.currency.lower(),
-                            "destination": instruction.destination,
-                            "transfer_group": instruction.settlement_id,
-                            "metadata": metadata,
-                            "description": description,
-                        },
-                        options,
-                    )
-                else:
-                    created = await self._client.v1.payouts.create_async(
-                        {
-                            "amount": instruction.amount,
-                            "currency": instruction.currency.lower(),
-                            "destination": instruction.destination,
-                            "metadata": metadata,
-                            "description": description,
-                        },
-                        options,
-                    )
+                # The raw request is the typed create's request, answered and checked alike
+                # (a non-2xx answer raises the same StripeError); it skips building a
+                # StripeObject of the whole answer, where only its id is read.
+                response = await self._client.raw_request_async(
+                    "post", CREATE_PATHS[instruction.method], **params,
+                    idempotency_key=instruction.idempotency_key,
+                )  # fmt: skip
         except TimeoutError:
             # Our whole-call deadline fired; the request may be at Stripe already.
             return RailResult(RailOutcome.AMBIGUOUS, detail="timeout")
         except stripe.StripeError as e:
             return outcome_of_error(e)
-        return outcome_of_created(created)
+        return outcome_of_created(response)
 
     async def find(
         self, instruction: RailInstruction, *, since: datetime | None = None

@@ -1,7 +1,9 @@
 """Pass 1's trigger: settlement `created` events on Kafka start the dispatch of their settlements.
 
 Events are read in polled batches, the `created` ones chunked and dispatched side by side, and
-the offsets committed once every chunk's claims are durable. A chunk that failed with a
+the offsets committed once every chunk's claims are durable, at most once a second: an event
+read again after a restart or a rebalance claims nothing that was claimed already, so a
+commit per batch would buy nothing but a Kafka round trip. A chunk that failed with a
 retriable error (PostgreSQL away or busy, a rail lookup failing) is only logged: its claims
 wait for pass 2, so nothing is lost by moving on. Any other error (a settlement changed under
 its row lock, data the database refuses) is a bug or a manual edit: it stops the relay rather
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from typing import Protocol
@@ -28,6 +31,28 @@ CONSUMER_GROUP = "settle-relay"
 DISPATCH_CHUNK = 100  # settlements claimed, sent and recorded together
 POLL_MS = 500
 POLL_RECORDS = 500
+COMMIT_SECONDS = 1.0
+
+
+class OffsetCommits:
+    """When the offsets of dispatched events are committed: at most once per interval."""
+
+    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._interval = interval
+        self._clock = clock
+        self._last = clock()
+        self._pending = False
+
+    def dispatched(self) -> None:
+        """Events up to the consumer's position are dispatched and their claims durable."""
+        self._pending = True
+
+    def due(self) -> bool:
+        """Whether to commit now; if so, the interval starts over."""
+        if not self._pending or self._clock() - self._last < self._interval:
+            return False
+        self._last, self._pending = self._clock(), False
+        return True
 
 
 class DispatchesMany(Protocol):
@@ -78,11 +103,14 @@ async def trigger_dispatch(
 
     async def session(clients: AsyncExitStack) -> None:
         consumer = await started(clients, consumer_of())
+        commits = OffsetCommits(COMMIT_SECONDS)
         while True:
             batches = await consumer.getmany(timeout_ms=POLL_MS, max_records=POLL_RECORDS)
             records = [record for part in batches.values() for record in part]
             await dispatch_created(dispatcher, created_settlements(records))
             if batches:
+                commits.dispatched()
+            if commits.due():
                 await consumer.commit()
 
     await run_reconnecting("dispatch triggers", session)

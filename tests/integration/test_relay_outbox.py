@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from services.relay.metrics import create_metrics
-from services.relay.outbox import OutboxPublisher, prune_published
+from services.relay.outbox import CLAIM, OutboxPublisher, prune_published
 from services.shared.kafka import header, idempotent_producer, manual_commit_consumer
 from services.shared.topics import EVENTS, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
@@ -124,6 +124,87 @@ async def test_notify_wakes_the_publisher_within_milliseconds(
                 ):
                     await asyncio.sleep(0.005)
         assert time.monotonic() - started < 1.0  # far below the 30 s poll interval
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await producer.stop()
+
+
+@pytest.fixture
+async def claims(database_url: str) -> AsyncIterator[tuple[asyncpg.Pool, list[str]]]:
+    """A pool that records the claiming statements its connections run."""
+    claimed: list[str] = []
+
+    async def record_claims(conn: asyncpg.Connection) -> None:
+        conn.add_query_logger(lambda q: claimed.append(q.query) if q.query == CLAIM else None)
+
+    pool = await asyncpg.create_pool(
+        asyncpg_dsn(database_url), min_size=1, max_size=4, init=record_claims
+    )
+    yield pool, claimed
+    await pool.close()
+
+
+async def test_a_wake_up_for_a_few_rows_costs_one_claim_and_takes_the_next_events_too(
+    claims: tuple[asyncpg.Pool, list[str]], kafka_bootstrap: str
+) -> None:
+    pool, claimed = claims
+    prefix = unique("t") + "."
+    await ensure_topics(kafka_bootstrap, prefix)
+    producer = idempotent_producer(kafka_bootstrap, "relay-claims")
+    await producer.start()
+    try:
+        publisher = OutboxPublisher(pool, producer, create_metrics(), topic_prefix=prefix)
+        await publisher.drain()  # rows other tests left
+        await fill_outbox(pool, settlements=3, events_each=1)
+        claimed.clear()
+        assert await publisher.drain() == 3
+        assert len(claimed) == 1  # a short batch took all there was: no empty claims after it
+        # A settlement's second event is claimable only once its first is published, and no
+        # notification says so: the same drain takes it.
+        await fill_outbox(pool, settlements=1, events_each=2)
+        assert await publisher.drain() == 2
+    finally:
+        await producer.stop()
+
+
+async def published(pool: asyncpg.Pool, event_ids: set[str]) -> None:
+    async with asyncio.timeout(10), pool.acquire() as conn:
+        while await conn.fetchval(  # noqa: ASYNC110 - polls PostgreSQL
+            "SELECT count(*) FROM outbox WHERE event_id = ANY($1::uuid[]) AND published_at IS NULL",
+            [uuid.UUID(e) for e in event_ids],
+        ):
+            await asyncio.sleep(0.005)
+
+
+async def test_a_replica_that_found_nothing_answers_the_next_notifications_together(
+    claims: tuple[asyncpg.Pool, list[str]], kafka_bootstrap: str
+) -> None:
+    pool, claimed = claims
+    prefix = unique("t") + "."
+    await ensure_topics(kafka_bootstrap, prefix)
+    producer = idempotent_producer(kafka_bootstrap, "relay-standby")
+    await producer.start()
+    publisher = OutboxPublisher(
+        pool, producer, create_metrics(), topic_prefix=prefix, poll_seconds=30,
+        standby_seconds=1.5,
+    )  # fmt: skip
+    task = asyncio.create_task(publisher.run())
+    try:
+        await asyncio.sleep(1.0)  # listening, and past its first drain
+        publisher._notified()  # rows another replica took: this wake-up finds nothing
+        await asyncio.sleep(0.5)
+        claimed.clear()
+        started = time.monotonic()
+        rows = set().union(*[await fill_outbox(pool, 1, 1) for _ in range(3)])  # 3 commits
+        await published(pool, rows)
+        assert time.monotonic() - started >= 1.5
+        assert len(claimed) == 1  # three notifications, one claim
+        claimed.clear()
+        started = time.monotonic()
+        await published(pool, await fill_outbox(pool, 1, 1))
+        assert time.monotonic() - started < 1.0  # it found rows: it answers at once again
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from aiokafka import ConsumerRecord
 
-from services.relay.triggers import created_settlements
+from services.relay.triggers import OffsetCommits, created_settlements
 from services.shared import avro
 
 
@@ -34,3 +34,26 @@ def test_only_created_events_trigger_dispatch_and_garbage_is_skipped() -> None:
         record(event(second, "created")),
     ]
     assert created_settlements(records) == [first, second]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_offsets_are_committed_at_most_once_an_interval_and_only_after_a_dispatch() -> None:
+    clock = Clock()
+    commits = OffsetCommits(1.0, clock)
+    clock.now = 5.0
+    assert not commits.due()  # nothing dispatched: nothing to commit
+    commits.dispatched()
+    assert commits.due()
+    commits.dispatched()
+    clock.now = 5.9
+    assert not commits.due()  # within the interval of the last commit
+    clock.now = 6.0
+    assert commits.due()
+    assert not commits.due()  # committed; nothing dispatched since
