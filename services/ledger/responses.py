@@ -7,9 +7,10 @@ the edge's (`services.shared.edge.error_body`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
+
+import orjson
 
 
 def settlement_body(
@@ -43,9 +44,16 @@ def settlement_body(
         "rail_reference": rail_reference,
         "created_at": timestamp(created_at),
     }
-    return json.dumps(settlement, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8"
-    )
+    return canonical_json(settlement)
+
+
+def canonical_json(value: object) -> bytes:
+    """`value` as canonical JSON: sorted keys, no whitespace, UTF-8 unescaped.
+
+    Byte for byte what `json.dumps(value, sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False).encode()` gives (stored fingerprints were made that way), at a
+    fraction of the CPU."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
 def timestamp(moment: datetime) -> str:
