@@ -9,6 +9,7 @@ replay, a different one waits for the next batch, where the stored record answer
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import asyncpg
@@ -39,6 +40,7 @@ class Ledger:
         self.pool = pool
         self.metrics = metrics or create_metrics()
         self.books = books
+        self.workers = workers
         self.max_batch = max_batch
         self._requests: GroupCommit[SettlementRequest, AcceptResult] = GroupCommit(
             self._book_folded, workers=workers, max_batch=max_batch, stopping=_shutting_down
@@ -53,10 +55,24 @@ class Ledger:
         return await self._requests.submit(request)
 
     async def accept_many(self, requests: list[SettlementRequest]) -> list[AcceptResult]:
-        """Book `requests` directly, in batches of at most `max_batch`; results in order."""
+        """Book `requests` directly, in batches of at most `max_batch`, up to `workers` batches
+        at once; results in order. If a batch fails, the others finish before it is raised."""
+        # Batches at once, so one batch's validation and minting runs while another waits
+        # on PostgreSQL. A key in two of them is decided by the one that commits first.
+        gate = asyncio.Semaphore(self.workers)
+
+        async def book(batch: Sequence[SettlementRequest]) -> list[AcceptResult]:
+            async with gate:
+                return await self._book_folded(batch)
+
+        size = self.max_batch
+        batches = [requests[start : start + size] for start in range(0, len(requests), size)]
+        booked = await asyncio.gather(*(book(b) for b in batches), return_exceptions=True)
         results: list[AcceptResult] = []
-        for start in range(0, len(requests), self.max_batch):
-            results += await self._book_folded(requests[start : start + self.max_batch])
+        for outcome in booked:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            results += outcome
         return results
 
     async def _book_folded(self, requests: Sequence[SettlementRequest]) -> list[AcceptResult]:

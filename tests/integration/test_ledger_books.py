@@ -228,6 +228,48 @@ async def test_books_balance_under_concurrent_settlements_on_shared_accounts(
         assert by_account[f"{tenant}:funding:USD"] == -booked
 
 
+async def test_batches_booked_at_once_answer_a_repeated_key_once(pool: asyncpg.Pool) -> None:
+    # Three batches of two run at once: a key in two of them books one settlement, and the
+    # other answers from the stored record (a replay, or 422 for another body).
+    ledger = Ledger(pool, Books(WINDOWS), workers=3, max_batch=2)
+    tenant = unique("t")
+    first, other = request(tenant), request(tenant)
+    changed = request(tenant, key=other.idempotency_key, amount=other.amount + 1)
+    batch = [first, request(tenant), request(tenant), first, other, changed]
+    try:
+        results = await ledger.accept_many(batch)
+    finally:
+        await ledger.stop()
+    outcomes = [r.outcome for r in results]
+    assert sorted([outcomes[0], outcomes[3]]) == [Outcome.CREATED, Outcome.REPLAYED]
+    assert results[0].body == results[3].body
+    assert outcomes[1:3] == [Outcome.CREATED, Outcome.CREATED]
+    assert outcomes[4:] == [Outcome.CREATED, Outcome.MISMATCH]
+    async with pool.acquire() as db:
+        booked = await db.fetchval("SELECT count(*) FROM settlements WHERE tenant = $1", tenant)
+    assert booked == 4
+
+
+async def test_batches_booked_at_once_update_different_balance_shards(
+    pool: asyncpg.Pool,
+) -> None:
+    # Concurrent batches of one process must not queue (or deadlock) on one balance row.
+    books = Books(WINDOWS, shards=4)
+    ledger = Ledger(pool, books, workers=4, max_batch=1)
+    tenant = unique("t")
+    try:
+        results = await ledger.accept_many([request(tenant, amount=a) for a in (1, 2, 4, 8)])
+    finally:
+        await ledger.stop()
+    assert all(r.outcome is Outcome.CREATED for r in results)
+    async with pool.acquire() as db:
+        shards = await db.fetch(
+            "SELECT shard, balance FROM account_balances WHERE account_id = $1 ORDER BY shard",
+            f"{tenant}:payable:EUR",
+        )
+    assert sorted(r["balance"] for r in shards) == [1, 2, 4, 8]
+
+
 async def test_postgres_unreachable_fails_closed() -> None:
     dead = await asyncpg.create_pool("postgresql://settle@127.0.0.1:1/none", min_size=0)
     ledger = Ledger(dead, Books(WINDOWS))
