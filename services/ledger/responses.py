@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 
 import orjson
 
@@ -56,6 +57,8 @@ def canonical_json(value: object) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
+# A batch renders one moment for every settlement it books.
+@lru_cache(maxsize=64)
 def timestamp(moment: datetime) -> str:
     """`moment` as ISO 8601 UTC with milliseconds, e.g. "2026-11-25T21:59:35.123Z"."""
     if moment.tzinfo is None:
