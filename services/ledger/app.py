@@ -21,7 +21,7 @@ from services.ledger.metrics import create_metrics
 from services.ledger.readiness import Readiness
 from services.ledger.reads import SettlementReads
 from services.shared.config import Settings
-from services.shared.database import create_pool
+from services.shared.database import create_pool, keep_session
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.running import run_until_first_exits
 from services.shared.topics import COMMANDS, COMMANDS_DLQ
@@ -40,7 +40,9 @@ def windows(settings: Settings) -> Windows:
 async def serve(settings: Settings, host: str, port: int, consume: bool = True) -> None:
     """Run the ledger's HTTP API (and, with `consume`, its Kafka intake) until cancelled."""
     metrics = create_metrics()
-    pool = await create_pool(settings)
+    # The ledger keeps no session state: a batch gives its connection back without the
+    # full reset's extra round trip.
+    pool = await create_pool(settings, reset=keep_session)
     ledger = Ledger(pool, Books(windows(settings), settings.stripe_method), metrics=metrics)
     app = create_app(
         ledger, SettlementReads(pool), settings, Readiness(pool, settings.kafka_bootstrap),

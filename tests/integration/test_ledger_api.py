@@ -28,7 +28,7 @@ from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.readiness import Readiness
 from services.ledger.reads import SettlementReads
 from services.shared.config import Settings, load_settings
-from services.shared.database import create_pool
+from services.shared.database import create_pool, keep_session
 from tests.conftest import unique
 
 pytestmark = pytest.mark.integration
@@ -86,7 +86,7 @@ def ledger_settings(
 async def running_ledger(settings: Settings, **ledger_options: int) -> AsyncIterator[Api]:
     """The ledger's HTTP app built from `settings` exactly as `app.serve` builds it."""
     metrics = create_metrics()
-    pool = await create_pool(settings)
+    pool = await create_pool(settings, reset=keep_session)  # as app.py opens it
     books = Books(windows(settings), settings.stripe_method)
     ledger = Ledger(pool, books, metrics=metrics, **ledger_options)
     try:

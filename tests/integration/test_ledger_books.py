@@ -16,6 +16,8 @@ from services.ledger.booking import Books, Windows
 from services.ledger.intake import parse_settlement_body
 from services.ledger.model import Outcome, SettlementRequest
 from services.shared import avro
+from services.shared.config import load_settings
+from services.shared.database import create_pool, keep_session
 from services.shared.errors import StoreUnavailable
 from tests.conftest import asyncpg_dsn, unique
 
@@ -279,3 +281,39 @@ async def test_postgres_unreachable_fails_closed() -> None:
     finally:
         await ledger.stop()
         await dead.close()
+
+
+async def test_a_connection_given_back_mid_transaction_comes_back_rolled_back(
+    database_url: str,
+) -> None:
+    settings = load_settings({"SETTLE_DATABASE_URL": database_url})
+    pool = await create_pool(settings, max_size=1, reset=keep_session)
+    tenant = unique("t")
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute("BEGIN")
+            await conn.execute(
+                "INSERT INTO accounts (id, tenant, kind, currency)"
+                " VALUES ($1, $2, 'funding', 'USD')",
+                f"{tenant}:funding:USD", tenant,
+            )  # fmt: skip
+        async with pool.acquire() as conn:
+            assert not conn.is_in_transaction()
+            found = await conn.fetchval("SELECT count(*) FROM accounts WHERE tenant = $1", tenant)
+            assert found == 0
+    finally:
+        await pool.close()
+
+
+async def test_a_connection_given_back_costs_no_reset_round_trip(database_url: str) -> None:
+    # The full reset (RESET ALL and more) is a round trip per batch; a setting surviving the
+    # release shows none was sent.
+    settings = load_settings({"SETTLE_DATABASE_URL": database_url})
+    pool = await create_pool(settings, max_size=1, reset=keep_session)
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute("SET application_name = 'kept'")
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SHOW application_name") == "kept"
+    finally:
+        await pool.close()
