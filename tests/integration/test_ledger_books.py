@@ -14,6 +14,7 @@ import pytest
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books, Windows
 from services.ledger.intake import parse_settlement_body
+from services.ledger.metrics import create_metrics
 from services.ledger.model import Outcome, SettlementRequest
 from services.shared import avro
 from services.shared.config import load_settings
@@ -270,6 +271,25 @@ async def test_batches_booked_at_once_update_different_balance_shards(
             f"{tenant}:payable:EUR",
         )
     assert sorted(r["balance"] for r in shards) == [1, 2, 4, 8]
+
+
+async def test_an_http_request_and_a_command_a_moment_apart_share_one_transaction(
+    pool: asyncpg.Pool,
+) -> None:
+    metrics = create_metrics()
+    ledger = Ledger(pool, Books(WINDOWS), metrics=metrics, linger=0.3)
+    tenant = unique("t")
+    try:
+        posted = asyncio.create_task(ledger.accept(request(tenant)))
+        await asyncio.sleep(0.05)
+        consumed = await ledger.accept_many([request(tenant)])
+        results = [await posted, *consumed]
+    finally:
+        await ledger.stop()
+    assert [r.outcome for r in results] == [Outcome.CREATED, Outcome.CREATED]
+    registry = metrics.registry
+    assert registry.get_sample_value("settle_ledger_batch_size_count") == 1
+    assert registry.get_sample_value("settle_ledger_batch_size_sum") == 2
 
 
 async def test_postgres_unreachable_fails_closed() -> None:
