@@ -1,14 +1,16 @@
 """The accept core both ingress paths call: concurrent requests grouped into batches.
 
-Each HTTP request waits while a few booking workers take whatever is queued, up to
-`max_batch`, and book it in one transaction (`shared.group_commit`): under load batches grow
-and the commit cost is shared; alone, a request pays one transaction. Requests with one tenant
+Each HTTP request and Kafka command waits while a few booking workers take whatever is
+queued, up to `max_batch`, and book it in one transaction (`shared.group_commit`): under load
+batches grow and the commit cost is shared; at moderate rates a worker lingers a few
+milliseconds for company first; alone, a request pays one transaction. Requests with one tenant
 and key in the same batch are folded onto the first: an identical one gets its response as a
 replay, a different one waits for the next batch, where the stored record answers it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import asyncpg
@@ -19,6 +21,11 @@ from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.shared.errors import StoreUnavailable
 from services.shared.group_commit import GroupCommit
 from services.shared.store_errors import REFUSED, retry_contended, unavailable_when_down
+
+# A booking transaction costs PostgreSQL about as much CPU as seven more settlements in it, so
+# at moderate rates a request waits this long for others to share its commit. Booking
+# stamps `accepted` after the wait, so accepted -> paid latency does not include it.
+LINGER_S = 0.005
 
 
 def _shutting_down() -> StoreUnavailable:
@@ -35,13 +42,17 @@ class Ledger:
         workers: int = 4,
         max_batch: int = 200,
         metrics: LedgerMetrics | None = None,
+        linger: float = LINGER_S,
     ) -> None:
         self.pool = pool
         self.metrics = metrics or create_metrics()
         self.books = books
-        self.max_batch = max_batch
         self._requests: GroupCommit[SettlementRequest, AcceptResult] = GroupCommit(
-            self._book_folded, workers=workers, max_batch=max_batch, stopping=_shutting_down
+            self._book_folded,
+            workers=workers,
+            max_batch=max_batch,
+            stopping=_shutting_down,
+            linger=linger,
         )
 
     async def stop(self) -> None:
@@ -53,10 +64,16 @@ class Ledger:
         return await self._requests.submit(request)
 
     async def accept_many(self, requests: list[SettlementRequest]) -> list[AcceptResult]:
-        """Book `requests` directly, in batches of at most `max_batch`; results in order."""
+        """Book `requests` in the same batches as `accept`, results in order; if any failed,
+        the first failure is raised once every request has its answer."""
+        # One queue for both ingress paths: Kafka commands and HTTP requests arriving
+        # together share commits, and a large poll books as several batches at once.
+        answers = await asyncio.gather(*map(self.accept, requests), return_exceptions=True)
         results: list[AcceptResult] = []
-        for start in range(0, len(requests), self.max_batch):
-            results += await self._book_folded(requests[start : start + self.max_batch])
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
+            results.append(answer)
         return results
 
     async def _book_folded(self, requests: Sequence[SettlementRequest]) -> list[AcceptResult]:

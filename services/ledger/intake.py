@@ -32,6 +32,7 @@ from typing import Any
 
 from services.ledger.errors import InvalidRequest
 from services.ledger.model import SettlementRequest
+from services.ledger.responses import canonical_json
 from services.shared.config import RailKind
 from services.shared.money import MAX_AMOUNT, is_currency
 
@@ -119,17 +120,13 @@ def body_fields(request: SettlementRequest) -> dict[str, object]:
 
 def canonical_body(request: SettlementRequest) -> bytes:
     """The canonical JSON bytes of the request's body: sorted keys, compact, UTF-8."""
-    return _canonical_json(body_fields(request))
+    return canonical_json(body_fields(request))
 
 
 def fingerprint(tenant: str, method: str, path: str, body: Mapping[str, object]) -> bytes:
     """SHA-256 (32 bytes) over the canonical JSON of tenant, method, path and `body_fields`."""
     document = {"tenant": tenant, "method": method, "path": path, "body": dict(body)}
-    return hashlib.sha256(_canonical_json(document)).digest()
-
-
-def _canonical_json(value: object) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(canonical_json(document)).digest()
 
 
 class _DuplicateKey(ValueError):

@@ -7,9 +7,11 @@ the edge's (`services.shared.edge.error_body`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
+
+import orjson
 
 
 def settlement_body(
@@ -43,11 +45,20 @@ def settlement_body(
         "rail_reference": rail_reference,
         "created_at": timestamp(created_at),
     }
-    return json.dumps(settlement, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8"
-    )
+    return canonical_json(settlement)
 
 
+def canonical_json(value: object) -> bytes:
+    """`value` as canonical JSON: sorted keys, no whitespace, UTF-8 unescaped.
+
+    Byte for byte what `json.dumps(value, sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False).encode()` gives (stored fingerprints were made that way), at a
+    fraction of the CPU."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+# A batch renders one moment for every settlement it books.
+@lru_cache(maxsize=64)
 def timestamp(moment: datetime) -> str:
     """`moment` as ISO 8601 UTC with milliseconds, e.g. "2026-11-25T21:59:35.123Z"."""
     if moment.tzinfo is None:

@@ -86,7 +86,7 @@ def ledger_settings(
 async def running_ledger(settings: Settings, **ledger_options: int) -> AsyncIterator[Api]:
     """The ledger's HTTP app built from `settings` exactly as `app.serve` builds it."""
     metrics = create_metrics()
-    pool = await create_pool(settings)
+    pool = await create_pool(settings, keep_sessions=True)  # as app.py opens it
     books = Books(windows(settings), settings.stripe_method)
     ledger = Ledger(pool, books, metrics=metrics, **ledger_options)
     try:

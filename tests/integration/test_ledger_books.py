@@ -14,8 +14,11 @@ import pytest
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books, Windows
 from services.ledger.intake import parse_settlement_body
+from services.ledger.metrics import create_metrics
 from services.ledger.model import Outcome, SettlementRequest
 from services.shared import avro
+from services.shared.config import load_settings
+from services.shared.database import create_pool
 from services.shared.errors import StoreUnavailable
 from tests.conftest import asyncpg_dsn, unique
 
@@ -228,6 +231,67 @@ async def test_books_balance_under_concurrent_settlements_on_shared_accounts(
         assert by_account[f"{tenant}:funding:USD"] == -booked
 
 
+async def test_batches_booked_at_once_answer_a_repeated_key_once(pool: asyncpg.Pool) -> None:
+    # Three batches of two run at once: a key in two of them books one settlement, and the
+    # other answers from the stored record (a replay, or 422 for another body).
+    ledger = Ledger(pool, Books(WINDOWS), workers=3, max_batch=2)
+    tenant = unique("t")
+    first, other = request(tenant), request(tenant)
+    changed = request(tenant, key=other.idempotency_key, amount=other.amount + 1)
+    batch = [first, request(tenant), request(tenant), first, other, changed]
+    try:
+        results = await ledger.accept_many(batch)
+    finally:
+        await ledger.stop()
+    outcomes = [r.outcome for r in results]
+    assert sorted([outcomes[0], outcomes[3]]) == [Outcome.CREATED, Outcome.REPLAYED]
+    assert results[0].body == results[3].body
+    assert outcomes[1:3] == [Outcome.CREATED, Outcome.CREATED]
+    assert outcomes[4:] == [Outcome.CREATED, Outcome.MISMATCH]
+    async with pool.acquire() as db:
+        booked = await db.fetchval("SELECT count(*) FROM settlements WHERE tenant = $1", tenant)
+    assert booked == 4
+
+
+async def test_batches_booked_at_once_update_different_balance_shards(
+    pool: asyncpg.Pool,
+) -> None:
+    # Concurrent batches of one process must not queue (or deadlock) on one balance row.
+    books = Books(WINDOWS, shards=4)
+    ledger = Ledger(pool, books, workers=4, max_batch=1)
+    tenant = unique("t")
+    try:
+        results = await ledger.accept_many([request(tenant, amount=a) for a in (1, 2, 4, 8)])
+    finally:
+        await ledger.stop()
+    assert all(r.outcome is Outcome.CREATED for r in results)
+    async with pool.acquire() as db:
+        shards = await db.fetch(
+            "SELECT shard, balance FROM account_balances WHERE account_id = $1 ORDER BY shard",
+            f"{tenant}:payable:EUR",
+        )
+    assert sorted(r["balance"] for r in shards) == [1, 2, 4, 8]
+
+
+async def test_an_http_request_and_a_command_a_moment_apart_share_one_transaction(
+    pool: asyncpg.Pool,
+) -> None:
+    metrics = create_metrics()
+    ledger = Ledger(pool, Books(WINDOWS), metrics=metrics, linger=0.3)
+    tenant = unique("t")
+    try:
+        posted = asyncio.create_task(ledger.accept(request(tenant)))
+        await asyncio.sleep(0.05)
+        consumed = await ledger.accept_many([request(tenant)])
+        results = [await posted, *consumed]
+    finally:
+        await ledger.stop()
+    assert [r.outcome for r in results] == [Outcome.CREATED, Outcome.CREATED]
+    registry = metrics.registry
+    assert registry.get_sample_value("settle_ledger_batch_size_count") == 1
+    assert registry.get_sample_value("settle_ledger_batch_size_sum") == 2
+
+
 async def test_postgres_unreachable_fails_closed() -> None:
     dead = await asyncpg.create_pool("postgresql://settle@127.0.0.1:1/none", min_size=0)
     ledger = Ledger(dead, Books(WINDOWS))
@@ -237,3 +301,39 @@ async def test_postgres_unreachable_fails_closed() -> None:
     finally:
         await ledger.stop()
         await dead.close()
+
+
+async def test_a_connection_given_back_mid_transaction_comes_back_rolled_back(
+    database_url: str,
+) -> None:
+    settings = load_settings({"SETTLE_DATABASE_URL": database_url})
+    pool = await create_pool(settings, max_size=1, keep_sessions=True)
+    tenant = unique("t")
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute("BEGIN")
+            await conn.execute(
+                "INSERT INTO accounts (id, tenant, kind, currency)"
+                " VALUES ($1, $2, 'funding', 'USD')",
+                f"{tenant}:funding:USD", tenant,
+            )  # fmt: skip
+        async with pool.acquire() as conn:
+            assert not conn.is_in_transaction()
+            found = await conn.fetchval("SELECT count(*) FROM accounts WHERE tenant = $1", tenant)
+            assert found == 0
+    finally:
+        await pool.close()
+
+
+async def test_a_connection_given_back_costs_no_reset_round_trip(database_url: str) -> None:
+    # The full reset (RESET ALL and more) is a round trip per batch; a setting surviving the
+    # release shows none was sent.
+    settings = load_settings({"SETTLE_DATABASE_URL": database_url})
+    pool = await create_pool(settings, max_size=1, keep_sessions=True)
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute("SET application_name = 'kept'")
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SHOW application_name") == "kept"
+    finally:
+        await pool.close()

@@ -122,3 +122,22 @@ async def test_a_caller_after_a_quiet_spell_is_served_by_a_new_worker() -> None:
     await settle()
     assert await asyncio.wait_for(commits.submit(2), 2) == 20
     assert books.batches == [[1], [2]]
+
+
+async def test_with_linger_callers_a_moment_apart_share_one_batch() -> None:
+    books = Books()
+    commits = GroupCommit(books.commit, workers=2, max_batch=3, stopping=Stopped, linger=0.05)
+    first = asyncio.create_task(commits.submit(1))
+    await settle()  # a worker is lingering for more
+    assert books.batches == []
+    second = asyncio.create_task(commits.submit(2))
+    assert await asyncio.gather(first, second) == [10, 20]
+    assert books.batches == [[1, 2]]
+
+
+async def test_with_linger_a_full_batch_goes_at_once() -> None:
+    books = Books()
+    commits = GroupCommit(books.commit, workers=1, max_batch=3, stopping=Stopped, linger=60)
+    calls = [asyncio.create_task(commits.submit(n)) for n in range(3)]
+    assert await asyncio.wait_for(asyncio.gather(*calls), 2) == [0, 10, 20]
+    assert books.batches == [[0, 1, 2]]

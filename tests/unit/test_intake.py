@@ -23,6 +23,7 @@ from services.ledger.intake import (
     validate_idempotency_key,
 )
 from services.ledger.model import SettlementRequest
+from services.ledger.responses import canonical_json
 from services.shared.money import CURRENCIES, MAX_AMOUNT
 
 BODY: dict[str, Any] = {
@@ -129,6 +130,25 @@ def test_the_largest_amount_is_accepted() -> None:
 def test_amounts_that_are_not_whole_positive_minor_units_are_refused(literal: str) -> None:
     error = refusal(with_amount(literal))
     assert (error.code, error.field, error.status) == ("invalid_amount", "amount", 400)
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | _TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=5),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=500)
+@given(_JSON)
+def test_canonical_json_is_byte_for_byte_the_form_stored_fingerprints_were_made_with(
+    value: object,
+) -> None:
+    # Fingerprints stored by earlier releases hashed this exact json.dumps form; any other
+    # byte (an escape, a key order) would turn their retries into 422s.
+    stored_form = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert canonical_json(value) == stored_form.encode()
 
 
 def test_key_order_and_whitespace_do_not_change_the_fingerprint() -> None:

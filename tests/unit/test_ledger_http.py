@@ -186,8 +186,9 @@ def requests_counted(api: Api, outcome: str) -> float:
         {"Authorization": f"Basic {TOKEN}"},
         {"Authorization": "Bearer"},
         {"Authorization": f"Bearer {TOKEN}x"},
+        {"Authorization": TOKEN},
     ],
-    ids=["missing", "unknown", "other-scheme", "empty", "prefix-of-other"],
+    ids=["missing", "unknown", "other-scheme", "empty", "prefix-of-other", "no-scheme"],
 )
 async def test_post_without_a_known_token_is_401_and_books_nothing(
     api: Api, headers: dict[str, str]
@@ -200,6 +201,14 @@ async def test_post_without_a_known_token_is_401_and_books_nothing(
     assert error_of(response)["code"] == "unauthorized"
     assert api.acceptor.seen == []
     assert requests_counted(api, "unauthorized") == 1
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
+async def test_post_takes_the_bearer_scheme_in_any_case(api: Api, scheme: str) -> None:
+    headers = {"Authorization": f"{scheme} {TOKEN}", "Idempotency-Key": "k"}
+    response = await api.client.post("/v1/settlements", json=BODY, headers=headers)
+    assert response.status_code == 201
+    assert [r.tenant for r in api.acceptor.seen] == ["acme"]
 
 
 @pytest.mark.parametrize(
@@ -536,6 +545,7 @@ async def test_openapi_documents_the_post_with_its_header_body_and_errors(api: A
     error_ref = post["responses"]["400"]["content"]["application/json"]["schema"]["$ref"]
     assert error_ref.endswith("/ErrorResponse")
     assert document["components"]["securitySchemes"]["tenantToken"]["scheme"] == "bearer"
+    assert post["security"] == [{"tenantToken": []}]
     assert {
         "/v1/settlements/{settlement_id}",
         "/v1/accounts/{account}/balance",
