@@ -2,10 +2,16 @@
 
 Each webhook request hands its event to `EventStore.store` and waits; a few workers take
 whatever is waiting, up to `max_batch`, and store it with one multi-row
-`INSERT ... ON CONFLICT DO NOTHING` (its own transaction, committed with synchronous commit
-before anyone is answered; `shared.group_commit`). So a request still answers only once its
-row is durable, or once it is known to be a duplicate, but under load many webhooks share one
-fsync. Alone, a request pays one INSERT as before.
+`INSERT ... ON CONFLICT DO NOTHING` (committed with synchronous commit before anyone is
+answered; `shared.group_commit`). So a request still answers only once its row is durable, or
+once it is known to be a duplicate, but under load many webhooks share one fsync.
+
+With an `applier` (the apply worker), the rows just stored are applied in the same
+transaction, after the INSERT and under a savepoint (`StoredApplier.apply_stored`): one commit
+stores and applies them, with no second transaction to find them again. Store before logic
+still holds: an apply that fails is rolled back to the savepoint alone, so its rows commit
+`received` and the apply loops take them; a crash before the commit answers nobody and the
+rail redelivers; a duplicate inserts nothing, so it applies nothing.
 
 Within a group, a second event with the id or the change of an earlier one is answered as
 that one's duplicate without being sent (the database would refuse it the same way). Rows go
@@ -19,13 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import asyncpg
 
+from services.inbox.apply import Outcome
 from services.inbox.decision import InboxStatus, ignore_reason, signal_of
 from services.inbox.events import RailEvent
-from services.inbox.store import RAIL
+from services.inbox.store import RAIL, StoredEvent
 from services.shared.errors import StoreUnavailable
 from services.shared.group_commit import GroupCommit
 from services.shared.store_errors import REFUSED, retry_contended
@@ -38,7 +45,7 @@ SELECT $1, e, t, o, c, s, p, st, r, at, at, ar
               $8::text[], $9::text[], $10::timestamptz[], $11::bigint[])
        AS u(e, t, o, c, s, p, st, r, at, ar)
 ON CONFLICT DO NOTHING
-RETURNING rail_event_id
+RETURNING rail_event_id, id
 """
 
 
@@ -57,11 +64,33 @@ class Arrival(NamedTuple):
     now: datetime
 
 
-async def insert_events(conn: asyncpg.Connection, rows: Sequence[Arrival]) -> set[str]:
+async def insert_events(conn: asyncpg.Connection, rows: Sequence[Arrival]) -> dict[str, int]:
     """Insert `rows` in the caller's transaction, skipping any whose id or change is stored
-    already; the event ids stored now."""
+    already; the event ids stored now, with their row ids."""
     new = await conn.fetch(INSERT_EVENTS, RAIL, *_columns(rows))
-    return {r["rail_event_id"] for r in new}
+    return {r["rail_event_id"]: r["id"] for r in new}
+
+
+class StoredApplier(Protocol):
+    """Applies rows in the transaction that stored them (the apply worker)."""
+
+    async def apply_stored(
+        self, conn: asyncpg.Connection, events: Sequence[StoredEvent]
+    ) -> Sequence[Outcome] | None:
+        """Apply `events`, stored by `conn`'s open transaction, and record their outcomes in
+        it; None if the apply failed, leaving the rows as stored."""
+
+    def committed(self, events: Sequence[StoredEvent], outcomes: Sequence[Outcome] | None) -> None:
+        """After the commit: count the outcomes, or see to rows left awaiting the worker."""
+
+
+def stored_event(arrival: Arrival, row_id: int) -> StoredEvent:
+    """The row just stored for `arrival`, as a claim would read it before its first attempt."""
+    e = arrival.event
+    return StoredEvent(
+        row_id, e.event_id, e.event_type, e.object_id, e.settlement_id, 0, InboxStatus.RECEIVED,
+        arrival.now, e.amount_reversed,
+    )  # fmt: skip
 
 
 def _stopping() -> StoreUnavailable:
@@ -71,8 +100,12 @@ def _stopping() -> StoreUnavailable:
 class EventStore:
     """Stores rail events for concurrent requests in groups; see the module docstring."""
 
-    def __init__(self, pool: asyncpg.Pool, *, workers: int = 2, max_batch: int = 500) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, applier: StoredApplier | None = None, *, workers: int = 2,
+        max_batch: int = 500,
+    ) -> None:  # fmt: skip
         self._pool = pool
+        self._applier = applier
         self._groups: GroupCommit[Arrival, bool] = GroupCommit(
             self._store_group, workers=workers, max_batch=max_batch, stopping=_stopping
         )
@@ -111,7 +144,10 @@ class EventStore:
     async def _insert(self, rows: Sequence[Arrival]) -> dict[str, bool | Exception]:
         async def insert() -> dict[str, bool | Exception]:
             async with self._pool.acquire() as conn:
-                inserted = await insert_events(conn, rows)
+                if self._applier is None:
+                    inserted = await insert_events(conn, rows)
+                else:
+                    inserted = await self._store_and_apply(conn, self._applier, rows)
             return {w.event.event_id: w.event.event_id in inserted for w in rows}
 
         try:
@@ -120,6 +156,27 @@ class EventStore:
             if len(rows) == 1:
                 raise
         return await self._one_by_one(rows)
+
+    @staticmethod
+    async def _store_and_apply(
+        conn: asyncpg.Connection, applier: StoredApplier, rows: Sequence[Arrival]
+    ) -> dict[str, int]:
+        """Insert `rows` and apply the new ones that await applying, in one transaction, in
+        the order a worker would claim them (received, then row id)."""
+        async with conn.transaction():
+            inserted = await insert_events(conn, rows)
+            fresh = sorted(
+                (
+                    stored_event(w, inserted[w.event.event_id]) for w in rows
+                    if w.event.event_id in inserted
+                    and initial_status(w.event)[0] is InboxStatus.RECEIVED
+                ),
+                key=lambda e: (e.received_at, e.id),
+            )  # fmt: skip
+            outcomes = await applier.apply_stored(conn, fresh) if fresh else ()
+        if fresh:
+            applier.committed(fresh, outcomes)
+        return inserted
 
     async def _one_by_one(self, rows: Sequence[Arrival]) -> dict[str, bool | Exception]:
         answers: dict[str, bool | Exception] = {}

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -39,6 +39,11 @@ Clock = Callable[[], datetime]
 POLL_SECONDS = 0.5  # parked rows come due, and other replicas store rows we are not told of
 STORE_RETRY_SECONDS = 1.0
 BATCH_SIZE = 500
+# Applying as stored holds the webhooks' answers: a settlement locked longer than this (a
+# worker's large batch on it) leaves the rows to the loops instead of keeping the rail waiting.
+STORED_LOCK_TIMEOUT = "250ms"
+APPLY_SAVEPOINT = f"SAVEPOINT apply_stored; SET LOCAL lock_timeout = '{STORED_LOCK_TIMEOUT}'"
+ROLLBACK_APPLY = "ROLLBACK TO SAVEPOINT apply_stored"
 
 
 def utc_now() -> datetime:
@@ -83,6 +88,39 @@ class InboxWorker:
     def wake(self) -> None:
         """Tell the loops a row was stored."""
         self._wakeup.set()
+
+    async def apply_stored(
+        self, conn: asyncpg.Connection, events: Sequence[StoredEvent]
+    ) -> list[Outcome] | None:
+        """Apply `events`, stored by `conn`'s open transaction, and record their outcomes in
+        it, under a savepoint; None if the apply failed: then none of it is kept and the rows
+        stay `received` for the loops (`committed` wakes them)."""
+        now = self._clock()
+        started = time.perf_counter()
+        await conn.execute(APPLY_SAVEPOINT)
+        try:
+            outcomes = await apply_events(conn, events, now)
+            recorded = [self._recorded(e, o, now) for e, o in zip(events, outcomes, strict=True)]
+            await record_many(conn, [r for r, _ in recorded], now)
+        except Exception as e:  # noqa: BLE001 - not hidden: logged, and the loops meet it again
+            # A settlement locked past the timeout, a deadlock, a refused row, a bug: the rows
+            # are stored all the same (a lost connection fails the rollback and the commit),
+            # and the loops try again with their own batches, one at a time if need be.
+            log.warning("applying %d inbox events as stored failed (%r); left to the loops",
+                        len(events), e)  # fmt: skip
+            await conn.execute(ROLLBACK_APPLY)
+            return None
+        self._metrics.apply_seconds.observe(time.perf_counter() - started)
+        return [outcome for _, outcome in recorded]
+
+    def committed(self, events: Sequence[StoredEvent], outcomes: Sequence[Outcome] | None) -> None:
+        """After `apply_stored`'s transaction committed: count the outcomes, or wake the loops
+        for rows it left `received`."""
+        if outcomes is None:
+            self.wake()
+            return
+        for event, outcome in zip(events, outcomes, strict=True):
+            self._count(event, outcome)
 
     async def apply_batch(self) -> list[Outcome]:
         """Claim, apply and record up to `batch_size` due events in one transaction (one per
