@@ -23,7 +23,8 @@ event at a time, so only the bad event fails.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
@@ -37,16 +38,36 @@ from services.shared.errors import StoreUnavailable
 from services.shared.group_commit import GroupCommit
 from services.shared.store_errors import REFUSED, retry_contended
 
+# The settlements a new row awaiting applying may be about come back with it, found as
+# `apply.FIND_SETTLEMENTS` finds them, so applying it as stored needs no search of its own.
 INSERT_EVENTS = """
-INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key, settlement_id,
-                          payload, status, reason, received_at, next_attempt_at, amount_reversed)
-SELECT $1, e, t, o, c, s, p, st, r, at, at, ar
-  FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::bytea[],
-              $8::text[], $9::text[], $10::timestamptz[], $11::bigint[])
-       AS u(e, t, o, c, s, p, st, r, at, ar)
-ON CONFLICT DO NOTHING
-RETURNING rail_event_id, id
+WITH stored AS (
+    INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key,
+                              settlement_id, payload, status, reason, received_at,
+                              next_attempt_at, amount_reversed)
+    SELECT $1, e, t, o, c, s, p, st, r, at, at, ar
+      FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::bytea[],
+                  $8::text[], $9::text[], $10::timestamptz[], $11::bigint[])
+           AS u(e, t, o, c, s, p, st, r, at, ar)
+    ON CONFLICT DO NOTHING
+    RETURNING rail_event_id, id, object_id, settlement_id, status
+)
+SELECT rail_event_id, id,
+       CASE WHEN status = 'received' THEN ARRAY(
+           SELECT x.id FROM settlements x WHERE x.rail_reference = stored.object_id
+           UNION
+           SELECT x.id FROM settlements x WHERE x.id = stored.settlement_id
+       ) END AS settlements
+  FROM stored
 """
+
+
+class Inserted(NamedTuple):
+    """What one INSERT stored: row ids by event id, and the settlements the new rows that
+    await applying may be about."""
+
+    ids: dict[str, int]
+    settlements: set[uuid.UUID]
 
 
 def initial_status(event: RailEvent) -> tuple[InboxStatus, str | None]:
@@ -67,18 +88,30 @@ class Arrival(NamedTuple):
 async def insert_events(conn: asyncpg.Connection, rows: Sequence[Arrival]) -> dict[str, int]:
     """Insert `rows` in the caller's transaction, skipping any whose id or change is stored
     already; the event ids stored now, with their row ids."""
+    return (await insert_found(conn, rows)).ids
+
+
+async def insert_found(conn: asyncpg.Connection, rows: Sequence[Arrival]) -> Inserted:
+    """`insert_events`, with the settlements the new rows may be about (`Inserted`)."""
     new = await conn.fetch(INSERT_EVENTS, RAIL, *_columns(rows))
-    return {r["rail_event_id"]: r["id"] for r in new}
+    return Inserted(
+        {r["rail_event_id"]: r["id"] for r in new},
+        {sid for r in new for sid in r["settlements"] or ()},
+    )
 
 
 class StoredApplier(Protocol):
     """Applies rows in the transaction that stored them (the apply worker)."""
 
     async def apply_stored(
-        self, conn: asyncpg.Connection, events: Sequence[StoredEvent]
+        self,
+        conn: asyncpg.Connection,
+        events: Sequence[StoredEvent],
+        settlements: Collection[uuid.UUID],
     ) -> Sequence[Outcome] | None:
-        """Apply `events`, stored by `conn`'s open transaction, and record their outcomes in
-        it; None if the apply failed, leaving the rows as stored."""
+        """Apply `events`, stored by `conn`'s open transaction, to `settlements` (every one
+        they may be about) and record their outcomes in it; None if the apply failed, leaving
+        the rows as stored."""
 
     def committed(self, events: Sequence[StoredEvent], outcomes: Sequence[Outcome] | None) -> None:
         """After the commit: count the outcomes, or see to rows left awaiting the worker."""
@@ -164,19 +197,21 @@ class EventStore:
         """Insert `rows` and apply the new ones that await applying, in one transaction, in
         the order a worker would claim them (received, then row id)."""
         async with conn.transaction():
-            inserted = await insert_events(conn, rows)
+            inserted = await insert_found(conn, rows)
             fresh = sorted(
                 (
-                    stored_event(w, inserted[w.event.event_id]) for w in rows
-                    if w.event.event_id in inserted
+                    stored_event(w, inserted.ids[w.event.event_id]) for w in rows
+                    if w.event.event_id in inserted.ids
                     and initial_status(w.event)[0] is InboxStatus.RECEIVED
                 ),
                 key=lambda e: (e.received_at, e.id),
             )  # fmt: skip
-            outcomes = await applier.apply_stored(conn, fresh) if fresh else ()
+            outcomes = (
+                await applier.apply_stored(conn, fresh, inserted.settlements) if fresh else ()
+            )
         if fresh:
             applier.committed(fresh, outcomes)
-        return inserted
+        return inserted.ids
 
     async def _one_by_one(self, rows: Sequence[Arrival]) -> dict[str, bool | Exception]:
         answers: dict[str, bool | Exception] = {}

@@ -19,7 +19,8 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -90,16 +91,20 @@ class InboxWorker:
         self._wakeup.set()
 
     async def apply_stored(
-        self, conn: asyncpg.Connection, events: Sequence[StoredEvent]
+        self,
+        conn: asyncpg.Connection,
+        events: Sequence[StoredEvent],
+        settlements: Collection[uuid.UUID],
     ) -> list[Outcome] | None:
-        """Apply `events`, stored by `conn`'s open transaction, and record their outcomes in
-        it, under a savepoint; None if the apply failed: then none of it is kept and the rows
-        stay `received` for the loops (`committed` wakes them)."""
+        """Apply `events`, stored by `conn`'s open transaction, to `settlements` (every one
+        they may be about) and record their outcomes in it, under a savepoint; None if the
+        apply failed: then none of it is kept and the rows stay `received` for the loops
+        (`committed` wakes them)."""
         now = self._clock()
         started = time.perf_counter()
         await conn.execute(APPLY_SAVEPOINT)
         try:
-            outcomes = await apply_events(conn, events, now)
+            outcomes = await apply_events(conn, events, now, settlements=settlements)
             recorded = [self._recorded(e, o, now) for e, o in zip(events, outcomes, strict=True)]
             await record_many(conn, [r for r, _ in recorded], now)
         except Exception as e:  # noqa: BLE001 - not hidden: logged, and the loops meet it again
@@ -164,13 +169,18 @@ class InboxWorker:
         done = 0
         while outcomes := await self.apply_batch():
             done += len(outcomes)
+            if len(outcomes) >= self._batch_size:
+                self.wake()  # a backlog: the loops that sleep until woken join in
         return done
 
     async def run(self, loops: int = 1) -> None:
-        """Run `loops` concurrent apply loops and the parked-age watch until cancelled."""
-        await run_until_first_exits(*(self._loop() for _ in range(loops)), self._watch())
+        """Run `loops` concurrent apply loops and the parked-age watch until cancelled. The
+        first also polls; the others sleep until woken, so an idle inbox claims twice a
+        second, not `loops` times as often (webhooks are applied as stored)."""
+        polls = (POLL_SECONDS if n == 0 else None for n in range(loops))
+        await run_until_first_exits(*(self._loop(poll) for poll in polls), self._watch())
 
-    async def _loop(self) -> None:
+    async def _loop(self, poll: float | None) -> None:
         while True:
             try:
                 await self.drain()
@@ -182,7 +192,7 @@ class InboxWorker:
                 continue
             self._wakeup.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), POLL_SECONDS)
+                await asyncio.wait_for(self._wakeup.wait(), poll)
 
     async def _watch(self) -> None:
         while True:

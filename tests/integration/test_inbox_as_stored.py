@@ -11,6 +11,7 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 import pytest
@@ -52,10 +53,10 @@ async def test_a_large_mixed_stream_is_applied_as_it_is_stored(
     real = worker_module.apply_events
 
     async def spy(
-        conn: asyncpg.Connection, events: Sequence[StoredEvent], now: datetime
+        conn: asyncpg.Connection, events: Sequence[StoredEvent], now: datetime, **found: Any
     ) -> list[Outcome]:
         groups.append(list(events))
-        return await real(conn, events, now)
+        return await real(conn, events, now, **found)
 
     monkeypatch.setattr(worker_module, "apply_events", spy)
     inbox = Inbox(pool)
@@ -98,13 +99,13 @@ async def test_a_failing_apply_leaves_the_webhook_stored_answered_and_applied_la
     failing = [True]
 
     async def fail_once(
-        conn: asyncpg.Connection, events: Sequence[StoredEvent], now: datetime
+        conn: asyncpg.Connection, events: Sequence[StoredEvent], now: datetime, **found: Any
     ) -> list[Outcome]:
         if failing[0]:
             failing[0] = False
-            await real(conn, events, now)  # its writes must be rolled back with the failure
+            await real(conn, events, now, **found)  # its writes are rolled back with the failure
             raise error
-        return await real(conn, events, now)
+        return await real(conn, events, now, **found)
 
     monkeypatch.setattr(worker_module, "apply_events", fail_once)
     inbox = Inbox(pool)
@@ -150,9 +151,9 @@ async def test_a_process_dying_before_the_commit_answers_nobody_and_the_redelive
     dying = [True]
 
     async def die_once(
-        conn: asyncpg.Connection, events: Sequence[StoredEvent], now: datetime
+        conn: asyncpg.Connection, events: Sequence[StoredEvent], now: datetime, **found: Any
     ) -> list[Outcome]:
-        outcomes = await real(conn, events, now)
+        outcomes = await real(conn, events, now, **found)
         if dying[0]:
             dying[0] = False
             conn.terminate()  # the session ends with the transaction open, as on SIGKILL
