@@ -124,6 +124,7 @@ class InboxWorker:
         """After `apply_stored`'s transaction committed: count the outcomes, or wake the loops
         for rows it left `received`."""
         if outcomes is None:
+            self._metrics.left_to_worker.inc(len(events))
             self.wake()
             return
         for event, outcome in zip(events, outcomes, strict=True):

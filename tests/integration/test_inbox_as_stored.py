@@ -118,6 +118,7 @@ async def test_a_failing_apply_leaves_the_webhook_stored_answered_and_applied_la
     [row] = await inbox_rows(pool, event_id(body))
     assert (row["status"], row["attempts"]) == ("received", 0)
     assert await moves(pool, sid) == ["accepted", "dispatching", "submitted"]
+    assert counter(inbox, "settle_inbox_left_to_worker_total") == 1
     assert await inbox.worker.drain() == 1
     assert await moves(pool, sid) == ["accepted", "dispatching", "submitted", "paid"]
     [row] = await inbox_rows(pool, event_id(body))
