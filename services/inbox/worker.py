@@ -1,4 +1,9 @@
-"""The apply worker: takes stored events in batches, one transaction per batch, and applies them.
+"""The apply worker: applies events as they are stored, and takes what that left in batches.
+
+`apply_stored` applies the rows a webhook group just inserted, inside the transaction that
+stores them (`intake.EventStore`), under a savepoint: a failure there leaves the rows
+`received` and wakes the loops below. They are the path for everything else: an apply as
+stored that failed, parked events coming due, replays, rows another replica left.
 
 Each loop claims up to `batch_size` of the oldest due rows (`received`, or `parked` whose
 backoff has passed) with `FOR UPDATE SKIP LOCKED`, applies them (`apply_events`: their
