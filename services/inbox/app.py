@@ -1,13 +1,14 @@
 """Composition root of the inbox: builds the pool, signature check, worker and HTTP app, runs them.
 
-Apply strategy: the request stores and answers; the apply worker in the same process applies.
-The webhook handler only verifies, inserts (`ON CONFLICT DO NOTHING`, in one multi-row INSERT
-with the webhooks arriving at the same time: `intake.EventStore`) and answers 200 once that
-INSERT has committed, so the rail gets its answer in one commit's time whatever the
-settlement's lock or the books are doing, and a crash after the INSERT loses nothing: the
-row stays `received` until a worker (this replica's or another's) claims it. The handler
-wakes the local worker, so an event is usually applied a few milliseconds after it was
-stored, in a batch with the others that came meanwhile; the worker also polls, for parked
+Apply strategy: the request stores, applies and answers in one transaction; the apply worker
+in the same process takes what that left. The webhook handler verifies, inserts
+(`ON CONFLICT DO NOTHING`, in one multi-row INSERT with the webhooks arriving at the same
+time: `intake.EventStore`), applies the rows it stored under a savepoint
+(`InboxWorker.apply_stored`) and answers 200 once that transaction has committed: one commit
+per group of webhooks, and a settlement is moved within the webhook's round trip. A crash
+before the commit answers nobody (the rail redelivers); an apply that fails, or waits on a
+settlement's lock past a short timeout, is rolled back alone, so its rows commit `received`
+and the worker (this replica's or another's) claims them. The worker also polls, for parked
 events coming due and rows stored by other replicas.
 
 Nothing connects at import time; the server starts even when PostgreSQL is down (webhooks
@@ -48,7 +49,7 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     operators = BearerAuth({token: name for name, token in settings.operator_tokens.items()})
     app = create_app(
         pool, SignatureCheck(settings.stripe_webhook_secret), operators, metrics,
-        max_body_bytes=settings.inbox_max_body_bytes, on_stored=worker.wake,
+        max_body_bytes=settings.inbox_max_body_bytes, applier=worker,
     )  # fmt: skip
     # No client address is read, so no proxy-header rewriting on every request.
     server = uvicorn.Server(

@@ -11,7 +11,7 @@ One event is a batch of one.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -50,10 +50,15 @@ class Outcome(NamedTuple):
 
 
 async def apply_events(
-    conn: asyncpg.Connection, events: Sequence[StoredEvent], now: datetime, shard: int | None = None
+    conn: asyncpg.Connection,
+    events: Sequence[StoredEvent],
+    now: datetime,
+    shard: int | None = None,
+    settlements: Collection[uuid.UUID] | None = None,
 ) -> list[Outcome]:
     """Bring each event's settlement to what the rail reported, in the caller's transaction;
-    one outcome per event.
+    one outcome per event. `settlements`: every one the events may be about, when the caller
+    found them already (`intake.INSERT_EVENTS`); else they are looked up here.
 
     Every settlement the events may be about is locked at once, in id order (batches sharing
     settlements queue rather than deadlock); each event is then decided in the order given,
@@ -62,12 +67,14 @@ async def apply_events(
     """
     signals = [signal_for(e.event_type, e.amount_reversed) for e in events]
     wanted = [e for e, signal in zip(events, signals, strict=True) if signal is not None]
-    ids = await conn.fetch(
-        FIND_SETTLEMENTS,
-        sorted({e.object_id for e in wanted if e.object_id}),
-        sorted({e.settlement_id for e in wanted if e.settlement_id}),
-    )
-    batch = await TransitionBatch.lock(conn, (r["id"] for r in ids))
+    if settlements is None:
+        found = await conn.fetch(
+            FIND_SETTLEMENTS,
+            sorted({e.object_id for e in wanted if e.object_id}),
+            sorted({e.settlement_id for e in wanted if e.settlement_id}),
+        )
+        settlements = [r["id"] for r in found]
+    batch = await TransitionBatch.lock(conn, settlements)
     by_reference = {
         s.rail_reference: sid for sid, s in batch.settlements.items() if s.rail_reference
     }

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any, NamedTuple
+
+import orjson
 
 from services.inbox.decision import signal_of
 from services.inbox.errors import MalformedEvent
@@ -36,8 +37,10 @@ class RailEvent(NamedTuple):
 def parse_event(body: bytes) -> RailEvent:
     """The event in a webhook body; MalformedEvent (with the reason) if it is not one."""
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        # orjson reads integers as int, never float (money and `created` stay exact), and
+        # refuses what is not strict JSON (NaN, integers past 64 bits, invalid UTF-8).
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
         raise MalformedEvent(f"body is not JSON: {e}") from e
     if not isinstance(data, dict):
         raise MalformedEvent("body is not a JSON object")

@@ -6,11 +6,11 @@ Errors leave in the shared edge's shape, `{"error": {"code", "message", "field"}
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterable, Callable
+from collections.abc import AsyncIterable
 from typing import Annotated
 
 import asyncpg
+import orjson
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -18,8 +18,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from services.inbox.decision import InboxStatus
 from services.inbox.errors import InboxError, MalformedEvent
 from services.inbox.events import parse_event
-from services.inbox.intake import EventStore
-from services.inbox.metrics import InboxMetrics
+from services.inbox.intake import EventStore, StoredApplier
+from services.inbox.metrics import RECEIVED_OUTCOMES, InboxMetrics
 from services.inbox.operator import list_events, replay
 from services.inbox.signature import SignatureCheck
 from services.inbox.store import store_rejected
@@ -50,7 +50,7 @@ WEBHOOK_PATH = "/v1/webhooks/stripe"
 
 
 def _dumps(value: object) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
 def _json(value: object, status: int = 200) -> Response:
@@ -64,14 +64,15 @@ def create_app(
     metrics: InboxMetrics,
     *,
     max_body_bytes: int,
-    on_stored: Callable[[], None] = lambda: None,
+    applier: StoredApplier | None = None,
     clock: Clock = utc_now,
 ) -> WebhookFastPath:
     """The inbox's HTTP API over `pool` (an ASGI app: the webhook path in front of the FastAPI
-    app, `.api`); `on_stored` is told whenever a row awaits applying."""
+    app, `.api`); with `applier`, webhooks are applied in the transaction that stores them,
+    else stored rows wait for a worker's claim."""
     app = FastAPI(title="settle inbox", version="1", description=DESCRIPTION)
     install_error_handlers(app)
-    webhooks = Webhooks(pool, signatures, metrics, max_body_bytes, on_stored, clock)
+    webhooks = Webhooks(pool, signatures, metrics, max_body_bytes, applier, clock)
     app.include_router(_webhook_routes(webhooks))
     app.include_router(_operator_routes(pool, operators, clock))
     app.include_router(_ops_routes(pool))
@@ -84,12 +85,14 @@ class Webhooks:
 
     def __init__(
         self, pool: asyncpg.Pool, signatures: SignatureCheck, metrics: InboxMetrics,
-        max_body_bytes: int, on_stored: Callable[[], None], clock: Clock,
+        max_body_bytes: int, applier: StoredApplier | None, clock: Clock,
     ) -> None:  # fmt: skip
         self._pool, self._signatures, self._metrics = pool, signatures, metrics
         self.max_body_bytes = max_body_bytes
-        self._on_stored, self._clock = on_stored, clock
-        self._store = EventStore(pool)
+        self._clock = clock
+        self._store = EventStore(pool, applier)
+        # Each child looked up once: `labels()` on every webhook costs more than counting.
+        self._received = {o: metrics.received.labels(outcome=o) for o in RECEIVED_OUTCOMES}
 
     async def read(
         self, chunks: AsyncIterable[bytes], declared_length: str | bytes | None
@@ -114,20 +117,16 @@ class Webhooks:
                 event = parse_event(body)
             except MalformedEvent as e:
                 await store_rejected(self._pool, body, e.message, self._clock())
-                metrics.received.labels(outcome="rejected").inc()
+                self._received["rejected"].inc()
                 raise
             stored, status = await self._store.store(event, body, self._clock())
         except STORE_FAILURES as e:
             raise StoreUnavailable("the inbox cannot store events right now; retry") from e
         if not stored:
-            metrics.received.labels(outcome="duplicate").inc()
+            self._received["duplicate"].inc()
             metrics.duplicates.inc()
             return _dumps({"received": event.event_id, "duplicate": True})
-        metrics.received.labels(
-            outcome="stored" if status is InboxStatus.RECEIVED else "ignored"
-        ).inc()
-        if status is InboxStatus.RECEIVED:
-            self._on_stored()
+        self._received["stored" if status is InboxStatus.RECEIVED else "ignored"].inc()
         return _dumps({"received": event.event_id, "duplicate": False, "status": str(status)})
 
 

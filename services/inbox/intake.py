@@ -2,10 +2,16 @@
 
 Each webhook request hands its event to `EventStore.store` and waits; a few workers take
 whatever is waiting, up to `max_batch`, and store it with one multi-row
-`INSERT ... ON CONFLICT DO NOTHING` (its own transaction, committed with synchronous commit
-before anyone is answered; `shared.group_commit`). So a request still answers only once its
-row is durable, or once it is known to be a duplicate, but under load many webhooks share one
-fsync. Alone, a request pays one INSERT as before.
+`INSERT ... ON CONFLICT DO NOTHING` (committed with synchronous commit before anyone is
+answered; `shared.group_commit`). So a request still answers only once its row is durable, or
+once it is known to be a duplicate, but under load many webhooks share one fsync.
+
+With an `applier` (the apply worker), the rows just stored are applied in the same
+transaction, after the INSERT and under a savepoint (`StoredApplier.apply_stored`): one commit
+stores and applies them, with no second transaction to find them again. Store before logic
+still holds: an apply that fails is rolled back to the savepoint alone, so its rows commit
+`received` and the apply loops take them; a crash before the commit answers nobody and the
+rail redelivers; a duplicate inserts nothing, so it applies nothing.
 
 Within a group, a second event with the id or the change of an earlier one is answered as
 that one's duplicate without being sent (the database would refuse it the same way). Rows go
@@ -17,29 +23,51 @@ event at a time, so only the bad event fails.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import asyncpg
 
+from services.inbox.apply import Outcome
 from services.inbox.decision import InboxStatus, ignore_reason, signal_of
 from services.inbox.events import RailEvent
-from services.inbox.store import RAIL
+from services.inbox.store import RAIL, StoredEvent
 from services.shared.errors import StoreUnavailable
 from services.shared.group_commit import GroupCommit
 from services.shared.store_errors import REFUSED, retry_contended
 
+# The settlements a new row awaiting applying may be about come back with it, found as
+# `apply.FIND_SETTLEMENTS` finds them, so applying it as stored needs no search of its own.
 INSERT_EVENTS = """
-INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key, settlement_id,
-                          payload, status, reason, received_at, next_attempt_at, amount_reversed)
-SELECT $1, e, t, o, c, s, p, st, r, at, at, ar
-  FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::bytea[],
-              $8::text[], $9::text[], $10::timestamptz[], $11::bigint[])
-       AS u(e, t, o, c, s, p, st, r, at, ar)
-ON CONFLICT DO NOTHING
-RETURNING rail_event_id
+WITH stored AS (
+    INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key,
+                              settlement_id, payload, status, reason, received_at,
+                              next_attempt_at, amount_reversed)
+    SELECT $1, e, t, o, c, s, p, st, r, at, at, ar
+      FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::bytea[],
+                  $8::text[], $9::text[], $10::timestamptz[], $11::bigint[])
+           AS u(e, t, o, c, s, p, st, r, at, ar)
+    ON CONFLICT DO NOTHING
+    RETURNING rail_event_id, id, object_id, settlement_id, status
+)
+SELECT rail_event_id, id,
+       CASE WHEN status = 'received' THEN ARRAY(
+           SELECT x.id FROM settlements x WHERE x.rail_reference = stored.object_id
+           UNION
+           SELECT x.id FROM settlements x WHERE x.id = stored.settlement_id
+       ) END AS settlements
+  FROM stored
 """
+
+
+class Inserted(NamedTuple):
+    """What one INSERT stored: row ids by event id, and the settlements the new rows that
+    await applying may be about."""
+
+    ids: dict[str, int]
+    settlements: set[uuid.UUID]
 
 
 def initial_status(event: RailEvent) -> tuple[InboxStatus, str | None]:
@@ -57,11 +85,45 @@ class Arrival(NamedTuple):
     now: datetime
 
 
-async def insert_events(conn: asyncpg.Connection, rows: Sequence[Arrival]) -> set[str]:
+async def insert_events(conn: asyncpg.Connection, rows: Sequence[Arrival]) -> dict[str, int]:
     """Insert `rows` in the caller's transaction, skipping any whose id or change is stored
-    already; the event ids stored now."""
+    already; the event ids stored now, with their row ids."""
+    return (await insert_found(conn, rows)).ids
+
+
+async def insert_found(conn: asyncpg.Connection, rows: Sequence[Arrival]) -> Inserted:
+    """`insert_events`, with the settlements the new rows may be about (`Inserted`)."""
     new = await conn.fetch(INSERT_EVENTS, RAIL, *_columns(rows))
-    return {r["rail_event_id"] for r in new}
+    return Inserted(
+        {r["rail_event_id"]: r["id"] for r in new},
+        {sid for r in new for sid in r["settlements"] or ()},
+    )
+
+
+class StoredApplier(Protocol):
+    """Applies rows in the transaction that stored them (the apply worker)."""
+
+    async def apply_stored(
+        self,
+        conn: asyncpg.Connection,
+        events: Sequence[StoredEvent],
+        settlements: Collection[uuid.UUID],
+    ) -> Sequence[Outcome] | None:
+        """Apply `events`, stored by `conn`'s open transaction, to `settlements` (every one
+        they may be about) and record their outcomes in it; None if the apply failed, leaving
+        the rows as stored."""
+
+    def committed(self, events: Sequence[StoredEvent], outcomes: Sequence[Outcome] | None) -> None:
+        """After the commit: count the outcomes, or see to rows left awaiting the worker."""
+
+
+def stored_event(arrival: Arrival, row_id: int) -> StoredEvent:
+    """The row just stored for `arrival`, as a claim would read it before its first attempt."""
+    e = arrival.event
+    return StoredEvent(
+        row_id, e.event_id, e.event_type, e.object_id, e.settlement_id, 0, InboxStatus.RECEIVED,
+        arrival.now, e.amount_reversed,
+    )  # fmt: skip
 
 
 def _stopping() -> StoreUnavailable:
@@ -71,8 +133,12 @@ def _stopping() -> StoreUnavailable:
 class EventStore:
     """Stores rail events for concurrent requests in groups; see the module docstring."""
 
-    def __init__(self, pool: asyncpg.Pool, *, workers: int = 2, max_batch: int = 500) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, applier: StoredApplier | None = None, *, workers: int = 2,
+        max_batch: int = 500,
+    ) -> None:  # fmt: skip
         self._pool = pool
+        self._applier = applier
         self._groups: GroupCommit[Arrival, bool] = GroupCommit(
             self._store_group, workers=workers, max_batch=max_batch, stopping=_stopping
         )
@@ -111,7 +177,10 @@ class EventStore:
     async def _insert(self, rows: Sequence[Arrival]) -> dict[str, bool | Exception]:
         async def insert() -> dict[str, bool | Exception]:
             async with self._pool.acquire() as conn:
-                inserted = await insert_events(conn, rows)
+                if self._applier is None:
+                    inserted = await insert_events(conn, rows)
+                else:
+                    inserted = await self._store_and_apply(conn, self._applier, rows)
             return {w.event.event_id: w.event.event_id in inserted for w in rows}
 
         try:
@@ -120,6 +189,29 @@ class EventStore:
             if len(rows) == 1:
                 raise
         return await self._one_by_one(rows)
+
+    @staticmethod
+    async def _store_and_apply(
+        conn: asyncpg.Connection, applier: StoredApplier, rows: Sequence[Arrival]
+    ) -> dict[str, int]:
+        """Insert `rows` and apply the new ones that await applying, in one transaction, in
+        the order a worker would claim them (received, then row id)."""
+        async with conn.transaction():
+            inserted = await insert_found(conn, rows)
+            fresh = sorted(
+                (
+                    stored_event(w, inserted.ids[w.event.event_id]) for w in rows
+                    if w.event.event_id in inserted.ids
+                    and initial_status(w.event)[0] is InboxStatus.RECEIVED
+                ),
+                key=lambda e: (e.received_at, e.id),
+            )  # fmt: skip
+            outcomes = (
+                await applier.apply_stored(conn, fresh, inserted.settlements) if fresh else ()
+            )
+        if fresh:
+            applier.committed(fresh, outcomes)
+        return inserted.ids
 
     async def _one_by_one(self, rows: Sequence[Arrival]) -> dict[str, bool | Exception]:
         answers: dict[str, bool | Exception] = {}

@@ -28,6 +28,7 @@ class InboxMetrics:
     parked: Counter  # settle_inbox_parked_total: attempts that found no settlement yet
     dead: Counter  # settle_inbox_dead_total: events given up, waiting for an operator
     apply_seconds: Histogram  # settle_inbox_apply_seconds: one apply transaction
+    left_to_worker: Counter  # settle_inbox_left_to_worker_total: applies as stored that failed
     oldest_parked: Gauge  # settle_inbox_oldest_parked_seconds: age of the oldest parked event
 
 
@@ -69,6 +70,11 @@ def create_metrics(registry: CollectorRegistry | None = None) -> InboxMetrics:
         apply_seconds=Histogram(
             "settle_inbox_apply_seconds", "Duration of one apply transaction.",
             buckets=APPLY_BUCKETS, registry=r,
+        ),
+        left_to_worker=Counter(
+            "settle_inbox_left_to_worker_total",
+            "Webhooks stored whose apply in the same transaction failed, left to the worker.",
+            registry=r,
         ),
         oldest_parked=Gauge(
             "settle_inbox_oldest_parked_seconds", "Age of the oldest parked event.", registry=r

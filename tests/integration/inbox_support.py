@@ -62,14 +62,17 @@ class Inbox:
 
     def __init__(
         self, pool: asyncpg.Pool, *, secrets: tuple[str, ...] = (SECRET,), attempts: int = 3,
-        max_body: int = 65536,
+        max_body: int = 65536, as_stored: bool = True,
     ) -> None:  # fmt: skip
+        """`as_stored`: webhooks are applied in the transaction that stores them, as the
+        service runs; else stored rows wait for the worker (`deliver` drains it)."""
         self.pool, self.clock, self.metrics = pool, Clock(), create_metrics()
         self.worker = InboxWorker(pool, self.metrics, RetryPolicy(attempts, 1.0, 60.0),
                                   clock=self.clock)  # fmt: skip
         app = create_app(
             pool, SignatureCheck(secrets), BearerAuth({OPERATOR_TOKEN: "alice"}), self.metrics,
-            max_body_bytes=max_body, clock=self.clock,
+            max_body_bytes=max_body, applier=self.worker if as_stored else None,
+            clock=self.clock,
         )  # fmt: skip
         self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://i")
 

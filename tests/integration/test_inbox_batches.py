@@ -1,7 +1,9 @@
 """Batched intake and apply on the real PostgreSQL: a large mixed stream (many settlements,
 out-of-order, duplicated and twin events, several events of one settlement in one batch,
 unknown and foreign objects) posted concurrently and applied by two workers at once ends in
-the states the rail reported, each change applied once, and balanced books."""
+the states the rail reported, each change applied once, and balanced books. These webhooks
+are stored only, as rows a process left before applying them are (`test_inbox_as_stored`
+applies the same stream as it is stored)."""
 
 from __future__ import annotations
 
@@ -107,7 +109,7 @@ async def test_a_large_mixed_stream_applied_by_two_batching_workers(
         return await real(conn, events, now)
 
     monkeypatch.setattr(worker_module, "apply_events", spy)
-    inbox = Inbox(pool)
+    inbox = Inbox(pool, as_stored=False)
     made = await settlements(pool)
     posts, again = deliveries(made)
     unknown = [rail_event("transfer.created", f"tr_{uuid.uuid4().hex}", None) for _ in range(5)]
@@ -208,7 +210,7 @@ async def test_a_failing_batch_is_applied_one_event_per_transaction(
         return await real(conn, events, now)
 
     monkeypatch.setattr(worker_module, "apply_events", refuse_batches)
-    inbox = Inbox(pool)
+    inbox = Inbox(pool, as_stored=False)
     made = [(await settlement(pool, S.DISPATCHING), f"tr_{uuid.uuid4().hex}") for _ in range(4)]
     for sid, obj in made:
         assert (await inbox.post(rail_event("transfer.created", obj, sid))).status_code == 200
@@ -246,7 +248,7 @@ async def test_an_event_that_fails_even_alone_is_set_aside_and_the_rest_applied(
         return await real(conn, events, now)
 
     monkeypatch.setattr(worker_module, "apply_events", refuse_one)
-    inbox = Inbox(pool)
+    inbox = Inbox(pool, as_stored=False)
     bodies = [rail_event("transfer.created", obj, sid) for sid, obj in made]
     for body in bodies:
         assert (await inbox.post(body)).status_code == 200

@@ -1,0 +1,65 @@
+"""The apply loops of a running inbox on the real PostgreSQL: idle, only one of them polls;
+rows left to them (here stored by a process that never applied them) are all applied, and a
+backlog larger than a batch brings the sleeping loops in."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import datetime
+
+import asyncpg
+import pytest
+
+import services.inbox.worker as worker_module
+from services.inbox.metrics import create_metrics
+from services.inbox.store import StoredEvent
+from services.inbox.worker import InboxWorker, RetryPolicy
+from services.shared.domain.settlement import SettlementStatus as S
+from tests.integration.inbox_support import Inbox, pool, rail_event, settlement, status_of
+
+pytestmark = pytest.mark.integration
+__all__ = ["pool"]
+LOOPS = 4
+BATCH = 5
+
+
+async def test_idle_loops_poll_once_and_a_backlog_wakes_them_all(
+    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claims: list[tuple[asyncio.Task[object] | None, int]] = []
+    real = worker_module.claim_due_many
+
+    async def spy(conn: asyncpg.Connection, now: datetime, limit: int) -> list[StoredEvent]:
+        found = await real(conn, now, limit)
+        claims.append((asyncio.current_task(), len(found)))
+        return found
+
+    monkeypatch.setattr(worker_module, "claim_due_many", spy)
+    inbox = Inbox(pool, as_stored=False)  # rows stay received, as a process that died leaves them
+    worker = InboxWorker(pool, create_metrics(), RetryPolicy(3, 1.0, 60.0), clock=inbox.clock,
+                         batch_size=BATCH)  # fmt: skip
+    running = asyncio.create_task(worker.run(LOOPS))
+    try:
+        await asyncio.sleep(1.2)
+        # Each loop looks once as it starts; then only the first polls, twice a second.
+        assert len(claims) <= LOOPS + 3, claims
+        claims.clear()
+
+        made = [
+            (await settlement(pool, S.DISPATCHING), f"tr_{uuid.uuid4().hex}") for _ in range(40)
+        ]
+        answers = await asyncio.gather(
+            *(inbox.post(rail_event("transfer.created", obj, sid)) for sid, obj in made)
+        )
+        assert [a.status_code for a in answers] == [200] * len(made)
+        for _ in range(200):  # up to 10 s
+            if [await status_of(pool, sid) for sid, _ in made] == ["paid"] * len(made):
+                break
+            await asyncio.sleep(0.05)
+        assert [await status_of(pool, sid) for sid, _ in made] == ["paid"] * len(made)
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    busy = {task for task, found in claims if found}
+    assert len(busy) >= 2, "a backlog of several batches was applied by one loop alone"
