@@ -44,7 +44,9 @@ def retry_policy(settings: Settings) -> RetryPolicy:
 async def serve(settings: Settings, host: str, port: int) -> None:
     """Run the inbox's HTTP API and its apply workers until cancelled (or SIGTERM)."""
     metrics = create_metrics()
-    pool = await create_pool(settings, max_size=HTTP_CONNECTIONS + settings.inbox_workers + 1)
+    pool = await create_pool(
+        settings, max_size=HTTP_CONNECTIONS + settings.inbox_workers + 1, keep_sessions=True
+    )
     worker = InboxWorker(pool, metrics, retry_policy(settings), rng=random.Random())
     operators = BearerAuth({token: name for name, token in settings.operator_tokens.items()})
     app = create_app(
