@@ -45,6 +45,7 @@ async def serve(options: SimOptions, host: str, port: int) -> None:
         port=port,
         log_level="warning",
         access_log=False,  # a line per call would cost more CPU than a create
+        proxy_headers=False,  # nothing stands in front of the simulator
         # Held answers (the timeout fault) must not keep a stopping server alive
         timeout_graceful_shutdown=2,
     )

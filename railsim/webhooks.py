@@ -151,10 +151,13 @@ class WebhookSender:
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
                     task.add_done_callback(lambda _: slots.release())
-                wait = self._queue[0][0] - now if self._queue else None
                 self._wakeup.clear()
+                if not self._queue:
+                    await self._wakeup.wait()  # no timer and no task: the common case
+                    continue
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), wait)
+                    async with asyncio.timeout(self._queue[0][0] - now):
+                        await self._wakeup.wait()
         finally:
             for task in tasks:
                 task.cancel()
