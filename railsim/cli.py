@@ -84,8 +84,6 @@ def railsim(
         webhook_url, secret, idempotency_window, faults, retry, answer_delay_ms / 1000
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    # httpx logs every webhook post at INFO: a line per event cost more CPU than the post
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     target = webhook_url or "nowhere (no --webhook-url)"
     click.echo(f"railsim listening on http://{host}:{port}, webhooks to {target}", err=True)
     import uvloop  # event-loop and socket work dominate; uvloop halves its cost

@@ -94,7 +94,7 @@ class RailSim:
                 return api_error(request_id)
             try:
                 key = self._usable_key(idempotency_key)
-                fp = fingerprint("POST", f"/v1/{kind}", pairs)
+                fp = fingerprint("POST", f"/v1/{kind}", pairs) if key else ""
                 stored = self._keys.find(key, now) if key else None
                 if stored is not None:
                     return replay(stored, fp, idempotency_key or "")
@@ -102,6 +102,7 @@ class RailSim:
             except ApiError as e:
                 return error_reply(e, request_id)
             refused = refusal(request, subject, self._faults, self._dice)
+            wire: Wire | None = None
             if refused is not None:
                 reply = error_reply(refused, request_id)
             else:
@@ -109,11 +110,14 @@ class RailSim:
                 self._objects[obj.id] = obj
                 self._listed[kind].add(obj.id, obj)
                 self._effects.count(kind, request.settlement_id)
-                reply = Reply(200, json_bytes(obj.to_wire()), request_id, created_id=obj.id)
+                wire = obj.to_wire()  # rendered once for the answer and its event
+                reply = Reply(200, json_bytes(wire), request_id, created_id=obj.id)
             # Stripe keeps refusals too: the endpoint ran, so the same key gets the same no
             if key:
                 self._keys.remember(key, Stored(fp, reply, now))
-            return self._disturb(reply, subject, idempotency_key, now)
+            if wire is None:
+                return reply
+            return self._disturb(reply, wire, subject, idempotency_key, now)
 
     def seed(self, objects: Iterable[Transfer | Payout]) -> None:
         """Take `objects` as made at the rail, oldest first, sending no webhook (a bulk seed)."""
@@ -262,24 +266,16 @@ class RailSim:
         # A rail that ignores keys is simulated by never looking them up
         return key if key and self._keys.enabled else None
 
-    def _disturb(self, reply: Reply, subject: str, key: str | None, now: float) -> Reply:
-        """The created event(s) attached, then the after-acceptance faults applied."""
-        if not reply.ok:
-            return reply
+    def _disturb(
+        self, reply: Reply, wire: Wire, subject: str, key: str | None, now: float
+    ) -> Reply:
+        """The created event(s) about `wire` attached, then the after-acceptance faults applied."""
         f, dice = self._faults, self._dice
-        obj = self._objects[reply.created_id or ""]
-        type_ = "transfer.created" if isinstance(obj, Transfer) else "payout.created"
+        type_ = "transfer.created" if wire["object"] == "transfer" else "payout.created"
         webhooks = announce(
-            type_,
-            obj.to_wire(),
-            at=now,
-            subject=subject,
-            faults=f,
-            dice=dice,
-            request_id=reply.request_id,
-            withheld=self._withheld,
-            idempotency_key=key,
-        )
+            type_, wire, at=now, subject=subject, faults=f, dice=dice,
+            request_id=reply.request_id, withheld=self._withheld, idempotency_key=key,
+        )  # fmt: skip
         reply = dataclasses.replace(
             reply,
             webhooks=webhooks,

@@ -28,11 +28,11 @@ from starlette.routing import Route
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used so far (Linux /proc)."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds the process has used so far (Linux /proc)."""
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
 
 
 def _free_port() -> int:
@@ -62,8 +62,11 @@ async def _create(client: httpx.AsyncClient, count: int, clients: int) -> None:
     await asyncio.gather(*(worker() for _ in range(clients)))
 
 
-async def probe(pid: int, sim_port: int, hook_port: int, transfers: int, clients: int) -> float:
-    """CPU milliseconds simulator `pid` spends per transfer created and announced."""
+async def probe(
+    pid: int, sim_port: int, hook_port: int, transfers: int, clients: int
+) -> tuple[float, float]:
+    """User and system CPU milliseconds simulator `pid` spends per transfer created and
+    announced."""
     received = 0
 
     async def hook(request: Request) -> Response:
@@ -85,7 +88,11 @@ async def probe(pid: int, sim_port: int, hook_port: int, transfers: int, clients
             before, received = cpu_seconds(pid), 0
             await _create(client, transfers, clients)
             await _wait_until(lambda: received >= transfers, 120, "webhooks")
-            return (cpu_seconds(pid) - before) * 1000 / transfers
+            (user, system), (user_before, system_before) = cpu_seconds(pid), before
+            return (
+                (user - user_before) * 1000 / transfers,
+                (system - system_before) * 1000 / transfers,
+            )
     finally:
         server.should_exit = True
         await serving
@@ -112,11 +119,14 @@ def main(transfers: int, clients: int, extra: tuple[str, ...]) -> None:
     settle = os.path.join(os.path.dirname(sys.executable), "settle")
     child = subprocess.Popen([settle, *args], stderr=subprocess.DEVNULL)
     try:
-        per_transfer = asyncio.run(probe(child.pid, sim_port, hook_port, transfers, clients))
+        user, system = asyncio.run(probe(child.pid, sim_port, hook_port, transfers, clients))
     finally:
         child.terminate()
         child.wait(10)
-    click.echo(f"railsim CPU per transfer: {per_transfer:.3f} ms over {transfers} transfers")
+    click.echo(
+        f"railsim CPU per transfer: {user + system:.3f} ms (user {user:.3f}, system"
+        f" {system:.3f}) over {transfers} transfers"
+    )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
     RailSimError        base of every error the simulator raises on purpose
     ├── ApiError        a request Stripe would refuse; carries Stripe's error fields
-    └── FaultsError     a fault setting that is unknown or out of range
+    ├── FaultsError     a fault setting that is unknown or out of range
+    └── DeliveryError   a webhook attempt that got no answer (retried with backoff)
 
 ``ApiError`` never escapes the core: it becomes a Stripe-shaped error response there.
 """
@@ -39,3 +40,9 @@ class ApiError(RailSimError):
 
 class FaultsError(RailSimError):
     """A fault setting that the simulator does not know or cannot use."""
+
+
+class DeliveryError(RailSimError):
+    """A webhook attempt that got no answer: refused, broken, or too slow; retried later."""
+
+    retriable = True

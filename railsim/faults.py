@@ -136,8 +136,9 @@ def _checked(key: str, value: object) -> float | int:
 class Dice:
     """Seeded decisions that do not depend on how requests interleave.
 
-    The n-th roll named `name` for `subject` (a settlement or idempotency key) comes out the
-    same in every run with the same seed, however many relays race each other.
+    The n-th roll named `name` for `subject` (a settlement or idempotency key) while that fault
+    is on comes out the same in every run with the same seed and settings, however many relays
+    race each other.
     """
 
     def __init__(self, seed: int) -> None:
@@ -146,9 +147,11 @@ class Dice:
 
     def chance(self, name: str, subject: str, probability: float) -> bool:
         """Whether the fault `name` fires for `subject` this time, given its probability."""
+        if probability <= 0:
+            # Not counted: a fault that is off costs nothing and remembers nothing per subject
+            # (eleven rolls per transfer); a run under the same settings repeats as before
+            return False
         n = self._rolls[(name, subject)]
         self._rolls[(name, subject)] = n + 1
-        if probability <= 0:
-            return False
         digest = hashlib.sha256(f"{self.seed}\x1f{name}\x1f{subject}\x1f{n}".encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2**64 < probability

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+import orjson
 
 from railsim.errors import ApiError
 from railsim.objects import new_id
@@ -30,8 +31,8 @@ class Stored:
 
 def fingerprint(method: str, path: str, pairs: Iterable[tuple[str, str]]) -> str:
     """A digest of the request that does not depend on the order of its form fields."""
-    canonical = json.dumps([method.upper(), path, sorted(pairs)])
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    canonical = orjson.dumps([method.upper(), path, sorted(pairs)])
+    return hashlib.sha256(canonical).hexdigest()
 
 
 class IdempotencyStore:

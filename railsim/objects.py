@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import secrets
-import string
+from base64 import b64encode
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -12,18 +13,18 @@ import orjson
 Wire = dict[str, Any]
 PayoutStatus = Literal["pending", "paid", "failed"]
 API_VERSION = "2024-06-20"
-_ALPHABET = string.ascii_letters + string.digits
+# Ids must not repeat, not be secret: a generator seeded once from the OS draws without the
+# system call per id that `secrets` makes (four ids per transfer)
+_IDS = random.Random(secrets.randbits(256))
+_BASE62 = bytes.maketrans(b"+/", b"Zz")  # base64's two symbols spelled as letters
 
 
 def new_id(prefix: str) -> str:
     """A fresh Stripe-style id (`tr_`, `po_`, `evt_`, `req_`...); random, never reused."""
-    # One draw of 143 random bits spelled in base 62: a choice per character cost most of
-    # an object's creation, and a million objects are made for the reconcile benchmark
-    n, chars = secrets.randbits(143), []
-    for _ in range(24):
-        n, digit = divmod(n, 62)
-        chars.append(_ALPHABET[digit])
-    return f"{prefix}_{''.join(chars)}"
+    # 144 random bits in base64 with its symbols spelled as letters, so ids stay [A-Za-z0-9]
+    # with about 143 bits of uniqueness; a base-62 spelling by divmod cost 5x as much, and a
+    # million objects are made for the reconcile benchmark
+    return f"{prefix}_{b64encode(_IDS.randbytes(18)).translate(_BASE62).decode()}"
 
 
 def json_bytes(value: object) -> bytes:

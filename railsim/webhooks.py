@@ -13,13 +13,14 @@ import hmac
 import itertools
 import logging
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from hashlib import sha256
-
-import httpx
+from typing import Protocol
 
 from railsim.clock import Clock, SystemClock
+from railsim.errors import DeliveryError
+from railsim.keepalive import KeepAliveClient
 from railsim.replies import Delivery
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,27 @@ class RetryPolicy:
     delay: float = 0.0  # seconds between an event and its first attempt (the rail's latency)
 
 
+# Every attempt carries these; only the signature changes from one attempt to the next
+FIXED_HEADERS = {
+    "Content-Type": "application/json; charset=utf-8",
+    "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+}
+
+
+class Endpoint(Protocol):
+    """Where the webhooks go: `KeepAliveClient` over the network, a fake in tests."""
+
+    url: str
+
+    async def post(self, body: bytes, headers: Mapping[str, str]) -> int:
+        """POST `body`; the answer's status, or DeliveryError if no whole answer came."""
+        ...
+
+    async def aclose(self) -> None:
+        """Let go of every connection."""
+        ...
+
+
 @dataclass(slots=True)
 class _Pending:
     delivery: Delivery
@@ -73,15 +95,14 @@ class WebhookSender:
         *,
         policy: RetryPolicy | None = None,
         clock: Clock | None = None,
-        client: httpx.AsyncClient | None = None,
+        endpoint: Endpoint | None = None,
     ) -> None:
         self.url = url
         self._policy = policy or RetryPolicy()
         self._clock = clock or SystemClock()
         self._keyed = hmac.new(secret.encode(), digestmod=sha256)
         pool = self._policy.concurrency
-        limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
-        self._client = client or httpx.AsyncClient(limits=limits)
+        self._endpoint = endpoint or KeepAliveClient(url, FIXED_HEADERS, max_idle=pool)
         self._queue: list[tuple[float, int, _Pending]] = []
         self._order = itertools.count()
         self._wakeup = asyncio.Event()
@@ -113,8 +134,8 @@ class WebhookSender:
         self._queue.clear()
 
     async def aclose(self) -> None:
-        """Close the HTTP client."""
-        await self._client.aclose()
+        """Close the endpoint's connections."""
+        await self._endpoint.aclose()
 
     async def run(self) -> None:
         """Post due deliveries until cancelled."""
@@ -130,10 +151,13 @@ class WebhookSender:
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
                     task.add_done_callback(lambda _: slots.release())
-                wait = self._queue[0][0] - now if self._queue else None
                 self._wakeup.clear()
+                if not self._queue:
+                    await self._wakeup.wait()  # no timer and no task: the common case
+                    continue
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), wait)
+                    async with asyncio.timeout(self._queue[0][0] - now):
+                        await self._wakeup.wait()
         finally:
             for task in tasks:
                 task.cancel()
@@ -168,19 +192,11 @@ class WebhookSender:
         self._wakeup.set()
 
     async def _post(self, delivery: Delivery, timestamp: int) -> bool:
-        headers = {
-            "Content-Type": "application/json; charset=utf-8",
-            "Stripe-Signature": _signed(self._keyed, delivery.payload, timestamp),
-            "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
-        }
+        signature = {"Stripe-Signature": _signed(self._keyed, delivery.payload, timestamp)}
         try:
-            response = await self._client.post(
-                self.url,
-                content=delivery.payload,
-                headers=headers,
-                timeout=self._policy.attempt_timeout,
-            )
-        except httpx.HTTPError as e:
-            log.info("webhook %s to %s failed: %r", delivery.event_id, self.url, e)
+            async with asyncio.timeout(self._policy.attempt_timeout):
+                status = await self._endpoint.post(delivery.payload, signature)
+        except (DeliveryError, TimeoutError) as e:
+            log.info("webhook %s: %s", delivery.event_id, e)
             return False
-        return response.is_success
+        return 200 <= status < 300

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 
 import httpx
 
@@ -25,13 +26,18 @@ class SlowReceiver:
         self.most = 0
         self.arrived: list[float] = []
 
-    async def __call__(self, request: httpx.Request) -> httpx.Response:
+    url = HOOKS
+
+    async def post(self, body: bytes, headers: Mapping[str, str]) -> int:
         self.now += 1
         self.most = max(self.most, self.now)
         self.arrived.append(time.monotonic())
         await asyncio.sleep(self.seconds)
         self.now -= 1
-        return httpx.Response(200)
+        return 200
+
+    async def aclose(self) -> None:
+        pass
 
 
 def deliveries(count: int) -> list[Delivery]:
@@ -53,8 +59,7 @@ async def deliver(sender: WebhookSender, count: int) -> None:
 
 
 def sender_to(receiver: SlowReceiver, policy: RetryPolicy) -> WebhookSender:
-    client = httpx.AsyncClient(transport=httpx.MockTransport(receiver))
-    return WebhookSender(HOOKS, "whsec_test", policy=policy, client=client)
+    return WebhookSender(HOOKS, "whsec_test", policy=policy, endpoint=receiver)
 
 
 async def test_a_slow_receiver_gets_as_many_webhooks_at_once_as_configured() -> None:

@@ -85,3 +85,12 @@ async def test_the_in_process_rail_reports_ambiguity_while_the_effect_exists(
     result = await SimRail(sim, timeout=10).send(instruction())
     assert result.outcome is RailOutcome.AMBIGUOUS
     assert sim.effects_for("s-1")["transfers"] == 1
+
+
+def test_rolls_while_a_fault_is_off_leave_its_later_decisions_as_a_fresh_run_makes_them() -> None:
+    fresh, used = Dice(5), Dice(5)
+    for _ in range(30):  # a fault that is off: nothing fires, nothing is kept per subject
+        assert not used.chance("x", "a", 0.0)
+    assert [used.chance("x", "a", 0.5) for _ in range(20)] == [
+        fresh.chance("x", "a", 0.5) for _ in range(20)
+    ]
