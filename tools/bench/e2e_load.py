@@ -71,12 +71,16 @@ class _Connections:
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         self.all: list[asyncio.StreamWriter] = []
 
-    async def take(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        if self.idle:
-            return self.idle.pop()
-        pair = await asyncio.open_connection(self.host, self.port)
-        self.all.append(pair[1])
-        return pair
+    async def take(
+        self, fresh: bool = False
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bool]:
+        """A connection (a new one if `fresh`), and whether it was idle: the server may have
+        closed it meanwhile."""
+        if self.idle and not fresh:
+            return (*self.idle.pop(), True)
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        self.all.append(writer)
+        return reader, writer, False
 
     def close(self) -> None:
         for writer in self.all:
@@ -87,16 +91,21 @@ async def _post(load: Arrivals, n: int, pool: _Connections, out: Offered) -> Non
     headers = {"Authorization": f"Bearer {load.token}", "Content-Type": "application/json",
                "Idempotency-Key": f"{load.run}-k{n:07d}"}  # fmt: skip
     payload = json.dumps(_body(load, n)).encode()
-    reader, writer = await pool.take()
-    sent = time.perf_counter()
-    try:
-        status = await exchange(
-            reader, writer, f"{pool.host}:{pool.port}", "/v1/settlements", headers, payload
-        )
-    except (OSError, asyncio.IncompleteReadError):
-        status = 0  # a dropped connection is counted as such and not reused
-    else:
-        pool.idle.append((reader, writer))
+    sent, status = time.perf_counter(), 0
+    for attempt in range(2):
+        reader, writer, reused = await pool.take(fresh=attempt > 0)
+        try:
+            status = await exchange(
+                reader, writer, f"{pool.host}:{pool.port}", "/v1/settlements", headers, payload
+            )
+        except ConnectionResetError:
+            if reused:
+                continue  # an idle connection the ledger closed: the same key again, afresh
+        except (OSError, asyncio.IncompleteReadError):
+            pass  # a dropped connection is counted as such (status 0) and not reused
+        else:
+            pool.idle.append((reader, writer))
+        break
     out.http_latencies.append(time.perf_counter() - sent)
     out.http_statuses[status] = out.http_statuses.get(status, 0) + 1
 

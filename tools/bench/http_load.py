@@ -32,6 +32,8 @@ async def exchange(
     head += [f"{k}: {v}" for k, v in headers.items()]
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
     status_line = await reader.readline()
+    if not status_line:  # the server closed a keep-alive connection it had left idle
+        raise ConnectionResetError("connection closed before an answer")
     length = 0
     while (line := await reader.readline()) not in (b"\r\n", b""):
         name, _, value = line.decode("latin-1").partition(":")
