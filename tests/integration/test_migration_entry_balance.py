@@ -24,9 +24,11 @@ WITH entries AS (
     SELECT DISTINCT e, $1, 'e', now() FROM unnest($2::uuid[]) AS e
 )
 INSERT INTO postings (entry_id, account_id, amount, currency)
-SELECT l.entry, l.account, l.amount, 'USD' FROM unnest($2::uuid[], $3::text[], $4::bigint[])
-    AS l(entry, account, amount)
+SELECT l.entry, l.account, l.amount, split_part(l.account, ':', 3)
+  FROM unnest($2::uuid[], $3::text[], $4::bigint[]) AS l(entry, account, amount)
 """
+OPEN_ENTRY = """INSERT INTO journal_entries (id, tenant, kind, occurred_at)
+                VALUES ($1, $2, 'e', now())"""
 POST_ONE = """INSERT INTO postings (entry_id, account_id, amount, currency)
               VALUES ($1, $2, $3, 'USD')"""
 # The calls this transaction made so far, by function (track_functions = 'pl' counts them).
@@ -84,6 +86,21 @@ async def test_an_unbalanced_entry_among_many_in_one_statement_is_refused(
     assert await db.fetchval("SELECT count(*) FROM journal_entries WHERE tenant = $1", tenant) == 0
 
 
+async def test_an_entry_balancing_only_across_currencies_is_refused(
+    db: asyncpg.Connection,
+) -> None:
+    tenant, funding, _ = await open_accounts(db)
+    euros = f"{tenant}:payable:EUR"
+    await db.execute(
+        "INSERT INTO accounts (id, tenant, kind, currency) VALUES ($1, $2, 'payable', 'EUR')",
+        euros,
+        tenant,
+    )
+    with pytest.raises(asyncpg.CheckViolationError, match="does not balance"):
+        async with db.transaction():
+            await post_together(db, tenant, {uuid.uuid4(): [(funding, -700), (euros, 700)]})
+
+
 async def test_entries_balancing_only_across_a_statement_are_refused(
     db: asyncpg.Connection,
 ) -> None:
@@ -100,10 +117,7 @@ async def test_a_leg_added_later_to_a_committed_entry_is_refused(db: asyncpg.Con
     entry = uuid.uuid4()
     async with db.transaction():
         # Legs one statement at a time: unbalanced in between, balanced at commit.
-        await db.execute(
-            "INSERT INTO journal_entries (id, tenant, kind, occurred_at) VALUES ($1, $2, 'e', now())",
-            entry, tenant,
-        )  # fmt: skip
+        await db.execute(OPEN_ENTRY, entry, tenant)
         await db.execute(POST_ONE, entry, funding, -300)
         await db.execute(POST_ONE, entry, payable, 300)
     for _ in range(2):  # the note of the first transaction is gone; each is checked anew
@@ -142,7 +156,9 @@ async def _refuses_an_unbalanced_entry(url: str) -> bool:
         await conn.close()
 
 
-async def test_a_balanced_batch_is_checked_once_and_downgrade_checks_each_posting(fresh_db: str) -> None:
+async def test_a_balanced_batch_is_checked_once_and_downgrade_checks_each_posting(
+    fresh_db: str,
+) -> None:
     await asyncio.to_thread(upgrade, fresh_db)
     assert await _check_calls_for_batch(fresh_db, 50) == {"settle_statement_entries_balanced": 1}
     assert await _refuses_an_unbalanced_entry(fresh_db)
