@@ -5,8 +5,12 @@ lookup per posting (about six per settlement). Every writer in services/ inserts
 postings together, in the one statement that books or moves its settlements. So the check
 now runs once per INSERT into postings, over that statement's new rows alone (its transition
 table): where those sum to zero per entry and currency, no entry changed balance, and an
-entry that balanced before balances still (postings are append-only, so nothing else moves
-a sum). No lookup of stored postings is needed for them.
+entry that balanced before (as every committed one does) balances still (postings are
+append-only, so nothing else moves a sum). No lookup of stored postings is needed for them.
+A statement-level trigger also fires for a transition write that adds no postings (a move
+to dispatching): an empty transition table, read in tens of microseconds. At 250
+settlements/s in e2e that is about half a check per settlement, against 5.6 (one per
+posting) before.
 
 An entry whose postings in one statement do not sum to zero (a writer that inserts an
 entry's legs one statement at a time, as raw SQL may) is not refused there: it is noted in
@@ -16,7 +20,8 @@ writes the postings, and the error stays the same (check_violation, "journal ent
 not balance", raised at commit). The note table is empty outside such a transaction.
 
 Safe on a large database: the new table is empty, the triggers only change what later
-inserts do; every statement here takes a brief lock on `postings` and reads none of it.
+inserts do; changing the triggers takes a brief SHARE ROW EXCLUSIVE lock on `postings`
+(writes wait, reads go on) and reads none of it.
 The downgrade restores the per-posting deferred trigger.
 
 Revision ID: 0009
