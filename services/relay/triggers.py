@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence, Set
 from contextlib import AsyncExitStack
 from typing import Protocol
 
@@ -134,18 +134,19 @@ class DispatchesInOrder:
             released = True
         return released
 
-    def committable(self) -> dict[TopicPartition, int]:
-        """The offsets released since the last call, to commit."""
+    def committable(self, assigned: Set[TopicPartition]) -> dict[TopicPartition, int]:
+        """The offsets released since the last call, of the partitions still `assigned`
+        (a revoked partition's events are the new owner's to dispatch and commit)."""
         done, self._done = self._done, {}
-        return done
+        return {tp: offset for tp, offset in done.items() if tp in assigned}
 
-    async def cancel(self) -> None:
-        """Stop the batches still dispatching; their offsets are never committed."""
+    async def finish(self) -> None:
+        """Let the batches still dispatching finish; their offsets are never committed."""
         tasks = [task for task, _ in self._running]
         self._running.clear()
-        for task in tasks:
-            task.cancel()
-        # Their outcomes are moot now: the events come back to the next session uncommitted.
+        # Claims at the rail are seen through rather than abandoned: an abandoned claim would
+        # wait out its lease for pass 2. Their outcomes are moot here: the uncommitted events
+        # come back to the next session, which claims nothing that was claimed already.
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
@@ -159,7 +160,7 @@ async def trigger_dispatch(
         consumer = await started(clients, consumer_of())
         commits = OffsetCommits(COMMIT_SECONDS)
         batches_out = DispatchesInOrder(BATCHES_IN_FLIGHT)
-        clients.push_async_callback(batches_out.cancel)
+        clients.push_async_callback(batches_out.finish)
         while True:
             batches = await consumer.getmany(timeout_ms=POLL_MS, max_records=POLL_RECORDS)
             if batches:
@@ -171,6 +172,6 @@ async def trigger_dispatch(
             if await batches_out.settle():
                 commits.dispatched()
             if commits.due():
-                await consumer.commit(batches_out.committable())
+                await consumer.commit(batches_out.committable(consumer.assignment()))
 
     await run_reconnecting("dispatch triggers", session)

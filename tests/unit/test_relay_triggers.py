@@ -79,12 +79,12 @@ async def test_a_batch_finished_early_releases_no_offset_before_the_batches_poll
     second.set()
     await asyncio.sleep(0)
     assert not await batches.settle()
-    assert batches.committable() == {}  # the first batch's claims are not durable yet
+    assert batches.committable({P0, P1}) == {}  # the first batch's claims are not durable yet
     first.set()
     await asyncio.sleep(0)
     assert await batches.settle()
-    assert batches.committable() == {P0: 20, P1: 5}
-    assert batches.committable() == {}  # released once
+    assert batches.committable({P0, P1}) == {P0: 20, P1: 5}
+    assert batches.committable({P0, P1}) == {}  # released once
 
 
 async def test_polling_waits_only_once_the_limit_of_batches_is_dispatching() -> None:
@@ -98,7 +98,7 @@ async def test_polling_waits_only_once_the_limit_of_batches_is_dispatching() -> 
     assert not settling.done()  # two running: no third poll until the first is dispatched
     first.set()
     assert await asyncio.wait_for(settling, 1.0)
-    assert batches.committable() == {P0: 2}
+    assert batches.committable({P0, P1}) == {P0: 2}
 
 
 async def test_a_failure_that_must_stop_the_relay_is_raised_and_its_offsets_never_released() -> (
@@ -112,7 +112,27 @@ async def test_a_failure_that_must_stop_the_relay_is_raised_and_its_offsets_neve
     await asyncio.sleep(0)
     with pytest.raises(ValueError, match="row lock"):
         await batches.settle()
-    assert batches.committable() == {}
+    assert batches.committable({P0, P1}) == {}
+
+
+async def test_offsets_of_a_revoked_partition_are_left_to_its_new_owner() -> None:
+    batches = DispatchesInOrder(limit=4)
+    batches.start(asyncio.sleep(0), {P0: 3, P1: 4})
+    await asyncio.sleep(0.01)
+    assert await batches.settle()
+    assert batches.committable({P1}) == {P1: 4}
+
+
+async def test_a_session_that_ends_sees_its_dispatches_through_rather_than_abandon_claims() -> None:
+    at_rail = asyncio.Event()
+    batches = DispatchesInOrder(limit=4)
+    batches.start(at_rail.wait(), {P0: 3})
+    finishing = asyncio.ensure_future(batches.finish())
+    await asyncio.sleep(0.01)
+    assert not finishing.done()  # the claim is still at the rail
+    at_rail.set()
+    await asyncio.wait_for(finishing, 1.0)
+    assert batches.committable({P0}) == {}  # a finished session commits nothing more
 
 
 class FakeConsumer:
@@ -135,6 +155,9 @@ class FakeConsumer:
             return self.polls.pop(0)
         await asyncio.sleep(timeout_ms / 1000)
         return {}
+
+    def assignment(self) -> set[TopicPartition]:
+        return {P0, P1}
 
     async def commit(self, offsets: dict[TopicPartition, int]) -> None:
         self.committed.append(offsets)
