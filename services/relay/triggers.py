@@ -1,9 +1,10 @@
 """Pass 1's trigger: settlement `created` events on Kafka start the dispatch of their settlements.
 
-Events are read in polled batches, the `created` ones chunked and dispatched side by side, and
-the offsets committed once every chunk's claims are durable, at most once a second: an event
-read again after a restart or a rebalance claims nothing that was claimed already, so a
-commit per batch would buy nothing but a Kafka round trip. A chunk that failed with a
+Events are read in polled batches, the `created` ones chunked and dispatched side by side; the
+next batch is polled while earlier ones are still dispatching (a few at once), and an offset is
+committed once its batch's and every earlier batch's claims are durable, at most once a second:
+an event read again after a restart or a rebalance claims nothing that was claimed already,
+so a commit per batch would buy nothing but a Kafka round trip. A chunk that failed with a
 retriable error (PostgreSQL away or busy, a rail lookup failing) is only logged: its claims
 wait for pass 2, so nothing is lost by moving on. Any other error (a settlement changed under
 its row lock, data the database refuses) is a bug or a manual edit: it stops the relay rather
@@ -15,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence, Set
 from contextlib import AsyncExitStack
 from typing import Protocol
 
-from aiokafka import AIOKafkaConsumer, ConsumerRecord
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from services.shared import avro
 from services.shared.errors import SchemaError
@@ -32,6 +34,7 @@ DISPATCH_CHUNK = 100  # settlements claimed, sent and recorded together
 POLL_MS = 500
 POLL_RECORDS = 500
 COMMIT_SECONDS = 1.0
+BATCHES_IN_FLIGHT = 4  # polled batches dispatching at once; the fifth poll waits for the first
 
 
 class OffsetCommits:
@@ -95,6 +98,58 @@ async def dispatch_created(dispatcher: DispatchesMany, settlement_ids: Sequence[
         log.warning("dispatch of %d settlements failed, pass 2 will retry: %s", len(chunk), outcome)
 
 
+class DispatchesInOrder:
+    """Polled batches dispatching side by side, their offsets released in poll order.
+
+    The consumer fetches the next batch while earlier ones are still at the rail, so an
+    event waits for its own dispatch only, not for the batch before it. An offset is
+    committable once its batch and every batch polled before it are dispatched: a commit
+    never passes an event whose claim is not durable yet.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._running: deque[tuple[asyncio.Task[None], dict[TopicPartition, int]]] = deque()
+        self._done: dict[TopicPartition, int] = {}
+
+    def start(self, dispatch: Awaitable[None], offsets: dict[TopicPartition, int]) -> None:
+        """Dispatch one polled batch whose next offsets are `offsets`."""
+        self._running.append((asyncio.ensure_future(dispatch), offsets))
+
+    async def settle(self) -> bool:
+        """Collect the batches finished in poll order, first waiting while `limit` run;
+        whether offsets were released. A batch's non-retriable failure is raised here."""
+        released = False
+        while len(self._running) >= self._limit:
+            await asyncio.wait([self._running[0][0]])
+            released = self._release_finished() or released
+        return self._release_finished() or released
+
+    def _release_finished(self) -> bool:
+        released = False
+        while self._running and self._running[0][0].done():
+            task, offsets = self._running.popleft()
+            task.result()  # a failure that must stop the relay stops it here
+            self._done.update(offsets)
+            released = True
+        return released
+
+    def committable(self, assigned: Set[TopicPartition]) -> dict[TopicPartition, int]:
+        """The offsets released since the last call, of the partitions still `assigned`
+        (a revoked partition's events are the new owner's to dispatch and commit)."""
+        done, self._done = self._done, {}
+        return {tp: offset for tp, offset in done.items() if tp in assigned}
+
+    async def finish(self) -> None:
+        """Let the batches still dispatching finish; their offsets are never committed."""
+        tasks = [task for task, _ in self._running]
+        self._running.clear()
+        # Claims at the rail are seen through rather than abandoned: an abandoned claim would
+        # wait out its lease for pass 2. Their outcomes are moot here: the uncommitted events
+        # come back to the next session, which claims nothing that was claimed already.
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def trigger_dispatch(
     consumer_of: Callable[[], AIOKafkaConsumer], dispatcher: DispatchesMany
 ) -> None:
@@ -104,13 +159,19 @@ async def trigger_dispatch(
     async def session(clients: AsyncExitStack) -> None:
         consumer = await started(clients, consumer_of())
         commits = OffsetCommits(COMMIT_SECONDS)
+        batches_out = DispatchesInOrder(BATCHES_IN_FLIGHT)
+        clients.push_async_callback(batches_out.finish)
         while True:
             batches = await consumer.getmany(timeout_ms=POLL_MS, max_records=POLL_RECORDS)
-            records = [record for part in batches.values() for record in part]
-            await dispatch_created(dispatcher, created_settlements(records))
             if batches:
+                records = [record for part in batches.values() for record in part]
+                next_offsets = {tp: part[-1].offset + 1 for tp, part in batches.items()}
+                batches_out.start(
+                    dispatch_created(dispatcher, created_settlements(records)), next_offsets
+                )
+            if await batches_out.settle():
                 commits.dispatched()
             if commits.due():
-                await consumer.commit()
+                await consumer.commit(batches_out.committable(consumer.assignment()))
 
     await run_reconnecting("dispatch triggers", session)

@@ -1,18 +1,25 @@
-"""Pass 1's trigger reads only `created` events and skips what it cannot decode."""
+"""Pass 1's trigger reads only `created` events, skips what it cannot decode, keeps polling
+while earlier events are at the rail, and commits no offset past an undispatched event."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from aiokafka import ConsumerRecord
+import pytest
+from aiokafka import ConsumerRecord, TopicPartition
 
-from services.relay.triggers import OffsetCommits, created_settlements
+from services.relay import triggers
+from services.relay.triggers import DispatchesInOrder, OffsetCommits, created_settlements
 from services.shared import avro
 
 
-def record(value: bytes) -> ConsumerRecord:
-    return ConsumerRecord("settlement.events", 0, 0, 0, 0, None, value, None, 0, len(value), [])
+def record(value: bytes, partition: int = 0, offset: int = 0) -> ConsumerRecord:
+    return ConsumerRecord(
+        "settlement.events", partition, offset, 0, 0, None, value, None, 0, len(value), []
+    )
 
 
 def event(settlement_id: str, kind: str) -> bytes:
@@ -57,3 +64,145 @@ def test_offsets_are_committed_at_most_once_an_interval_and_only_after_a_dispatc
     clock.now = 6.0
     assert commits.due()
     assert not commits.due()  # committed; nothing dispatched since
+
+
+P0, P1 = TopicPartition("settlement.events", 0), TopicPartition("settlement.events", 1)
+
+
+async def test_a_batch_finished_early_releases_no_offset_before_the_batches_polled_before_it() -> (
+    None
+):
+    first, second = asyncio.Event(), asyncio.Event()
+    batches = DispatchesInOrder(limit=4)
+    batches.start(first.wait(), {P0: 10})
+    batches.start(second.wait(), {P0: 20, P1: 5})
+    second.set()
+    await asyncio.sleep(0)
+    assert not await batches.settle()
+    assert batches.committable({P0, P1}) == {}  # the first batch's claims are not durable yet
+    first.set()
+    await asyncio.sleep(0)
+    assert await batches.settle()
+    assert batches.committable({P0, P1}) == {P0: 20, P1: 5}
+    assert batches.committable({P0, P1}) == {}  # released once
+
+
+async def test_polling_waits_only_once_the_limit_of_batches_is_dispatching() -> None:
+    first = asyncio.Event()
+    batches = DispatchesInOrder(limit=2)
+    batches.start(first.wait(), {P0: 1})
+    assert not await batches.settle()  # one of two running: the next poll goes ahead
+    batches.start(asyncio.sleep(0), {P0: 2})
+    settling = asyncio.ensure_future(batches.settle())
+    await asyncio.sleep(0.01)
+    assert not settling.done()  # two running: no third poll until the first is dispatched
+    first.set()
+    assert await asyncio.wait_for(settling, 1.0)
+    assert batches.committable({P0, P1}) == {P0: 2}
+
+
+async def test_a_failure_that_must_stop_the_relay_is_raised_and_its_offsets_never_released() -> (
+    None
+):
+    async def broken() -> None:
+        raise ValueError("a settlement changed under its row lock")
+
+    batches = DispatchesInOrder(limit=4)
+    batches.start(broken(), {P0: 7})
+    await asyncio.sleep(0)
+    with pytest.raises(ValueError, match="row lock"):
+        await batches.settle()
+    assert batches.committable({P0, P1}) == {}
+
+
+async def test_offsets_of_a_revoked_partition_are_left_to_its_new_owner() -> None:
+    batches = DispatchesInOrder(limit=4)
+    batches.start(asyncio.sleep(0), {P0: 3, P1: 4})
+    await asyncio.sleep(0.01)
+    assert await batches.settle()
+    assert batches.committable({P1}) == {P1: 4}
+
+
+async def test_a_session_that_ends_sees_its_dispatches_through_rather_than_abandon_claims() -> None:
+    at_rail = asyncio.Event()
+    batches = DispatchesInOrder(limit=4)
+    batches.start(at_rail.wait(), {P0: 3})
+    finishing = asyncio.ensure_future(batches.finish())
+    await asyncio.sleep(0.01)
+    assert not finishing.done()  # the claim is still at the rail
+    at_rail.set()
+    await asyncio.wait_for(finishing, 1.0)
+    assert batches.committable({P0}) == {}  # a finished session commits nothing more
+
+
+class FakeConsumer:
+    """Hands out scripted polls, then nothing; records the offsets committed."""
+
+    def __init__(self, polls: list[dict[TopicPartition, list[ConsumerRecord]]]) -> None:
+        self.polls = polls
+        self.committed: list[dict[TopicPartition, int]] = []
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    async def getmany(
+        self, timeout_ms: int, max_records: int
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        if self.polls:
+            return self.polls.pop(0)
+        await asyncio.sleep(timeout_ms / 1000)
+        return {}
+
+    def assignment(self) -> set[TopicPartition]:
+        return {P0, P1}
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        self.committed.append(offsets)
+
+
+class HeldDispatcher:
+    """Holds the first settlement's dispatch until released; records the order of starts."""
+
+    def __init__(self, held: str) -> None:
+        self.held = held
+        self.release = asyncio.Event()
+        self.started: list[str] = []
+
+    async def dispatch_many(self, settlement_ids: Sequence[str]) -> None:
+        self.started.extend(settlement_ids)
+        if self.held in settlement_ids:
+            await self.release.wait()
+
+
+async def test_events_polled_while_a_batch_is_at_the_rail_are_dispatched_without_waiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(triggers, "POLL_MS", 10)
+    monkeypatch.setattr(triggers, "COMMIT_SECONDS", 0.0)
+    slow, quick = str(uuid.uuid4()), str(uuid.uuid4())
+    consumer = FakeConsumer([
+        {P0: [record(event(slow, "created"), 0, 41)]},
+        {P1: [record(event(quick, "created"), 1, 8)]},
+    ])  # fmt: skip
+    dispatcher = HeldDispatcher(held=slow)
+    running = asyncio.ensure_future(triggers.trigger_dispatch(lambda: consumer, dispatcher))  # type: ignore[arg-type, return-value]
+    try:
+        for _ in range(100):
+            if quick in dispatcher.started:
+                break
+            await asyncio.sleep(0.01)
+        assert dispatcher.started == [slow, quick]  # the second poll did not wait for the first
+        await asyncio.sleep(0.05)
+        assert consumer.committed == []  # the first batch holds every offset back
+        dispatcher.release.set()
+        for _ in range(100):
+            if consumer.committed:
+                break
+            await asyncio.sleep(0.01)
+        assert consumer.committed == [{P0: 42, P1: 9}]
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
