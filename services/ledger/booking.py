@@ -23,6 +23,7 @@ from services.ledger import sql
 from services.ledger.idempotency import Decision, KeyState, StoredKey, decide
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import canonical_json, settlement_body
+from services.shared.balance_shards import BALANCE_SHARDS
 from services.shared.domain.payout import PayoutMethod
 from services.shared.domain.postings import AccountKind, Posting, accept_postings, account_id
 from services.shared.domain.rail_key import rail_idempotency_key
@@ -31,7 +32,6 @@ from services.shared.edge import error_body
 from services.shared.ids import uuid7
 from services.shared.topics import EVENTS
 from services.shared.transition_rows import settlement_event
-from services.shared.transitions import BALANCE_SHARDS
 
 DEFAULT_RAIL = "sim"
 # How long a same-key request in another transaction may hold us before we answer 409.
@@ -72,9 +72,8 @@ class Books:
         self.windows = windows
         self.method = method
         self.shards = shards
-        # Each batch takes the next shard, from a random start per process: batches booking
-        # at once in this process never update the same balance row, so they neither wait
-        # for nor deadlock with each other; other processes mostly start elsewhere.
+        # Each batch tries the next shard first, from a random start per process, so batches
+        # of this process mostly find their first choice free; a held shard is skipped.
         start = random.randrange(shards)
         self._shard = itertools.cycle([*range(start, shards), *range(start)])
         self._accounts_known: set[tuple[str, str]] = set()

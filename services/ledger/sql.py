@@ -3,8 +3,10 @@
 `BOOK_BATCH` is the accept transaction's one round trip: data-modifying CTEs claim the
 idempotency keys, insert the settlements whose key was claimed (a reference already booked
 is left out), and for those alone write the first transition, the journal entry and its
-postings, one balance update per account, the rail instruction and the outbox row. It
-returns, per request, whether its key was claimed and whether its settlement was booked.
+postings, one balance update per account on a shard no other writer holds
+(`services/shared/balance_shards.py`; $23 is the shard tried first), the rail instruction
+and the outbox row. It returns, per request, whether its key was claimed and whether its
+settlement was booked.
 `tools/bench/baseline.py` builds its pgbench script from these very statements.
 
 Booking is the one statement that writes `settlements` outside the guarded write path
@@ -14,7 +16,14 @@ uniqueness, which this statement checks in the same round trip as everything it 
 books by the same rules: postings from `accept_postings`, the event from `settlement_event`.
 """
 
+from services.shared.balance_shards import free_shards
 from services.shared.domain.instruction import InstructionStatus
+
+# Every account the legs post to, once each, in code point order as balance shards are locked.
+LEG_ACCOUNTS = (
+    '(SELECT array_agg(DISTINCT a COLLATE "C" ORDER BY a COLLATE "C") '
+    "FROM unnest($20::text[]) AS a)"
+)
 
 # A key is claimed when new, when its record is past replay + tombstone, or when an
 # in-flight holder's lease ran out; the fence moves on so a late holder's write fails. The
@@ -68,10 +77,12 @@ WITH input AS (
 ), posted AS (
     INSERT INTO postings (entry_id, account_id, amount, currency)
     SELECT entry, account, amount, cur FROM legs
+), shards AS MATERIALIZED ({free_shards(LEG_ACCOUNTS, "$23::int")}
 ), balances AS (
     UPDATE account_balances AS b SET balance = b.balance + d.delta
       FROM (SELECT account, sum(amount) AS delta FROM legs GROUP BY account) AS d
-     WHERE b.account_id = d.account AND b.shard = $23
+      JOIN shards s ON s.account_id = d.account
+     WHERE b.account_id = d.account AND b.shard = s.shard
 ), instructions AS (
     INSERT INTO rail_instructions (settlement_id, tenant, rail, method, idempotency_key,
                                    destination, amount, currency, status, created_at,

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import asyncpg
 
+from services.shared.balance_shards import BALANCE_SHARDS, lock_shards
 from services.shared.domain.postings import (
     AccountKind,
     Posting,
@@ -57,8 +58,6 @@ from services.shared.transition_rows import (
     settlement_event,
 )
 
-BALANCE_SHARDS = 8
-
 LOCK_SETTLEMENTS = """
 SELECT id, tenant, reference, amount, currency, status, version, rail_reference, amount_reversed
   FROM settlements WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
@@ -68,10 +67,6 @@ HELD_IN = """
 SELECT e.settlement_id, p.account_id FROM postings p JOIN journal_entries e ON e.id = p.entry_id
  WHERE e.settlement_id = ANY($1::uuid[])
  GROUP BY e.settlement_id, p.account_id HAVING sum(p.amount) > 0
-"""
-LOCK_BALANCES = """
-SELECT account_id FROM account_balances
- WHERE shard = $2 AND account_id = ANY($1::text[]) ORDER BY account_id FOR UPDATE
 """
 WRITE_TRANSITIONS = """
 WITH moved AS (
@@ -95,8 +90,8 @@ WITH moved AS (
     SELECT p.entry_id, p.account_id, p.amount, p.currency FROM unnest($5::posting_row[]) AS p
 ), balances AS (
     UPDATE account_balances AS b SET balance = b.balance + d.delta
-      FROM unnest($6::balance_delta[]) AS d
-     WHERE b.account_id = d.account_id AND b.shard = $7
+      FROM unnest($6::text[], $7::bigint[], $10::smallint[]) AS d(account_id, delta, shard)
+     WHERE b.account_id = d.account_id AND b.shard = d.shard
 ), events AS (
     INSERT INTO outbox (event_id, settlement_id, sequence, topic, message_key, payload)
     SELECT o.event_id, o.settlement_id, o.sequence, $8, convert_to(o.settlement_id::text, 'UTF8'),
@@ -237,16 +232,18 @@ class TransitionBatch:
         self, conn: asyncpg.Connection, now: datetime, shard: int | None = None
     ) -> None:
         """Store every planned step in the caller's transaction; TransitionConflict if a
-        settlement changed under its lock (then nothing of the statement is kept)."""
+        settlement changed under its lock (then nothing of the statement is kept). Each
+        account's delta lands on a balance shard no other writer holds, `shard` tried first."""
         if not self._steps:
             return
         rows = self.rows(now)
-        shard = random.randrange(BALANCE_SHARDS) if shard is None else shard
-        if rows.deltas:
-            await conn.fetch(LOCK_BALANCES, [d.account_id for d in rows.deltas], shard)
+        accounts = [d.account_id for d in rows.deltas]
+        start = random.randrange(BALANCE_SHARDS) if shard is None else shard
+        shards = await lock_shards(conn, accounts, start) if accounts else {}
         moved = await conn.fetchval(
             WRITE_TRANSITIONS, now, rows.moves, rows.transitions, rows.entries, rows.postings,
-            rows.deltas, shard, EVENTS, rows.events,
+            accounts, [d.delta for d in rows.deltas], EVENTS, rows.events,
+            [shards[a] for a in accounts],
         )  # fmt: skip
         if moved != len(rows.moves):
             raise TransitionConflict(
