@@ -14,10 +14,6 @@ never waits, so a writer waiting on account X holds balance rows of accounts bef
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-import asyncpg
-
 BALANCE_SHARDS = 8
 
 
@@ -36,14 +32,3 @@ SELECT a.account_id, coalesce(
   FROM unnest({accounts}) WITH ORDINALITY AS a(account_id, n)
  ORDER BY a.n
 """
-
-
-LOCK_SHARDS = free_shards("$1::text[]", "$2::int")
-
-
-async def lock_shards(
-    conn: asyncpg.Connection, accounts: Iterable[str], start: int
-) -> dict[str, int]:
-    """Lock one balance shard of each account in the caller's transaction; account -> shard."""
-    rows = await conn.fetch(LOCK_SHARDS, sorted(set(accounts)), start)
-    return {r["account_id"]: r["shard"] for r in rows}

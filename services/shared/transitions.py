@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import asyncpg
 
-from services.shared.balance_shards import BALANCE_SHARDS, lock_shards
+from services.shared.balance_shards import BALANCE_SHARDS, free_shards
 from services.shared.domain.postings import (
     AccountKind,
     Posting,
@@ -68,7 +68,7 @@ SELECT e.settlement_id, p.account_id FROM postings p JOIN journal_entries e ON e
  WHERE e.settlement_id = ANY($1::uuid[])
  GROUP BY e.settlement_id, p.account_id HAVING sum(p.amount) > 0
 """
-WRITE_TRANSITIONS = """
+WRITE_TRANSITIONS = f"""
 WITH moved AS (
     UPDATE settlements AS s
        SET status = m.status, version = m.version, reason = coalesce(m.reason, s.reason),
@@ -88,10 +88,12 @@ WITH moved AS (
 ), legs AS (
     INSERT INTO postings (entry_id, account_id, amount, currency)
     SELECT p.entry_id, p.account_id, p.amount, p.currency FROM unnest($5::posting_row[]) AS p
+), shards AS MATERIALIZED ({free_shards("$6::text[]", "$10::int")}
 ), balances AS (
     UPDATE account_balances AS b SET balance = b.balance + d.delta
-      FROM unnest($6::text[], $7::bigint[], $10::smallint[]) AS d(account_id, delta, shard)
-     WHERE b.account_id = d.account_id AND b.shard = d.shard
+      FROM unnest($6::text[], $7::bigint[]) AS d(account_id, delta)
+      JOIN shards USING (account_id)
+     WHERE b.account_id = d.account_id AND b.shard = shards.shard
 ), events AS (
     INSERT INTO outbox (event_id, settlement_id, sequence, topic, message_key, payload)
     SELECT o.event_id, o.settlement_id, o.sequence, $8, convert_to(o.settlement_id::text, 'UTF8'),
@@ -237,13 +239,11 @@ class TransitionBatch:
         if not self._steps:
             return
         rows = self.rows(now)
-        accounts = [d.account_id for d in rows.deltas]
         start = random.randrange(BALANCE_SHARDS) if shard is None else shard
-        shards = await lock_shards(conn, accounts, start) if accounts else {}
         moved = await conn.fetchval(
             WRITE_TRANSITIONS, now, rows.moves, rows.transitions, rows.entries, rows.postings,
-            accounts, [d.delta for d in rows.deltas], EVENTS, rows.events,
-            [shards[a] for a in accounts],
+            [d.account_id for d in rows.deltas], [d.delta for d in rows.deltas], EVENTS,
+            rows.events, start,
         )  # fmt: skip
         if moved != len(rows.moves):
             raise TransitionConflict(
