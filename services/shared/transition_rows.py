@@ -62,7 +62,7 @@ class PostingRow(NamedTuple):
 
 
 class BalanceDelta(NamedTuple):
-    """A `balance_delta`: what one account's balance shard changes by."""
+    """What one account's balance changes by; the shard it lands on is chosen on writing."""
 
     account_id: str
     delta: int  # signed minor units, never zero
