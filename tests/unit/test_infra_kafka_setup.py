@@ -69,3 +69,10 @@ def test_jar_cache_needs_a_stamp_matching_the_pom(tmp_path: Path) -> None:
     assert jars_cached(lib, pom)
     pom.write_text("<project>2</project>")
     assert not jars_cached(lib, pom)
+
+
+def test_broker_thread_pools_fit_a_two_core_machine(tmp_path: Path) -> None:
+    props = _parse(render_server_properties(kafka_endpoint("127.0.0.1:59092"), tmp_path))
+    for key in ("num.network.threads", "num.io.threads", "background.threads"):
+        assert 1 <= int(props[key]) <= 2, key
+    assert props["offsets.topic.num.partitions"] == "6"

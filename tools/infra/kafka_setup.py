@@ -16,6 +16,15 @@ from tools.infra.procs import run_logged, tool
 
 STAMP_NAME = ".settle-pom.sha256"
 MAVEN_TIMEOUT_S = 900
+# Kafka's pools are sized for a dedicated many-core server (3 network, 8 request handler and
+# 10 background threads); on a 2-core machine shared with the whole stack, more threads than
+# cores only add wake-ups and context switches, and the measured load (a few hundred
+# requests a second) keeps one thread of each kind far from busy.
+BROKER_THREADS = {
+    "num.network.threads": "2",  # one per core: socket reads and writes, both listeners
+    "num.io.threads": "2",  # one per core: request handling, the log appends and reads
+    "background.threads": "2",  # retention, checkpoints: a few short tasks a minute
+}
 
 
 def java() -> str:
@@ -88,6 +97,10 @@ def render_server_properties(endpoint: KafkaEndpoint, data_dir: Path) -> str:
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
         "auto.create.topics.enable": "false",
+        **BROKER_THREADS,
+        # One broker serves a handful of consumer groups: 50 offset partitions (the default)
+        # are 50 more logs to open, checkpoint and recover after every restart.
+        "offsets.topic.num.partitions": "6",
     }
     lines = ["# Written by `settle infra up` on every start; edits are lost."]
     lines += [f"{key}={value}" for key, value in settings.items()]
