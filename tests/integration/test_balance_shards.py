@@ -90,6 +90,7 @@ async def test_booking_takes_the_free_shard_when_the_others_are_held(pool: async
     tenant = unique("t")
     await book(pool, tenant, 1)  # opens the tenant's accounts
     free = BALANCE_SHARDS - 1
+    opened = await shard_balances(pool, tenant)  # the opening 1 may sit on any shard, `free` too
     async with pool.acquire() as holder, holder.transaction():
         await holder.fetch(
             "SELECT 1 FROM account_balances WHERE account_id LIKE $1 AND shard <> $2 FOR UPDATE",
@@ -100,5 +101,5 @@ async def test_booking_takes_the_free_shard_when_the_others_are_held(pool: async
         await book(pool, tenant, 20)
         await book(pool, tenant, 300)
     balances = await shard_balances(pool, tenant)
-    assert balances[("payable", free)] == 320
+    assert balances[("payable", free)] - opened.get(("payable", free), 0) == 320
     assert sum(v for (kind, _), v in balances.items() if kind == "payable") == 321

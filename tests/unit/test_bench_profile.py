@@ -43,6 +43,19 @@ def test_each_service_gets_its_flame_graph(tmp_path: Path) -> None:
     assert "<svg" in graph.read_text()
 
 
+def test_a_service_idle_for_the_whole_window_gets_a_graph_that_says_so(tmp_path: Path) -> None:
+    sleeper = "import time; print('asleep', flush=True); time.sleep(60)"
+    service = subprocess.Popen([sys.executable, "-c", sleeper], stdout=subprocess.PIPE, text=True)
+    try:
+        assert service.stdout is not None and service.stdout.readline() == "asleep\n"  # started
+        assert record(tmp_path, {"reconciler": service.pid}, seconds=1) == ["window"]
+    finally:
+        service.kill()
+        service.wait()
+    graph = graph_path(tmp_path, 50, "reconciler").read_text()
+    assert "<svg" in graph and "reconciler: no samples in 1 s (idle" in graph
+
+
 def test_a_process_py_spy_cannot_attach_to_is_a_clear_error(tmp_path: Path) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # its pid names no process now
