@@ -75,8 +75,8 @@ WITH input AS (
                     AS l(entry, account, amount, cur)
       JOIN booked b ON b.entry = l.entry
 ), posted AS (
-    INSERT INTO postings (entry_id, account_id, amount, currency)
-    SELECT entry, account, amount, cur FROM legs
+    INSERT INTO postings (entry_id, account_id, amount, currency, occurred_at)
+    SELECT entry, account, amount, cur, $17 FROM legs
 ), shards AS MATERIALIZED ({free_shards(LEG_ACCOUNTS, "$23::int")}
 ), balances AS (
     UPDATE account_balances AS b SET balance = b.balance + d.delta

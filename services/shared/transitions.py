@@ -86,8 +86,8 @@ WITH moved AS (
     INSERT INTO journal_entries (id, tenant, settlement_id, kind, occurred_at)
     SELECT j.id, j.tenant, j.settlement_id, j.kind, $1 FROM unnest($4::entry_row[]) AS j
 ), legs AS (
-    INSERT INTO postings (entry_id, account_id, amount, currency)
-    SELECT p.entry_id, p.account_id, p.amount, p.currency FROM unnest($5::posting_row[]) AS p
+    INSERT INTO postings (entry_id, account_id, amount, currency, occurred_at)
+    SELECT p.entry_id, p.account_id, p.amount, p.currency, $1 FROM unnest($5::posting_row[]) AS p
 ), shards AS MATERIALIZED ({free_shards("$6::text[]", "$10::int")}
 ), balances AS (
     UPDATE account_balances AS b SET balance = b.balance + d.delta
