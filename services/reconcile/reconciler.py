@@ -1,6 +1,7 @@
 """The reconciler's rounds: the engine run on a schedule, one replica at a time.
 
     a round    hold the lock (wait while another replica has it)
+               the history's monthly partitions ensured ahead (at start, then once a day)
                intraday run since the last completed one
                the end-of-day run of a closed day not yet completed (once per day)
                a re-check of the items that crossed a re-check age, if any did
@@ -33,6 +34,7 @@ from services.reconcile.outcome import ById, Outcome
 from services.reconcile.rail_source import RailSource
 from services.reconcile.schedule import Schedule
 from services.reconcile.windows import Window
+from services.shared import history_months
 from services.shared.backoff import backoff
 from services.shared.errors import StoreUnavailable
 from services.shared.store_errors import is_retriable
@@ -58,6 +60,7 @@ class Reconciler:
         self._pool, self._rail, self._lock = pool, rail, lock
         self._metrics, self._plan, self._rng, self._clock = metrics, plan, rng, clock
         self._stopping = asyncio.Event()
+        self._upkeep = history_months.MonthlyUpkeep()
 
     def stop(self) -> None:
         """Ask `run` to return once the round under way (if any) has finished."""
@@ -97,6 +100,7 @@ class Reconciler:
     async def round(self) -> bool:
         """One round (intraday, end of day due, re-checks due); True if every run completed.
         Retriable failures (a source unreadable, PostgreSQL away) are logged and give False."""
+        await self.ensure_history_months()
         try:
             ok = await self._intraday() and await self._end_of_day() and await self._recheck()
         except Exception as e:
@@ -109,6 +113,23 @@ class Reconciler:
         except StoreUnavailable as e:
             log.warning("reconciliation metrics not refreshed: %s", e)
         return ok
+
+    async def ensure_history_months(self) -> None:
+        """Create the history's coming monthly partitions when due (at start, then daily); a
+        retriable failure is logged and tried again next round, a year of months ahead."""
+        now = self._clock()
+        if not self._upkeep.due(now):
+            return
+        try:
+            created = await history_months.ensure_months(self._pool)
+        except Exception as e:
+            if not is_retriable(e):
+                raise
+            log.warning("history partitions not ensured, trying again next round: %s", e)
+            return
+        self._upkeep.done(now)
+        if created:
+            log.info("created %d monthly history partitions", created)
 
     async def refresh(self) -> None:
         """Set the gauges from the store: open breaks by type, the oldest, the heartbeat."""

@@ -1,0 +1,52 @@
+"""The monthly partitions of the append-only history (migration 0010): kept created ahead of
+time, and the months an archiver may detach.
+
+A write dated in a month with no partition is refused by PostgreSQL and rolls back, so the
+months ahead must exist before anything is written in them: `ensure_months` creates this
+month's and the next `MONTHS_AHEAD` months' partitions; the reconciler calls it at start and
+once a day (`MonthlyUpkeep`), so a year of missed calls passes before a write is refused.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from services.shared.store_errors import unavailable_when_down
+
+# Partitioned by month on `occurred_at`, in the order an archive detaches them.
+HISTORY_TABLES = ("settlement_transitions", "postings", "operator_actions")
+MONTHS_AHEAD = 12
+UPKEEP_EVERY = timedelta(days=1)
+# Attaching a month's partition briefly locks the tables its foreign keys point at (settlements,
+# accounts, journal_entries); bounded, so it never queues the settlement writes behind a long
+# transaction. Not granted in time, it is tried again on the next round.
+LOCK_TIMEOUT = "2s"
+
+
+async def ensure_months(pool: asyncpg.Pool, ahead: int = MONTHS_AHEAD) -> int:
+    """Create the partitions of this month and the next `ahead` months that are missing; how
+    many were created. Idempotent, and callers at once take turns."""
+    with unavailable_when_down("creating the history's monthly partitions"):
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            created = await conn.fetchval("SELECT settle_ensure_month_partitions($1)", ahead)
+    return int(created)
+
+
+class MonthlyUpkeep:
+    """When the partitions are next due to be ensured: at once, then every `UPKEEP_EVERY`
+    after the last success."""
+
+    def __init__(self, every: timedelta = UPKEEP_EVERY) -> None:
+        self._every = every
+        self._next: datetime | None = None
+
+    def due(self, now: datetime) -> bool:
+        """Whether ensuring the partitions is due at `now`."""
+        return self._next is None or now >= self._next
+
+    def done(self, now: datetime) -> None:
+        """Note a success at `now`; the next is due `every` later."""
+        self._next = now + self._every
