@@ -136,7 +136,8 @@ async def test_amount_is_bigint_minor_units(db: asyncpg.Connection) -> None:
     # fractional amount must be stopped at the edge; here we only pin the column types.
     types = await db.fetch(
         """SELECT table_name, data_type FROM information_schema.columns
-           WHERE table_schema = 'public' AND column_name IN ('amount', 'balance')"""
+           WHERE table_schema = 'public' AND column_name IN ('amount', 'balance')
+             AND table_name NOT IN (SELECT inhrelid::regclass::text FROM pg_inherits)"""
     )
     assert {r["data_type"] for r in types} == {"bigint"}
     money_tables = {"settlements", "postings", "account_balances", "rail_instructions",
