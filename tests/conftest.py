@@ -13,16 +13,28 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 
 import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from services.shared.history_months import HISTORY_TABLES
 from services.shared.migrate import upgrade
 from tests.harness import Servers, servers
 
 ALLOW_SKIPS = "SETTLE_ALLOW_SKIPS"
+# Tests stamp history with fixed clocks from this month on (inbox_support's T0, ...), while
+# the migration makes the history's monthly partitions only around today: a test database
+# gets these months too, so a fixed clock finds its month whenever the suite runs.
+FIXED_CLOCKS_FROM = datetime(2026, 1, 1)
+OPEN_MONTHS = """
+SELECT settle_month_partition(t, m)
+  FROM unnest($1::text[]) AS t,
+       generate_series($2::timestamp, date_trunc('month', now() AT TIME ZONE 'UTC'),
+                       interval '1 month') AS m
+"""
 
 
 def unique(prefix: str = "") -> str:
@@ -61,6 +73,17 @@ async def drop_database(server_url: str, name: str) -> None:
         await conn.close()
 
 
+async def migrate(url: str) -> None:
+    """Migrate the database at `url` to head, with the history's months from
+    FIXED_CLOCKS_FROM on."""
+    await asyncio.to_thread(upgrade, url)
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        await conn.execute(OPEN_MONTHS, list(HISTORY_TABLES), FIXED_CLOCKS_FROM)
+    finally:
+        await conn.close()
+
+
 @asynccontextmanager
 async def scratch_database(
     server_url: str, prefix: str, *, migrated: bool = True
@@ -71,7 +94,7 @@ async def scratch_database(
     url = await create_database(server_url, name)
     try:
         if migrated:
-            await asyncio.to_thread(upgrade, url)
+            await migrate(url)
         yield url
     finally:
         await drop_database(server_url, name)

@@ -32,10 +32,9 @@ from services.relay.metrics import create_metrics
 from services.relay.outbox import OutboxPublisher
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.kafka import idempotent_producer
-from services.shared.migrate import upgrade
 from services.shared.topics import EVENTS, ensure_topics
 from services.shared.transitions import apply_transition
-from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
+from tests.conftest import asyncpg_dsn, create_database, drop_database, migrate, unique
 from tests.harness import Servers
 from tests.integration.railsim_support import serving
 from tests.integration.test_ledger_books import WINDOWS
@@ -118,7 +117,7 @@ async def template(infra: Servers) -> AsyncIterator[str]:
     """A database migrated to head that each test's database is copied from."""
     name = unique("settle_check_tpl_")
     url = await create_database(infra.database_url, name)
-    await asyncio.to_thread(upgrade, url)
+    await migrate(url)
     yield name
     await drop_database(infra.database_url, name)
 
