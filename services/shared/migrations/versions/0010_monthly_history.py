@@ -196,10 +196,6 @@ def upgrade() -> None:
     for table in BODIES:
         for statement in _set_aside(table):
             op.execute(statement)
-    op.execute(
-        "CREATE TABLE postings_when AS SELECT p.id, e.occurred_at FROM postings_old p "
-        "JOIN journal_entries e ON e.id = p.entry_id"
-    )
     op.execute(MONTH_PARTITION)
     op.execute(ENSURE_MONTHS)
     for table in BODIES:
@@ -207,7 +203,8 @@ def upgrade() -> None:
             op.execute(statement)
     op.execute(_months_of("settlement_transitions"))
     op.execute(_months_of("operator_actions"))
-    op.execute(_months_of("postings").replace("FROM postings_old", "FROM postings_when"))
+    # A posting's month is its entry's.
+    op.execute(_months_of("postings").replace("FROM postings_old", "FROM journal_entries"))
     op.execute(f"SELECT settle_ensure_month_partitions({AHEAD})")
     # And last month: on a fresh database, a write stamped by a clock a little behind just
     # after the month turned (or seeded a little into the past) still has a partition.
@@ -228,11 +225,10 @@ def upgrade() -> None:
     op.execute(
         f"""INSERT INTO postings ({POSTING_COLUMNS}, occurred_at) OVERRIDING SYSTEM VALUE
             SELECT p.{POSTING_COLUMNS.replace(", ", ", p.")}, w.occurred_at
-              FROM postings_old p JOIN postings_when w USING (id)"""
+              FROM postings_old p JOIN journal_entries w ON w.id = p.entry_id"""
     )
     for table in BODIES:
         op.execute(f"DROP TABLE {table}_old")
-    op.execute("DROP TABLE postings_when")
     for table in ("postings", "operator_actions"):
         op.execute(_set_identity(table))
     for statement in TRIGGERS:
