@@ -176,6 +176,16 @@ def _set_aside(table: str) -> list[str]:
         f"ALTER INDEX {table}_pkey RENAME TO {table}_old_pkey",
     ]
     statements += [f"DROP INDEX {name}" for name in INDEXES.get(table, {})]
+    # Its checks and foreign keys too, so the new table's take the same names.
+    statements.append(
+        f"""DO $$ DECLARE c record; BEGIN
+              FOR c IN SELECT conname FROM pg_constraint
+                        WHERE conrelid = '{table}_old'::regclass AND contype IN ('c', 'f') LOOP
+                  EXECUTE format('ALTER TABLE {table}_old RENAME CONSTRAINT %I TO %I',
+                                 c.conname, c.conname || '_old');
+              END LOOP;
+            END $$"""
+    )
     if table != "settlement_transitions":
         statements.append(f"ALTER SEQUENCE {table}_id_seq RENAME TO {table}_old_id_seq")
     return statements
