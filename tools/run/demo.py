@@ -1,9 +1,11 @@
 """`settle demo`: a batch of settlements through the running stack, watched, then judged.
 
-The batch goes in half as Kafka commands and half over HTTP (see submit.py), the simulator's
-fault profile is set first, a progress bar follows the batch's settlements through their
-states in PostgreSQL, and the report gives the final states, the latency from acceptance to
-`paid`, and the invariant check (tools/check) taken once the system is quiet.
+The batch goes in half as Kafka commands and half over HTTP (see submit.py), at a steady rate
+unless told to send it at once; the simulator's fault profile is set first, a progress bar
+follows the batch's settlements through their states in PostgreSQL, and the report gives the
+final states, the latency from acceptance to `paid` (over the whole batch, over the
+settlements the simulator sent no fault, and per fault, read from the simulator), and the
+invariant check (tools/check) taken once the system is quiet.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from services.shared.config import Settings, libpq_dsn
 from services.shared.topics import COMMANDS, EVENTS
 from tools.check.cli import effect_source
 from tools.check.run import CheckOptions, Report, run_check
+from tools.run.latency import LatencySplit, split
+from tools.run.pace import AT_ONCE, DEFAULT_RATE, Pace
 from tools.run.submit import Batch, post_settlements, publish_commands
 
 FINAL = ("paid", "partly_reversed", "failed", "reversed", "needs_review")
@@ -42,17 +46,15 @@ SELECT status, count(*) AS n FROM settlements
 """
 # From the settlement's first transition (booked as `accepted`) to its transition to `paid`;
 # reversed settlements count too, they were paid first.
-LATENCY = """
-SELECT count(*) AS n,
-       percentile_cont(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (ORDER BY d) AS p,
-       max(d) AS worst
-  FROM (SELECT extract(epoch FROM paid.occurred_at - first.occurred_at) AS d
-          FROM settlements s
-          JOIN settlement_transitions first ON first.settlement_id = s.id AND first.sequence = 1
-          JOIN settlement_transitions paid
-            ON paid.settlement_id = s.id AND paid.to_status = 'paid' AND paid.from_status <> 'paid'
-         WHERE s.tenant = $1 AND s.reference LIKE $2) d
+PAID_SECONDS = """
+SELECT s.id::text AS id, extract(epoch FROM paid.occurred_at - first.occurred_at)::float8 AS d
+  FROM settlements s
+  JOIN settlement_transitions first ON first.settlement_id = s.id AND first.sequence = 1
+  JOIN settlement_transitions paid
+    ON paid.settlement_id = s.id AND paid.to_status = 'paid' AND paid.from_status <> 'paid'
+ WHERE s.tenant = $1 AND s.reference LIKE $2
 """
+BATCH_IDS = "SELECT id::text FROM settlements WHERE tenant = $1 AND reference LIKE $2"
 
 
 @dataclass(frozen=True)
@@ -63,19 +65,9 @@ class DemoOptions:
     rail_url: str
     count: int = 1000
     fault_profile: str | None = "demo"  # set on the simulator first; None leaves it as it is
+    rate: int | None = DEFAULT_RATE  # settlements offered per second; None: all at once
     settle_timeout_s: float = 300.0  # how long the batch may take to reach final states
     quiet_timeout_s: float = 60.0  # how long the check waits for in-flight work
-
-
-@dataclass(frozen=True)
-class Latency:
-    """Seconds from acceptance to `paid`, over the settlements that got there."""
-
-    count: int
-    p50: float
-    p90: float
-    p99: float
-    worst: float
 
 
 @dataclass(frozen=True)
@@ -86,9 +78,10 @@ class DemoReport:
     statuses: dict[str, int]  # the batch's settlements per status, at the end
     http: Counter[str]  # HTTP answers by outcome, retries and duplicates included
     commands_sent: int  # Kafka messages, repeats included
-    latency: Latency | None
+    latency: LatencySplit  # accepted -> paid, whole and apart from the faults met
     check: Report
     seconds: float
+    rate: int | None  # settlements offered per second; None: all at once
 
     @property
     def settled(self) -> int:
@@ -113,12 +106,20 @@ async def _statuses(conn: asyncpg.Connection, batch: Batch) -> dict[str, int]:
     return {str(r["status"]): int(r["n"]) for r in rows}
 
 
-async def _latency(conn: asyncpg.Connection, batch: Batch) -> Latency | None:
-    row = await conn.fetchrow(LATENCY, batch.tenant, batch.reference_pattern)
-    if row is None or not row["n"]:
-        return None
-    p50, p90, p99 = (float(v) for v in row["p"])
-    return Latency(int(row["n"]), p50, p90, p99, float(row["worst"]))
+async def faults_met(rail_url: str, settlement_ids: list[str]) -> dict[str, list[str]]:
+    """The faults the simulator sent each of `settlement_ids`; those that met none are absent."""
+    async with httpx.AsyncClient(base_url=rail_url, timeout=30.0) as client:
+        answer = await client.post("/_sim/faults/met", json={"settlement_ids": settlement_ids})
+        answer.raise_for_status()
+        met: dict[str, list[str]] = answer.json()["met"]
+        return met
+
+
+async def _latency(conn: asyncpg.Connection, batch: Batch, rail_url: str) -> LatencySplit:
+    rows = await conn.fetch(PAID_SECONDS, batch.tenant, batch.reference_pattern)
+    ids = [str(r["id"]) for r in await conn.fetch(BATCH_IDS, batch.tenant, batch.reference_pattern)]
+    met = await faults_met(rail_url, ids)
+    return split({str(r["id"]): float(r["d"]) for r in rows}, met)
 
 
 def _describe(statuses: dict[str, int]) -> str:
@@ -177,11 +178,13 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
             http_task = bar.add_task("http", total=options.count - half, states="")
             booked = bar.add_task("booked", total=options.count, states="")
             settled = bar.add_task("settled", total=options.count, states="")
+            # Each half takes half the rate, both from the same start
+            pace = AT_ONCE if options.rate is None else Pace(options.rate / 2)
             sending = asyncio.gather(
                 publish_commands(batch, range(half), settings.kafka_bootstrap,
-                                 settings.topic(COMMANDS)),
+                                 settings.topic(COMMANDS), pace),
                 post_settlements(batch, range(half, options.count), options.ledger_url,
-                                 lambda: bar.advance(http_task)),
+                                 lambda: bar.advance(http_task), pace=pace),
             )  # fmt: skip
             try:
                 await _follow(conn, batch, options.settle_timeout_s, sending, bar, booked, settled)
@@ -198,9 +201,8 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
         )
         # Read after the wait for quiet: late reversals and reviews have landed.
         statuses = await _statuses(conn, batch)
-        latency = await _latency(conn, batch)
+        latency = await _latency(conn, batch, options.rail_url)
     finally:
         await conn.close()
-    return DemoReport(
-        batch, statuses, http, commands_sent, latency, check, time.monotonic() - began
-    )
+    seconds = time.monotonic() - began
+    return DemoReport(batch, statuses, http, commands_sent, latency, check, seconds, options.rate)
