@@ -55,6 +55,13 @@ SELECT s.id::text AS id, extract(epoch FROM paid.occurred_at - first.occurred_at
  WHERE s.tenant = $1 AND s.reference LIKE $2
 """
 BATCH_IDS = "SELECT id::text FROM settlements WHERE tenant = $1 AND reference LIKE $2"
+# From the batch's first booking to its last: the rate the stack took the batch in at
+BOOKED_OVER = """
+SELECT extract(epoch FROM max(first.occurred_at) - min(first.occurred_at))::float8
+  FROM settlements s
+  JOIN settlement_transitions first ON first.settlement_id = s.id AND first.sequence = 1
+ WHERE s.tenant = $1 AND s.reference LIKE $2
+"""
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,7 @@ class DemoReport:
     check: Report
     seconds: float
     rate: int | None  # settlements offered per second; None: all at once
+    booked_over: float  # seconds from the batch's first booking to its last
 
     @property
     def settled(self) -> int:
@@ -202,7 +210,11 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
         # Read after the wait for quiet: late reversals and reviews have landed.
         statuses = await _statuses(conn, batch)
         latency = await _latency(conn, batch, options.rail_url)
+        booked_over = await conn.fetchval(BOOKED_OVER, batch.tenant, batch.reference_pattern)
     finally:
         await conn.close()
     seconds = time.monotonic() - began
-    return DemoReport(batch, statuses, http, commands_sent, latency, check, seconds, options.rate)
+    return DemoReport(
+        batch, statuses, http, commands_sent, latency, check, seconds, options.rate,
+        booked_over or 0.0,
+    )  # fmt: skip

@@ -54,7 +54,12 @@ def print_demo(report: DemoReport, console: Console) -> None:
     answers = ", ".join(f"{k} {v}" for k, v in sorted(report.http.items()))
     console.print(f"Kafka commands sent: {report.commands_sent}; HTTP answers: {answers}")
     offered = f"offered at {report.rate}/s" if report.rate else "offered all at once"
-    console.print(f"{offered}; the whole run took {report.seconds:.1f} s")
+    booked = sum(report.statuses.values())
+    taken = f" ({booked / report.booked_over:.0f}/s)" if report.booked_over else ""
+    console.print(
+        f"{offered}; booked over {report.booked_over:.1f} s{taken}; "
+        f"the whole run took {report.seconds:.1f} s"
+    )
     print_latency(report.latency, console)
     print_table(report.check, console)
     if report.settled < batch.count:
