@@ -88,8 +88,9 @@ async def _serve(
             print_services(supervisor, console)
         if started and demo.count:
             batch = DemoOptions(
-                ports.url(ports.ledger), ports.url(ports.railsim), demo.count, None, demo.rate
-            )
+                ports.url(ports.ledger), ports.url(ports.railsim), demo.count, None, demo.rate,
+                relays=len(ports.relays),
+            )  # fmt: skip
             try:
                 finished, report = await _until(run_demo(settings, batch, console), stop)
             except (SourceUnavailable, httpx.HTTPError, OSError, asyncpg.PostgresError,

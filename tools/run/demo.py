@@ -28,18 +28,21 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from services.relay.triggers import CONSUMER_GROUP
 from services.shared.config import Settings, libpq_dsn
 from services.shared.topics import COMMANDS, EVENTS
 from tools.check.cli import effect_source
 from tools.check.run import CheckOptions, Report, run_check
 from tools.run.latency import LatencySplit, split
 from tools.run.pace import AT_ONCE, DEFAULT_RATE, Pace
+from tools.run.ready import wait_for_group
 from tools.run.submit import Batch, post_settlements, publish_commands
 
 FINAL = ("paid", "partly_reversed", "failed", "reversed", "needs_review")
 STATES = ("accepted", "dispatching", "submitted", *FINAL)
 POLL_SECONDS = 0.5
 NOTHING_BOOKED_S = 30.0
+RELAYS_READY_S = 30.0  # how long the batch waits for the relays to join their group
 STATUS_COUNTS = """
 SELECT status, count(*) AS n FROM settlements
  WHERE tenant = $1 AND reference LIKE $2 GROUP BY status
@@ -75,6 +78,7 @@ class DemoOptions:
     rate: int | None = DEFAULT_RATE  # settlements offered per second; None: all at once
     settle_timeout_s: float = 300.0  # how long the batch may take to reach final states
     quiet_timeout_s: float = 60.0  # how long the check waits for in-flight work
+    relays: int = 0  # relays to wait for in the events' consumer group first; 0: none
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,11 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
     batch = Batch(uuid.uuid4().hex[:8], tenant, token, options.count)
     if options.fault_profile is not None:
         await set_fault_profile(options.rail_url, options.fault_profile)
+    group = settings.topic(CONSUMER_GROUP)
+    if options.relays and not await wait_for_group(
+        settings.kafka_bootstrap, group, options.relays, RELAYS_READY_S
+    ):
+        console.print(f"[yellow]{group} is not stable with {options.relays} relays yet[/]")
     half = options.count // 2
     conn = await asyncpg.connect(libpq_dsn(settings.database_url))
     try:
