@@ -1,11 +1,11 @@
-"""The simulator's own endpoints: effects, faults on demand, reset, a bulk seed, webhook stats,
-health."""
+"""The simulator's own endpoints: effects, faults on demand and the faults each settlement met,
+reset, a bulk seed, webhook stats, health."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -30,17 +30,6 @@ def control_routes(sim: RailSim, sender: WebhookSender | None) -> list[BaseRoute
     async def effects_of(request: Request) -> Response:
         settlement_id = request.path_params["settlement_id"]
         return JSONResponse({"settlement_id": settlement_id, **sim.effects_for(settlement_id)})
-
-    async def faults(request: Request) -> Response:
-        if request.method == "POST":
-            try:
-                changes = json.loads(await request.body() or b"{}")
-                if not isinstance(changes, dict):
-                    raise FaultsError("the body must be a JSON object of fault settings")
-                sim.set_faults(updated(sim.faults, changes))
-            except (json.JSONDecodeError, FaultsError) as e:
-                return JSONResponse({"error": {"message": str(e)}}, status_code=400)
-        return JSONResponse(dataclasses.asdict(sim.faults))
 
     async def reset(_: Request) -> Response:
         sim.reset()
@@ -73,7 +62,8 @@ def control_routes(sim: RailSim, sender: WebhookSender | None) -> list[BaseRoute
     return [
         Route("/_sim/effects", effects, methods=["GET"]),
         Route("/_sim/effects/{settlement_id}", effects_of, methods=["GET"]),
-        Route("/_sim/faults", faults, methods=["GET", "POST"]),
+        Route("/_sim/faults", _faults(sim), methods=["GET", "POST"]),
+        Route("/_sim/faults/met", _faults_met(sim), methods=["POST"]),
         Route("/_sim/reset", reset, methods=["POST"]),
         Route("/_sim/seed", seed, methods=["POST"]),
         Route("/_sim/webhooks", webhooks, methods=["GET"]),
@@ -81,6 +71,40 @@ def control_routes(sim: RailSim, sender: WebhookSender | None) -> list[BaseRoute
         Route("/healthz", health, methods=["GET"]),
         Route("/readyz", health, methods=["GET"]),
     ]
+
+
+def _faults(sim: RailSim) -> Callable[[Request], Awaitable[Response]]:
+    """GET|POST /_sim/faults: the settings in force, after applying a POSTed change."""
+
+    async def endpoint(request: Request) -> Response:
+        if request.method == "POST":
+            try:
+                changes = json.loads(await request.body() or b"{}")
+                if not isinstance(changes, dict):
+                    raise FaultsError("the body must be a JSON object of fault settings")
+                sim.set_faults(updated(sim.faults, changes))
+            except (json.JSONDecodeError, FaultsError) as e:
+                return JSONResponse({"error": {"message": str(e)}}, status_code=400)
+        return JSONResponse(dataclasses.asdict(sim.faults))
+
+    return endpoint
+
+
+def _faults_met(sim: RailSim) -> Callable[[Request], Awaitable[Response]]:
+    """POST /_sim/faults/met: {"settlement_ids": [...]} in, {"met": {id: [fault, ...]}} out."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            asked = json.loads(await request.body() or b"{}")
+        except json.JSONDecodeError:
+            asked = None
+        ids = asked.get("settlement_ids") if isinstance(asked, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            message = 'send {"settlement_ids": ["<settlement id>", ...]}'
+            return JSONResponse({"error": {"message": message}}, status_code=400)
+        return JSONResponse({"met": sim.faults_met(ids)})
+
+    return endpoint
 
 
 class SimCollector(Collector):

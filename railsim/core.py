@@ -184,6 +184,12 @@ class RailSim:
         with self._lock:
             return self._effects.summary()
 
+    def faults_met(self, settlement_ids: Iterable[str]) -> dict[str, list[str]]:
+        """The faults that fired for each settlement since the dice last started; settlements
+        that met none are left out."""
+        with self._lock:
+            return self._dice.met(settlement_ids)
+
     def effects_for(self, settlement_id: str) -> dict[str, int]:
         """How many transfers and payouts were created for one settlement."""
         with self._lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from railsim.errors import FaultsError
@@ -133,17 +133,25 @@ def _checked(key: str, value: object) -> float | int:
     return float(value)
 
 
+# Subjects whose fired faults are remembered; past this the oldest are forgotten, so a
+# simulator serving for days keeps a bounded record
+MET_LIMIT = 100_000
+
+
 class Dice:
     """Seeded decisions that do not depend on how requests interleave.
 
     The n-th roll named `name` for `subject` (a settlement or idempotency key) while that fault
     is on comes out the same in every run with the same seed and settings, however many relays
-    race each other.
+    race each other. Which faults fired for which subject is remembered (see `met`), so a
+    report can tell the settlements that met a fault from those that met none.
     """
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, met_limit: int = MET_LIMIT) -> None:
         self.seed = seed
         self._rolls: Counter[tuple[str, str]] = Counter()
+        self._met: dict[str, set[str]] = {}
+        self._met_limit = met_limit
 
     def chance(self, name: str, subject: str, probability: float) -> bool:
         """Whether the fault `name` fires for `subject` this time, given its probability."""
@@ -154,4 +162,20 @@ class Dice:
         n = self._rolls[(name, subject)]
         self._rolls[(name, subject)] = n + 1
         digest = hashlib.sha256(f"{self.seed}\x1f{name}\x1f{subject}\x1f{n}".encode()).digest()
-        return int.from_bytes(digest[:8], "big") / 2**64 < probability
+        fired = int.from_bytes(digest[:8], "big") / 2**64 < probability
+        if fired:
+            self._remember(subject, name)
+        return fired
+
+    def met(self, subjects: Iterable[str]) -> dict[str, list[str]]:
+        """The faults that fired for each of `subjects`, by name; subjects that met none are
+        left out."""
+        return {s: sorted(self._met[s]) for s in subjects if s in self._met}
+
+    def _remember(self, subject: str, name: str) -> None:
+        names = self._met.get(subject)
+        if names is None:
+            if len(self._met) >= self._met_limit:
+                del self._met[next(iter(self._met))]  # the oldest subject goes first
+            names = self._met[subject] = set()
+        names.add(name)

@@ -1,8 +1,9 @@
 """Pass 1's trigger: settlement `created` events on Kafka start the dispatch of their settlements.
 
 Events are read in polled batches, the `created` ones chunked and dispatched side by side; the
-next batch is polled while earlier ones are still dispatching (a few at once), and an offset is
-committed once its batch's and every earlier batch's claims are durable, at most once a second:
+next batch is polled while earlier ones are still dispatching (a few at once, however long the
+oldest takes), and an offset is committed once its batch's and every earlier batch's claims
+are durable, at most once a second:
 an event read again after a restart or a rebalance claims nothing that was claimed already,
 so a commit per batch would buy nothing but a Kafka round trip. A chunk that failed with a
 retriable error (PostgreSQL away or busy, a rail lookup failing) is only logged: its claims
@@ -34,7 +35,10 @@ DISPATCH_CHUNK = 100  # settlements claimed, sent and recorded together
 POLL_MS = 500
 POLL_RECORDS = 500
 COMMIT_SECONDS = 1.0
-BATCHES_IN_FLIGHT = 4  # polled batches dispatching at once; the fifth poll waits for the first
+# Polled batches dispatching at once; the next poll waits for one of them. A batch waiting on
+# a rail call that times out is out for the call's whole timeout, so a few such batches must
+# not use up every slot.
+BATCHES_IN_FLIGHT = 8
 
 
 class OffsetCommits:
@@ -117,11 +121,14 @@ class DispatchesInOrder:
         self._running.append((asyncio.ensure_future(dispatch), offsets))
 
     async def settle(self) -> bool:
-        """Collect the batches finished in poll order, first waiting while `limit` run;
-        whether offsets were released. A batch's non-retriable failure is raised here."""
+        """Collect the batches finished in poll order, first waiting while `limit` are still
+        dispatching; whether offsets were released. A batch's non-retriable failure is raised
+        here."""
         released = False
-        while len(self._running) >= self._limit:
-            await asyncio.wait([self._running[0][0]])
+        # A batch whose call is held at the rail holds one slot, not the poll: the batches
+        # polled after it dispatch on, and only their offsets wait for it
+        while len(dispatching := [t for t, _ in self._running if not t.done()]) >= self._limit:
+            await asyncio.wait(dispatching, return_when=asyncio.FIRST_COMPLETED)
             released = self._release_finished() or released
         return self._release_finished() or released
 

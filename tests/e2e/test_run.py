@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -96,6 +97,14 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
     text = out.read_text()
     assert code == 0, text
     assert "all guarantees hold" in text and "demo ok" in text, text
+    # Offered at a steady rate, and the settlements the simulator sent a fault set apart
+    assert "offered at 100/s; booked over" in text, text
+    whole = re.search(r"accepted -> paid, whole batch \((\d+) paid\): p50 (\d+) ms", text)
+    clean = re.search(r"accepted -> paid, met no fault \((\d+) paid\): p50 (\d+) ms", text)
+    assert whole and clean, text
+    assert 0 < int(clean[1]) < int(whole[1]) <= COUNT, text
+    assert int(clean[2]) < 5000, text  # not a queue behind a held rail call
+    assert "met a fault at the rail" in text, text
     assert "all services stopped" in text
     assert not [pid for pid in children if alive(pid)]
     assert settle_processes_on(range(base, base + 6)) == []

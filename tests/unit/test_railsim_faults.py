@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import httpx
 import pytest
 import stripe
 
@@ -13,6 +14,7 @@ from railsim.core import RailSim
 from railsim.errors import FaultsError
 from railsim.fake_rail import SimRail
 from railsim.faults import PROFILES, Dice, Faults, updated
+from railsim.http import create_app
 from railsim.params import Kind
 from railsim.webhooks import signature_header
 from services.relay.rail import RailInstruction, RailOutcome
@@ -20,7 +22,10 @@ from services.shared.domain.payout import PayoutMethod
 
 
 def outcomes(seed: int, subjects: list[str]) -> list[int]:
-    sim = RailSim(faults=Faults(fail_before=0.5, seed=seed))
+    return outcomes_of(RailSim(faults=Faults(fail_before=0.5, seed=seed)), subjects)
+
+
+def outcomes_of(sim: RailSim, subjects: list[str]) -> list[int]:
     form = [("amount", "1"), ("currency", "usd"), ("destination", "acct_x")]
     return [
         sim.create(Kind.TRANSFER, [*form, ("metadata[settlement_id]", s)], s).status
@@ -94,3 +99,27 @@ def test_rolls_while_a_fault_is_off_leave_its_later_decisions_as_a_fresh_run_mak
     assert [used.chance("x", "a", 0.5) for _ in range(20)] == [
         fresh.chance("x", "a", 0.5) for _ in range(20)
     ]
+
+
+async def test_the_faults_each_settlement_met_are_told_and_those_that_met_none_left_out() -> None:
+    sim = RailSim(faults=Faults(fail_before=0.5, webhook_duplicate=0.5, seed=2))
+    subjects = [f"s-{n}" for n in range(40)]
+    failed = [s for s, status in zip(subjects, outcomes_of(sim, subjects), strict=True)
+              if status == 500]  # fmt: skip
+    transport = httpx.ASGITransport(app=create_app(sim))
+    async with httpx.AsyncClient(transport=transport, base_url="http://sim") as client:
+        answer = await client.post("/_sim/faults/met", json={"settlement_ids": subjects})
+        refused = await client.post("/_sim/faults/met", json={"settlement_ids": "s-1"})
+    met: dict[str, list[str]] = answer.json()["met"]
+    assert failed and {s for s, names in met.items() if "fail_before" in names} == set(failed)
+    assert any(names == ["webhook_duplicate"] for names in met.values())
+    assert set(subjects) - set(met)  # the settlements that met no fault are not listed
+    assert refused.status_code == 400
+
+
+def test_the_record_of_faults_met_forgets_the_oldest_subjects_past_its_limit() -> None:
+    dice = Dice(1, met_limit=2)
+    for subject in ("a", "b", "c"):
+        assert dice.chance("fail_before", subject, 1.0)
+    assert not dice.chance("refuse", "c", 0.0)  # a fault that does not fire is not met
+    assert dice.met(["a", "b", "c"]) == {"b": ["fail_before"], "c": ["fail_before"]}

@@ -88,17 +88,31 @@ async def test_a_batch_finished_early_releases_no_offset_before_the_batches_poll
 
 
 async def test_polling_waits_only_once_the_limit_of_batches_is_dispatching() -> None:
-    first = asyncio.Event()
+    first, second = asyncio.Event(), asyncio.Event()
     batches = DispatchesInOrder(limit=2)
     batches.start(first.wait(), {P0: 1})
     assert not await batches.settle()  # one of two running: the next poll goes ahead
-    batches.start(asyncio.sleep(0), {P0: 2})
+    batches.start(second.wait(), {P0: 2})
     settling = asyncio.ensure_future(batches.settle())
     await asyncio.sleep(0.01)
-    assert not settling.done()  # two running: no third poll until the first is dispatched
+    assert not settling.done()  # two running: no third poll until one of them is dispatched
     first.set()
     assert await asyncio.wait_for(settling, 1.0)
-    assert batches.committable({P0, P1}) == {P0: 2}
+    assert batches.committable({P0, P1}) == {P0: 1}
+
+
+async def test_a_batch_held_at_the_rail_holds_one_slot_not_the_poll() -> None:
+    held = asyncio.Event()  # a call whose answer the rail holds back until the call times out
+    batches = DispatchesInOrder(limit=2)
+    batches.start(held.wait(), {P0: 1})
+    for offset in (2, 3, 4):  # later batches are dispatched while the first one waits
+        batches.start(asyncio.sleep(0), {P0: offset})
+        assert not await asyncio.wait_for(batches.settle(), 0.5)
+    assert batches.committable({P0}) == {}  # but no offset passes the held batch's
+    held.set()
+    await asyncio.sleep(0)
+    assert await batches.settle()
+    assert batches.committable({P0}) == {P0: 4}
 
 
 async def test_a_failure_that_must_stop_the_relay_is_raised_and_its_offsets_never_released() -> (

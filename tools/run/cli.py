@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,12 +21,14 @@ import click
 from rich.console import Console
 
 from railsim.faults import PROFILES
-from tools.run.topology import Ports, StackOptions
+from tools.run.pace import DEFAULT_RATE
+from tools.run.topology import LOCAL_RELAY_LEASE_SECONDS, Ports, StackOptions
 
 if TYPE_CHECKING:
     from services.shared.config import Settings
 
 T = TypeVar("T")
+RATE_HELP = "Settlements per second the batch is offered at; 0 offers it all at once."
 PORTS_ENV = "SETTLE_RUN_PORTS_FROM"
 STOP_GRACE_S = 10.0
 
@@ -57,7 +60,7 @@ async def _until(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> tuple[boo
 
 
 async def _serve(
-    ports: Ports, options: StackOptions, count: int | None, log_dir: Path, console: Console,
+    ports: Ports, options: StackOptions, demo: DemoBatch, log_dir: Path, console: Console,
     started_infra: frozenset[str],
 ) -> int:  # fmt: skip
     import asyncpg
@@ -83,10 +86,13 @@ async def _serve(
         started, _ = await _until(supervisor.start_all(specs), stop)
         if started:
             print_services(supervisor, console)
-        if started and count:
-            demo = DemoOptions(ports.url(ports.ledger), ports.url(ports.railsim), count, None)
+        if started and demo.count:
+            batch = DemoOptions(
+                ports.url(ports.ledger), ports.url(ports.railsim), demo.count, None, demo.rate,
+                relays=len(ports.relays),
+            )  # fmt: skip
             try:
-                finished, report = await _until(run_demo(settings, demo, console), stop)
+                finished, report = await _until(run_demo(settings, batch, console), stop)
             except (SourceUnavailable, httpx.HTTPError, OSError, asyncpg.PostgresError,
                     KafkaError) as e:  # fmt: skip
                 console.print(f"[red]demo could not finish: {e}[/]")
@@ -107,6 +113,14 @@ async def _serve(
     return status
 
 
+@dataclass(frozen=True)
+class DemoBatch:
+    """The demo batch `settle run` sends once the stack is up."""
+
+    count: int  # 0: no demo
+    rate: int | None  # settlements offered per second; None: all at once
+
+
 def _and_infra(started: frozenset[str]) -> str:
     names = " and ".join(n for n in ("postgres", "kafka") if n in started)
     return f" and the {names} this run started" if names else ""
@@ -121,6 +135,9 @@ def _and_infra(started: frozenset[str]) -> str:
     help="Settlements in the demo batch.",
 )
 @click.option("--no-demo", is_flag=True, help="Only start and serve; no demo batch.")
+@click.option(
+    "--rate", default=DEFAULT_RATE, show_default=True, type=click.IntRange(0), help=RATE_HELP
+)
 @click.option(
     "--fault-profile",
     default="demo",
@@ -144,6 +161,7 @@ def _and_infra(started: frozenset[str]) -> str:
 def run(
     count: int,
     no_demo: bool,
+    rate: int,
     fault_profile: str,
     rail_ignores_keys: bool,
     ports_from: int | None,
@@ -173,9 +191,9 @@ def run(
         logs = run_paths().run / "logs"
         log_dir = logs if ports_from is None else logs / f"ports-{ports_from}"
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-        options = StackOptions(fault_profile, rail_ignores_keys, seed)
-        demo_count = None if no_demo else count
-        status = asyncio.run(_serve(ports, options, demo_count, log_dir, console, idle))
+        options = StackOptions(fault_profile, rail_ignores_keys, seed, LOCAL_RELAY_LEASE_SECONDS)
+        demo = DemoBatch(0 if no_demo else count, rate or None)
+        status = asyncio.run(_serve(ports, options, demo, log_dir, console, idle))
     finally:
         _stop_started_infra(idle, console)
     raise SystemExit(status)
@@ -196,6 +214,9 @@ def _stop_started_infra(idle: frozenset[str], console: Console) -> None:
 
 @click.command()
 @click.option("--count", default=1000, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--rate", default=DEFAULT_RATE, show_default=True, type=click.IntRange(0), help=RATE_HELP
+)
 @click.option("--ledger-url", default="http://127.0.0.1:8081", show_default=True)
 @click.option(
     "--rail-url",
@@ -218,7 +239,12 @@ def _stop_started_infra(idle: frozenset[str], console: Console) -> None:
     help="Seconds the batch may take to settle.",
 )
 def demo(
-    count: int, ledger_url: str, rail_url: str | None, fault_profile: str, timeout_s: float
+    count: int,
+    rate: int,
+    ledger_url: str,
+    rail_url: str | None,
+    fault_profile: str,
+    timeout_s: float,
 ) -> None:
     """Submit a batch over Kafka and HTTP (with retries), follow it, report, check invariants."""
     from tools.check.cli import SIMULATOR_API
@@ -228,7 +254,9 @@ def demo(
 
     settings = _settings()
     rail = rail_url or settings.stripe_api_base or SIMULATOR_API
-    options = DemoOptions(ledger_url, rail, count, fault_profile, settle_timeout_s=timeout_s)
+    options = DemoOptions(
+        ledger_url, rail, count, fault_profile, rate or None, settle_timeout_s=timeout_s
+    )
     console = Console()
     try:
         report = asyncio.run(run_demo(settings, options, console))

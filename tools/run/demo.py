@@ -1,9 +1,11 @@
 """`settle demo`: a batch of settlements through the running stack, watched, then judged.
 
-The batch goes in half as Kafka commands and half over HTTP (see submit.py), the simulator's
-fault profile is set first, a progress bar follows the batch's settlements through their
-states in PostgreSQL, and the report gives the final states, the latency from acceptance to
-`paid`, and the invariant check (tools/check) taken once the system is quiet.
+The batch goes in half as Kafka commands and half over HTTP (see submit.py), at a steady rate
+unless told to send it at once; the simulator's fault profile is set first, a progress bar
+follows the batch's settlements through their states in PostgreSQL, and the report gives the
+final states, the latency from acceptance to `paid` (over the whole batch, over the
+settlements the simulator sent no fault, and per fault, read from the simulator), and the
+invariant check (tools/check) taken once the system is quiet.
 """
 
 from __future__ import annotations
@@ -26,32 +28,42 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from services.relay.triggers import CONSUMER_GROUP
 from services.shared.config import Settings, libpq_dsn
 from services.shared.topics import COMMANDS, EVENTS
 from tools.check.cli import effect_source
 from tools.check.run import CheckOptions, Report, run_check
+from tools.run.latency import LatencySplit, split
+from tools.run.pace import AT_ONCE, DEFAULT_RATE, Pace
+from tools.run.ready import wait_for_group
 from tools.run.submit import Batch, post_settlements, publish_commands
 
 FINAL = ("paid", "partly_reversed", "failed", "reversed", "needs_review")
 STATES = ("accepted", "dispatching", "submitted", *FINAL)
 POLL_SECONDS = 0.5
 NOTHING_BOOKED_S = 30.0
+RELAYS_READY_S = 30.0  # how long the batch waits for the relays to join their group
 STATUS_COUNTS = """
 SELECT status, count(*) AS n FROM settlements
  WHERE tenant = $1 AND reference LIKE $2 GROUP BY status
 """
 # From the settlement's first transition (booked as `accepted`) to its transition to `paid`;
 # reversed settlements count too, they were paid first.
-LATENCY = """
-SELECT count(*) AS n,
-       percentile_cont(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (ORDER BY d) AS p,
-       max(d) AS worst
-  FROM (SELECT extract(epoch FROM paid.occurred_at - first.occurred_at) AS d
-          FROM settlements s
-          JOIN settlement_transitions first ON first.settlement_id = s.id AND first.sequence = 1
-          JOIN settlement_transitions paid
-            ON paid.settlement_id = s.id AND paid.to_status = 'paid' AND paid.from_status <> 'paid'
-         WHERE s.tenant = $1 AND s.reference LIKE $2) d
+PAID_SECONDS = """
+SELECT s.id::text AS id, extract(epoch FROM paid.occurred_at - first.occurred_at)::float8 AS d
+  FROM settlements s
+  JOIN settlement_transitions first ON first.settlement_id = s.id AND first.sequence = 1
+  JOIN settlement_transitions paid
+    ON paid.settlement_id = s.id AND paid.to_status = 'paid' AND paid.from_status <> 'paid'
+ WHERE s.tenant = $1 AND s.reference LIKE $2
+"""
+BATCH_IDS = "SELECT id::text FROM settlements WHERE tenant = $1 AND reference LIKE $2"
+# From the batch's first booking to its last: the rate the stack took the batch in at
+BOOKED_OVER = """
+SELECT extract(epoch FROM max(first.occurred_at) - min(first.occurred_at))::float8
+  FROM settlements s
+  JOIN settlement_transitions first ON first.settlement_id = s.id AND first.sequence = 1
+ WHERE s.tenant = $1 AND s.reference LIKE $2
 """
 
 
@@ -63,19 +75,10 @@ class DemoOptions:
     rail_url: str
     count: int = 1000
     fault_profile: str | None = "demo"  # set on the simulator first; None leaves it as it is
+    rate: int | None = DEFAULT_RATE  # settlements offered per second; None: all at once
     settle_timeout_s: float = 300.0  # how long the batch may take to reach final states
     quiet_timeout_s: float = 60.0  # how long the check waits for in-flight work
-
-
-@dataclass(frozen=True)
-class Latency:
-    """Seconds from acceptance to `paid`, over the settlements that got there."""
-
-    count: int
-    p50: float
-    p90: float
-    p99: float
-    worst: float
+    relays: int = 0  # relays to wait for in the events' consumer group first; 0: none
 
 
 @dataclass(frozen=True)
@@ -86,9 +89,11 @@ class DemoReport:
     statuses: dict[str, int]  # the batch's settlements per status, at the end
     http: Counter[str]  # HTTP answers by outcome, retries and duplicates included
     commands_sent: int  # Kafka messages, repeats included
-    latency: Latency | None
+    latency: LatencySplit  # accepted -> paid, whole and apart from the faults met
     check: Report
     seconds: float
+    rate: int | None  # settlements offered per second; None: all at once
+    booked_over: float  # seconds from the batch's first booking to its last
 
     @property
     def settled(self) -> int:
@@ -113,12 +118,20 @@ async def _statuses(conn: asyncpg.Connection, batch: Batch) -> dict[str, int]:
     return {str(r["status"]): int(r["n"]) for r in rows}
 
 
-async def _latency(conn: asyncpg.Connection, batch: Batch) -> Latency | None:
-    row = await conn.fetchrow(LATENCY, batch.tenant, batch.reference_pattern)
-    if row is None or not row["n"]:
-        return None
-    p50, p90, p99 = (float(v) for v in row["p"])
-    return Latency(int(row["n"]), p50, p90, p99, float(row["worst"]))
+async def faults_met(rail_url: str, settlement_ids: list[str]) -> dict[str, list[str]]:
+    """The faults the simulator sent each of `settlement_ids`; those that met none are absent."""
+    async with httpx.AsyncClient(base_url=rail_url, timeout=30.0) as client:
+        answer = await client.post("/_sim/faults/met", json={"settlement_ids": settlement_ids})
+        answer.raise_for_status()
+        met: dict[str, list[str]] = answer.json()["met"]
+        return met
+
+
+async def _latency(conn: asyncpg.Connection, batch: Batch, rail_url: str) -> LatencySplit:
+    rows = await conn.fetch(PAID_SECONDS, batch.tenant, batch.reference_pattern)
+    ids = [str(r["id"]) for r in await conn.fetch(BATCH_IDS, batch.tenant, batch.reference_pattern)]
+    met = await faults_met(rail_url, ids)
+    return split({str(r["id"]): float(r["d"]) for r in rows}, met)
 
 
 def _describe(statuses: dict[str, int]) -> str:
@@ -163,6 +176,11 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
     batch = Batch(uuid.uuid4().hex[:8], tenant, token, options.count)
     if options.fault_profile is not None:
         await set_fault_profile(options.rail_url, options.fault_profile)
+    group = settings.topic(CONSUMER_GROUP)
+    if options.relays and not await wait_for_group(
+        settings.kafka_bootstrap, group, options.relays, RELAYS_READY_S
+    ):
+        console.print(f"[yellow]{group} is not stable with {options.relays} relays yet[/]")
     half = options.count // 2
     conn = await asyncpg.connect(libpq_dsn(settings.database_url))
     try:
@@ -177,11 +195,13 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
             http_task = bar.add_task("http", total=options.count - half, states="")
             booked = bar.add_task("booked", total=options.count, states="")
             settled = bar.add_task("settled", total=options.count, states="")
+            # Each half takes half the rate, both from the same start
+            pace = AT_ONCE if options.rate is None else Pace(options.rate / 2)
             sending = asyncio.gather(
                 publish_commands(batch, range(half), settings.kafka_bootstrap,
-                                 settings.topic(COMMANDS)),
+                                 settings.topic(COMMANDS), pace),
                 post_settlements(batch, range(half, options.count), options.ledger_url,
-                                 lambda: bar.advance(http_task)),
+                                 lambda: bar.advance(http_task), pace=pace),
             )  # fmt: skip
             try:
                 await _follow(conn, batch, options.settle_timeout_s, sending, bar, booked, settled)
@@ -198,9 +218,12 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
         )
         # Read after the wait for quiet: late reversals and reviews have landed.
         statuses = await _statuses(conn, batch)
-        latency = await _latency(conn, batch)
+        latency = await _latency(conn, batch, options.rail_url)
+        booked_over = await conn.fetchval(BOOKED_OVER, batch.tenant, batch.reference_pattern)
     finally:
         await conn.close()
+    seconds = time.monotonic() - began
     return DemoReport(
-        batch, statuses, http, commands_sent, latency, check, time.monotonic() - began
-    )
+        batch, statuses, http, commands_sent, latency, check, seconds, options.rate,
+        booked_over or 0.0,
+    )  # fmt: skip

@@ -5,6 +5,8 @@ whatever else the database holds. Deliberate repeats test the idempotency contra
 every 20th command is published twice; every 10th HTTP request is re-sent under the same key
 (the first answer comes back, replayed); every 25th reference is re-sent under another key
 (refused, 409 `duplicate_reference`). None of them may make a second settlement.
+
+Each sender offers its settlements as a `Pace` has them fall due (tools/run/pace.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import httpx
 
 from services.shared import avro
 from services.shared.kafka import idempotent_producer
+from tools.run.pace import AT_ONCE, Pace
 
 CURRENCIES = ("USD", "EUR", "GBP")
 HTTP_CLIENTS = 16
@@ -59,13 +62,17 @@ def key(batch: Batch, n: int) -> str:
     return f"demo-{batch.run_id}-k{n:06d}"
 
 
-async def publish_commands(batch: Batch, numbers: range, bootstrap: str, topic: str) -> int:
-    """Publish SettlementCommands for `numbers` (some twice); how many messages were sent."""
+async def publish_commands(
+    batch: Batch, numbers: range, bootstrap: str, topic: str, pace: Pace = AT_ONCE
+) -> int:
+    """Publish SettlementCommands for `numbers` (some twice) as `pace` has them fall due; how
+    many messages were sent."""
     producer = idempotent_producer(bootstrap, f"settle-demo-{batch.run_id}")
     sent = 0
     try:
         await producer.start()  # inside: a failed start must still close what it opened
-        for n in numbers:
+        for index, n in enumerate(numbers):
+            await pace.due(index)
             command = {**body(batch, n), "tenant": batch.tenant, "idempotency_key": key(batch, n)}
             command["rail"] = None
             value = avro.encode("SettlementCommand", command)
@@ -116,8 +123,10 @@ async def post_settlements(
     ledger_url: str,
     on_answer: Callable[[], None],
     attempts: int = HTTP_ATTEMPTS,
+    pace: Pace = AT_ONCE,
 ) -> Counter[str]:
-    """POST `numbers` to the ledger with retries and duplicates; answers counted by outcome.
+    """POST `numbers` to the ledger as `pace` has them fall due, with retries and duplicates;
+    answers counted by outcome.
 
     Each request is tried up to `attempts` times under its key (a longer outage needs more).
     """
@@ -125,8 +134,9 @@ async def post_settlements(
     gate = asyncio.Semaphore(HTTP_CLIENTS)
     auth = {"Authorization": f"Bearer {batch.token}", "Content-Type": "application/json"}
 
-    async def one(client: httpx.AsyncClient, n: int) -> None:
+    async def one(client: httpx.AsyncClient, index: int, n: int) -> None:
         payload = json.dumps(body(batch, n)).encode()
+        await pace.due(index)
         async with gate:
             outcomes[_outcome(await _post(client, key(batch, n), payload, attempts))] += 1
             if n % HTTP_RETRY_EVERY == 0:  # the caller never saw the answer and retries
@@ -141,5 +151,5 @@ async def post_settlements(
     async with httpx.AsyncClient(
         base_url=ledger_url, headers=auth, timeout=30.0, limits=limits
     ) as client:
-        await asyncio.gather(*(one(client, n) for n in numbers))
+        await asyncio.gather(*(one(client, index, n) for index, n in enumerate(numbers)))
     return outcomes

@@ -15,6 +15,11 @@ from tools.run.supervisor import ServiceSpec
 
 HOST = "127.0.0.1"
 LOCAL_RECONCILE = {"SETTLE_RECONCILE_INTERVAL": "5", "SETTLE_RECONCILE_GRACE_SECONDS": "10"}
+# The local rail answers in milliseconds, so a call that has not answered in 3 s never will:
+# `settle run`'s relays hold a 9 s lease (their rail call timeout and session bounds are a
+# third of it), and a held answer is retried under its key after 3 s, not 10 (production
+# keeps 30 s, and so does the bench, whose figures stay comparable).
+LOCAL_RELAY_LEASE_SECONDS = 9.0
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class StackOptions:
     fault_profile: str = "demo"
     rail_ignores_keys: bool = False  # the simulator ignores keys; relays look transfers up
     seed: int | None = None
+    relay_lease_seconds: float | None = None  # None: the relay's own default
 
 
 def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> list[ServiceSpec]:
@@ -81,9 +87,12 @@ def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> l
             f"{ports.url(ports.ledger)}/healthz",
         ),
     ]
+    relay_env = dict(child_env)
+    if options.relay_lease_seconds is not None:  # the caller's value wins
+        relay_env.setdefault("SETTLE_RELAY_LEASE_SECONDS", f"{options.relay_lease_seconds:g}")
     for n, port in enumerate(ports.relays, start=1):
         args = ["relay", "--host", HOST, "--metrics-port", str(port)]
-        specs.append(ServiceSpec(f"relay-{n}", args, child_env, port, f"{ports.url(port)}/healthz"))
+        specs.append(ServiceSpec(f"relay-{n}", args, relay_env, port, f"{ports.url(port)}/healthz"))
     reconciler = ["reconciler", "--host", HOST, "--port", str(ports.reconciler)]
     health = f"{ports.url(ports.reconciler)}/healthz"
     # The local rail settles in milliseconds: the stack reconciles every few seconds with a
