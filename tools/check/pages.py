@@ -25,14 +25,6 @@ class IdRange(NamedTuple):
     after: str | None  # exclusive lower bound; None: from the lowest id
     through: str | None  # inclusive upper bound; None: to the highest id
 
-    def holds(self, sid: str) -> bool:
-        """Whether `sid` falls in this range."""
-        above = self.after is None or sid > self.after
-        return above and (self.through is None or sid <= self.through)
-
-
-EVERY_ID = IdRange(None, None)
-
 
 def page_range(after: str | None, ids: Sequence[str], page_size: int) -> IdRange:
     """The range of a page of `ids` read after `after`: to its last id when the page is full
@@ -55,12 +47,9 @@ def without_ledger_wide(db: DatabaseFacts) -> DatabaseFacts:
 
 
 def merge_finding(a: Finding, b: Finding) -> Finding:
-    """One finding over the offenders of two disjoint pages."""
-    if not b.total:
-        return a
-    if not a.total:
-        return b
-    return Finding(a.what, a.total + b.total, tuple(sorted({*a.first, *b.first})[:FIRST]))
+    """One finding over the offenders of page `a` and of the page after it."""
+    # Every id of a later page sorts after every id of an earlier one.
+    return Finding(a.what, a.total + b.total, (*a.first, *b.first)[:FIRST])
 
 
 def fold(so_far: Sequence[CheckResult], page: Sequence[CheckResult]) -> list[CheckResult]:
