@@ -1,5 +1,5 @@
 """The check's disk spill: events and effect counts read back per id range, each id in one
-range, a redelivered event kept once."""
+range, a redelivered event kept once, a settlement's effects added up over the rail's pages."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ def test_events_and_effects_come_back_by_range_edges_included_once() -> None:
         spill.add_events([("b", "e1", 1, "created", "accepted"), ("a", "e9", 1, "created", None)])
         spill.add_events([("c", "e3", 1, "created", "accepted"), ("b", "e2", 2, "paid", "paid")])
         spill.add_events([("b", "e1", 1, "created", "accepted")])  # redelivered
-        spill.add_effects({"c": 2, "a": 1, "b": 1})
+        spill.add_effects({"c": 1, "a": 1, "b": 1})
+        spill.add_effects({"c": 1})  # a later page of the rail's listing
         spill.seal()
 
         first, rest = IdRange(None, "b"), IdRange("b", None)

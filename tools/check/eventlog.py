@@ -88,7 +88,6 @@ async def _read(consumer: AIOKafkaConsumer, topic: str, spill: FactSpill) -> Eve
         for tp in list(remaining):
             if await consumer.position(tp) >= ends[tp]:
                 remaining.discard(tp)
-    spill.seal()
     return EventLogFacts(topic, {}, messages, tuple(undecodable))
 
 

@@ -93,6 +93,7 @@ async def run_check(
                 wide = await read_ledger_wide(conn, options.outbox_bound_s, options.inbox_bound_s)
                 effects = await _spill_effects(rail, spill)
                 log = await read_events(bootstrap, topic, spill, options.kafka_timeout_s)
+                spill.seal()
                 results, settlements = await _judge_pages(
                     conn, wide, log, effects, spill, options.page_size
                 )
@@ -113,10 +114,11 @@ async def run_check(
 
 
 async def _spill_effects(rail: EffectSource, spill: FactSpill) -> RailFacts:
-    """The rail's counts moved to the spill; what is left says how complete they are."""
-    facts = await rail.effects()
-    spill.add_effects(facts.effects)
-    return replace(facts, effects={})
+    """The rail's counts written to the spill a page at a time; the facts say how complete
+    they are and where they were read, the counts stay in the spill."""
+    async for page in rail.pages():
+        spill.add_effects(page)
+    return RailFacts({}, exhaustive=rail.exhaustive, source=rail.source)
 
 
 async def _judge_pages(

@@ -3,9 +3,9 @@ rail's effect counts, written once and read back one settlement id range at a ti
 
 An SQLite file in a private temporary directory, removed on close. The process keeps
 SQLite's page cache (CACHE_KIB) and the rows of one range, whatever the topic's size; the file
-takes about 150 bytes per event read and 50 per settlement with an effect. Events are
-appended in the topic's order and indexed by settlement once, when writing is done (one
-sort, not a random insert per event).
+takes about 150 bytes per event read and 50 per settlement with an effect. Rows are
+appended as read and indexed by settlement once, when writing is done (one sort, not a
+random insert per row).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ SCHEMA = (
     # rowid keeps the topic's order, so a later copy under one event id wins, as in a dict.
     """CREATE TABLE events (settlement_id TEXT NOT NULL, event_id TEXT NOT NULL,
                             sequence INTEGER NOT NULL, type TEXT NOT NULL, status TEXT)""",
-    "CREATE TABLE effects (settlement_id TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID",
+    # One row per settlement per page of the rail's count: a settlement may recur on pages.
+    "CREATE TABLE effects (settlement_id TEXT NOT NULL, n INTEGER NOT NULL)",
 )
 EventRow = tuple[str, str, int, str, str | None]  # settlement id, event id, sequence, type, status
 
@@ -40,7 +41,7 @@ class FactSpill:
             self._db.execute(f"PRAGMA {pragma}")
         for statement in SCHEMA:
             self._db.execute(statement)
-        self.effect_count = 0  # settlements the rail counted effects for
+        self.effect_count = 0  # settlements the rail counted effects for, once sealed
 
     def __enter__(self) -> FactSpill:
         return self
@@ -63,14 +64,17 @@ class FactSpill:
         self._db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", rows)
 
     def add_effects(self, effects: Mapping[str, int]) -> None:
-        """The rail's effect count per settlement id (one call: the rail answers whole)."""
-        self._db.executemany("INSERT INTO effects VALUES (?, ?)", sorted(effects.items()))
-        self.effect_count += len(effects)
+        """One page of the rail's effect count per settlement id (added to earlier pages)."""
+        self._db.executemany("INSERT INTO effects VALUES (?, ?)", effects.items())
 
     def seal(self) -> None:
-        """Index the events by settlement: writing is done, reading by range starts."""
+        """Index what was written by settlement: writing is done, reading by range starts."""
         self._db.execute("CREATE INDEX events_by_settlement ON events (settlement_id)")
+        self._db.execute("CREATE INDEX effects_by_settlement ON effects (settlement_id, n)")
         self._db.commit()
+        (self.effect_count,) = self._db.execute(
+            "SELECT count(DISTINCT settlement_id) FROM effects"
+        ).fetchone()
 
     def events_in(self, ids: IdRange) -> dict[str, dict[str, EventFact]]:
         """Events per settlement id in `ids`, deduplicated by event id (the last copy kept)."""
@@ -88,7 +92,9 @@ class FactSpill:
     def effects_in(self, ids: IdRange) -> dict[str, int]:
         """The rail's effect count per settlement id in `ids`."""
         where, args = _where(ids)
-        rows = self._db.execute(f"SELECT settlement_id, n FROM effects WHERE {where}", args)
+        rows = self._db.execute(
+            f"SELECT settlement_id, sum(n) FROM effects WHERE {where} GROUP BY settlement_id", args
+        )
         return dict(rows)
 
 
