@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 import click
@@ -128,12 +129,19 @@ async def publish_events(bootstrap: str, topic: str, settlements: list[tuple[str
 
 @contextmanager
 def effects_served(settlements: list[tuple[str, str]]) -> Iterator[str]:
-    """A stand-in for the simulator's GET /_sim/effects: one transfer per settlement."""
-    body = json.dumps({"by_settlement": {sid: {"transfer": 1} for sid, _ in settlements},
-                       "total": len(settlements)}).encode()  # fmt: skip
+    """A stand-in for the simulator's GET /_sim/effects: one transfer per settlement, paged
+    by `offset` and `limit` as the simulator pages it."""
+    ids = [sid for sid, _ in settlements]
 
     class Effects(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            query = parse_qs(urlsplit(self.path).query)
+            offset = int(query.get("offset", ["0"])[0])
+            limit = int(query.get("limit", [str(len(ids))])[0])
+            page = ids[offset : offset + limit]
+            following = offset + len(page) if offset + len(page) < len(ids) else None
+            body = json.dumps({"by_settlement": {sid: {"transfers": 1} for sid in page},
+                               "total": len(ids), "next_offset": following}).encode()  # fmt: skip
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -172,10 +180,8 @@ def measure(settle: str, args: list[str], env: dict[str, str]) -> dict[str, obje
             "report_sha256": hashlib.sha256(printed).hexdigest()[:16]}  # fmt: skip
 
 
-async def _world(
-    server_url: str, bootstrap: str, size: int
-) -> tuple[str, str, list[tuple[str, str]]]:
-    """A throwaway database and topic prefix holding `size` settlements and their events."""
+async def _create(server_url: str, bootstrap: str) -> tuple[str, str]:
+    """A throwaway database migrated to head and its topics; its URL and topic prefix."""
     name = f"settle_check_memory_{uuid.uuid4().hex[:8]}"
     conn = await asyncpg.connect(libpq_dsn(server_url))
     try:
@@ -184,11 +190,15 @@ async def _world(
         await conn.close()
     url = str(make_url(server_url).set(database=name).render_as_string(hide_password=False))
     await asyncio.to_thread(upgrade, url)
-    prefix = f"{name}."
-    await ensure_topics(bootstrap, prefix)
+    await ensure_topics(bootstrap, f"{name}.")
+    return url, f"{name}."
+
+
+async def _populate(url: str, bootstrap: str, prefix: str, size: int) -> list[tuple[str, str]]:
+    """`size` settlements in the database and their events on the topic."""
     settlements = await fill(url, size)
     await publish_events(bootstrap, f"{prefix}{EVENTS}", settlements)
-    return url, prefix, settlements
+    return settlements
 
 
 async def _drop(server_url: str, bootstrap: str, url: str, prefix: str) -> None:
@@ -232,10 +242,9 @@ def main(sizes: str, builds: tuple[str, ...], page_size: int | None) -> None:
     default = str(Path(sys.executable).parent / "settle")
     args = ["--page-size", str(page_size)] if page_size else []
     for size in (int(n) for n in sizes.split(",")):
-        url, prefix, settlements = asyncio.run(
-            _world(settings.database_url, settings.kafka_bootstrap, size)
-        )
+        url, prefix = asyncio.run(_create(settings.database_url, settings.kafka_bootstrap))
         try:
+            settlements = asyncio.run(_populate(url, settings.kafka_bootstrap, prefix, size))
             with effects_served(settlements) as rail_url:
                 del settlements
                 env = {**os.environ, "SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": prefix}
