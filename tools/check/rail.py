@@ -22,7 +22,7 @@ from tools.check.errors import SourceUnavailable
 from tools.check.facts import RailFacts
 
 PAGE_SIZE = 100  # Stripe's largest page
-SIMULATOR_PAGE = 50_000  # settlements per page of the simulator's count
+SIMULATOR_PAGE = 10_000  # settlements per page of the simulator's count (a few MB of JSON)
 LIST_CONNECTIONS = 2  # one listing at a time; a spare for a retry
 DEFAULT_LOOKBACK = timedelta(days=30)
 
