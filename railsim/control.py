@@ -21,11 +21,28 @@ from railsim.seed import SeedError, seeded
 from railsim.webhooks import WebhookSender
 
 
+def _effects(sim: RailSim, request: Request) -> Response:
+    """The effect counts, or a page of them given `?offset=N&limit=M`."""
+    refused = JSONResponse(
+        {"error": {"message": "offset must be an integer >= 0 and limit an integer >= 1"}},
+        status_code=400,
+    )
+    try:
+        offset = int(request.query_params.get("offset", "0"))
+        limit = request.query_params.get("limit")
+        page = None if limit is None else int(limit)
+    except ValueError:
+        return refused
+    if offset < 0 or (page is not None and page < 1):
+        return refused
+    return JSONResponse(sim.effects(offset, page))
+
+
 def control_routes(sim: RailSim, sender: WebhookSender | None) -> list[BaseRoute]:
     """Routes under /_sim plus /healthz and /readyz (`SimCollector` feeds /metrics)."""
 
-    async def effects(_: Request) -> Response:
-        return JSONResponse(sim.effects())
+    async def effects(request: Request) -> Response:
+        return _effects(sim, request)
 
     async def effects_of(request: Request) -> Response:
         settlement_id = request.path_params["settlement_id"]

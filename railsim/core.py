@@ -179,10 +179,11 @@ class RailSim:
             self._advance()
             return {"count": self._withheld.count, "recent": self._withheld.recent()}
 
-    def effects(self) -> Wire:
-        """Objects created, per settlement id in metadata: {"by_settlement": ..., "total": n}."""
+    def effects(self, offset: int = 0, limit: int | None = None) -> Wire:
+        """Objects created, per settlement id in metadata: {"by_settlement": ..., "total": n};
+        given a `limit`, one page of settlements from `offset` on, and "next_offset"."""
         with self._lock:
-            return self._effects.summary()
+            return self._effects.summary(offset, limit)
 
     def faults_met(self, settlement_ids: Iterable[str]) -> dict[str, list[str]]:
         """The faults that fired for each settlement since the dice last started; settlements

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 from railsim.objects import Wire
@@ -29,10 +30,22 @@ class Effects:
         counts = self._by_settlement.get(settlement_id, Counter())
         return {kind.value: counts[kind] for kind in Kind}
 
-    def summary(self) -> Wire:
-        """Counts for every settlement, the total, and objects without a settlement id."""
-        return {
-            "by_settlement": {sid: self.of(sid) for sid in self._by_settlement},
+    def summary(self, offset: int = 0, limit: int | None = None) -> Wire:
+        """Counts for every settlement, the total, and objects without a settlement id; given
+        a `limit`, only the settlements from `offset` on in the order first seen, and the
+        offset of the next page (None after the last), so a reader holds one page at a time.
+        Settlements are never forgotten but by a reset, so offsets stay put meanwhile."""
+        if limit is None:
+            page, following = list(self._by_settlement), None
+        else:
+            page = list(itertools.islice(self._by_settlement, offset, offset + limit))
+            more = offset + len(page) < len(self._by_settlement)
+            following = offset + len(page) if more else None
+        summary: Wire = {
+            "by_settlement": {sid: self.of(sid) for sid in page},
             "total": self._total,
             "unattributed": self._unattributed,
         }
+        if limit is not None:
+            summary["next_offset"] = following
+        return summary

@@ -1,8 +1,9 @@
 """The ledger side of a reconciliation: settlements read from PostgreSQL as `LedgerRecord`s.
 
-A window's settlements are those alive in it (created before its end, changed at or after its
-start), read a page at a time by increasing id, so no run holds the table in memory. Settlements
-a rail object names from outside the window are read by id. PostgreSQL out of reach raises
+A window's settlements (created before its end, changed at or after its start) are streamed
+with the objects each owns by staging.py, through a cursor a page at a time, so no run holds
+the table in memory; this module reads the settlements a rail object names from outside the
+window, by id, a bounded page of ids at a time. PostgreSQL out of reach raises
 StoreUnavailable.
 """
 
@@ -30,13 +31,6 @@ SELECT s.id, s.tenant, s.amount, s.currency, s.destination, s.status, s.rail_ref
          WHERE t.settlement_id = s.id AND t.to_status <> 'accepted') AS sent_at
   FROM settlements AS s
 """
-IN_WINDOW = (
-    _COLUMNS
-    + """
- WHERE s.id > $1 AND s.updated_at >= $2 AND s.created_at < $3
- ORDER BY s.id LIMIT $4
-"""
-)
 BY_IDS = _COLUMNS + " WHERE s.id = ANY($1::uuid[]) ORDER BY s.id"
 
 
@@ -55,20 +49,6 @@ def ledger_record(row: asyncpg.Record) -> LedgerRecord:
         row["rail_reference"],
         int(sent_at.timestamp()) if sent_at is not None else None,
     )
-
-
-async def window_page(
-    conn: asyncpg.Connection | asyncpg.Pool,
-    start: datetime,
-    end: datetime,
-    after: uuid.UUID | None,
-    limit: int = PAGE_SIZE,
-) -> list[LedgerRecord]:
-    """The next page of settlements alive in [start, end), ids above `after`, by id."""
-    cursor = after or uuid.UUID(int=0)
-    with unavailable_when_down("PostgreSQL is unreachable; no settlement was read"):
-        rows = await conn.fetch(IN_WINDOW, cursor, start, end, limit)
-    return [ledger_record(r) for r in rows]
 
 
 async def by_ids(

@@ -1,4 +1,5 @@
-"""`settle check [--json] [--wait-quiet S] [--rail-url URL]`: judge every guarantee, read-only.
+"""`settle check [--json] [--wait-quiet S] [--rail-url URL] [--page-size N]`: judge every
+guarantee, read-only, N settlements at a time.
 
 Exit status: 0 every guarantee holds, 1 one or more is broken, 2 a source (PostgreSQL, Kafka,
 the rail) or the configuration could not be read, so there is no verdict.
@@ -56,12 +57,20 @@ SIMULATOR_API = "http://127.0.0.1:12111"
     type=click.FloatRange(0),
     help="Seconds after which a webhook still unapplied counts as lost.",
 )
+@click.option(
+    "--page-size",
+    default=10_000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Settlements read and judged at a time; the check's memory follows it.",
+)
 def check(
     as_json: bool,
     wait_quiet_s: float,
     rail_url: str | None,
     outbox_bound_s: float,
     inbox_bound_s: float,
+    page_size: int,
 ) -> None:
     """Check the guarantees over PostgreSQL, the events topic and the rail; changes nothing."""
     from tools.check.report import as_json as report_json
@@ -72,7 +81,7 @@ def check(
         settings = load_settings()
     except ConfigError as e:
         _fail(as_json, "config", str(e))
-    options = CheckOptions(wait_quiet_s, outbox_bound_s, inbox_bound_s)
+    options = CheckOptions(wait_quiet_s, outbox_bound_s, inbox_bound_s, page_size=page_size)
     try:
         report = asyncio.run(
             run_check(

@@ -1,8 +1,14 @@
-"""Facts from PostgreSQL: set-based queries in one read-only, repeatable-read transaction."""
+"""Facts from PostgreSQL, in one read-only, repeatable-read transaction: the ledger-wide
+findings counted and cut in SQL, and each settlement's own facts one keyset page at a time.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import TypeVar
 
 import asyncpg
 
@@ -11,33 +17,39 @@ from services.shared.store_errors import UNREACHABLE
 from tools.check.errors import SourceUnavailable
 from tools.check.facts import DatabaseFacts, Offenders, SettlementFact
 from tools.check.invariants import FIRST
+from tools.check.pages import IdRange, page_range
 
+T = TypeVar("T")
+
+# One page of settlements in id order, with its audit trail; {after} bounds it below.
 SETTLEMENTS = """
 SELECT s.id::text AS id, s.tenant, s.amount, s.currency::text AS currency, s.status, s.reason,
        s.amount_reversed,
-       coalesce(t.history, '{}') AS history, coalesce(t.sequences, '{}') AS sequences,
-       coalesce(t.sources, '{}') AS sources
-  FROM settlements s
-  LEFT JOIN (SELECT settlement_id, array_agg(to_status ORDER BY sequence) AS history,
-                    array_agg(sequence ORDER BY sequence) AS sequences,
-                    array_agg(from_status ORDER BY sequence) AS sources
-               FROM settlement_transitions GROUP BY settlement_id) t ON t.settlement_id = s.id
+       coalesce(t.history, '{{}}') AS history, coalesce(t.sequences, '{{}}') AS sequences,
+       coalesce(t.sources, '{{}}') AS sources
+  FROM (SELECT * FROM settlements WHERE {after} ORDER BY id LIMIT $1) s
+  LEFT JOIN LATERAL (
+       SELECT array_agg(to_status ORDER BY sequence) AS history,
+              array_agg(sequence ORDER BY sequence) AS sequences,
+              array_agg(from_status ORDER BY sequence) AS sources
+         FROM settlement_transitions WHERE settlement_id = s.id) t ON true
+ ORDER BY s.id
 """
+# The rest of a page's facts, over its id range ({ids} on the settlement id column).
 NETS = """
 SELECT e.settlement_id::text AS sid, p.account_id, sum(p.amount) AS net
-  FROM postings p JOIN journal_entries e ON e.id = p.entry_id
- WHERE e.settlement_id IS NOT NULL
+  FROM postings p
+  JOIN (SELECT id, settlement_id FROM journal_entries
+        WHERE settlement_id IS NOT NULL AND {ids}) e ON e.id = p.entry_id
  GROUP BY 1, 2 HAVING sum(p.amount) <> 0
 """
-TRANSFERRED = (
-    "SELECT settlement_id::text AS sid FROM rail_instructions WHERE status = 'transferred'"
-)
-INSTRUCTION_FAILED = (
-    "SELECT settlement_id::text AS sid FROM rail_instructions WHERE status = 'failed'"
-)
+INSTRUCTIONS_ENDED = """
+SELECT settlement_id::text AS sid, status FROM rail_instructions
+ WHERE status IN ('transferred', 'failed') AND {ids}
+"""
 FIRST_UNPUBLISHED = """
 SELECT settlement_id::text AS sid, min(sequence) AS sequence
-  FROM outbox WHERE published_at IS NULL GROUP BY 1
+  FROM outbox WHERE published_at IS NULL AND {ids} GROUP BY 1
 """
 # Each of these selects the offending ids, one column; counted and cut in SQL.
 STALE_OUTBOX = """
@@ -98,7 +110,7 @@ def _offenders_of(select: str) -> str:
 
 
 async def _offenders(conn: asyncpg.Connection, select: str, *args: object) -> Offenders:
-    rows = await conn.fetch(_offenders_of(select), *args)
+    rows = await _fetch(conn, _offenders_of(select), *args)
     return Offenders(rows[0]["total"] if rows else 0, tuple(str(r["id"]) for r in rows))
 
 
@@ -110,43 +122,28 @@ async def connect(database_url: str) -> asyncpg.Connection:
         raise SourceUnavailable("postgresql", f"cannot connect: {e}") from e
 
 
-async def read_database(
-    conn: asyncpg.Connection, outbox_bound_s: float, inbox_bound_s: float
-) -> DatabaseFacts:
-    """Every fact the checks need from PostgreSQL, from one snapshot, writing nothing."""
+@asynccontextmanager
+async def snapshot(conn: asyncpg.Connection) -> AsyncIterator[None]:
+    """One read-only, repeatable-read transaction: every read inside it sees one snapshot,
+    taken by its first statement."""
+    transaction = conn.transaction(isolation="repeatable_read", readonly=True)
+    await _guarded(transaction.start())
     try:
-        async with conn.transaction(isolation="repeatable_read", readonly=True):
-            return await _read(conn, outbox_bound_s, inbox_bound_s)
-    except _DRIVER_ERRORS as e:
-        raise SourceUnavailable("postgresql", f"query failed: {e}") from e
+        yield
+    finally:
+        # Read-only: ending it either way leaves the database as it was.
+        await _guarded(transaction.rollback())
 
 
-async def _read(
+async def read_ledger_wide(
     conn: asyncpg.Connection, outbox_bound_s: float, inbox_bound_s: float
 ) -> DatabaseFacts:
-    settlements = {
-        r["id"]: SettlementFact(
-            r["id"],
-            r["tenant"],
-            r["amount"],
-            r["currency"],
-            r["status"],
-            r["reason"],
-            tuple(r["history"]),
-            tuple(r["sequences"]),
-            tuple(r["sources"]),
-            r["amount_reversed"],
-        )
-        for r in await conn.fetch(SETTLEMENTS)
-    }
-    nets: defaultdict[str, dict[str, int]] = defaultdict(dict)
-    for r in await conn.fetch(NETS):
-        nets[r["sid"]][r["account_id"]] = int(r["net"])
+    """The facts counted over the whole ledger, with no settlement's own facts yet."""
     return DatabaseFacts(
-        settlements=settlements,
-        nets=dict(nets),
-        transferred=frozenset(r["sid"] for r in await conn.fetch(TRANSFERRED)),
-        first_unpublished={r["sid"]: r["sequence"] for r in await conn.fetch(FIRST_UNPUBLISHED)},
+        settlements={},
+        nets={},
+        transferred=frozenset(),
+        first_unpublished={},
         stale_outbox=await _offenders(conn, STALE_OUTBOX, outbox_bound_s),
         unapplied_webhooks=await _offenders(conn, UNAPPLIED_WEBHOOKS, inbox_bound_s),
         unexplained_webhooks=await _offenders(conn, UNEXPLAINED_WEBHOOKS),
@@ -154,16 +151,75 @@ async def _read(
         unbalanced_entries=await _offenders(conn, UNBALANCED_ENTRIES),
         balance_mismatches=await _offenders(conn, BALANCE_MISMATCHES),
         webhooks_applied_twice=await _offenders(conn, APPLIED_TWICE),
-        instruction_failed=frozenset(r["sid"] for r in await conn.fetch(INSTRUCTION_FAILED)),
     )
+
+
+async def read_page(
+    conn: asyncpg.Connection, base: DatabaseFacts, after: str | None, page_size: int
+) -> tuple[IdRange, DatabaseFacts]:
+    """The next page of at most `page_size` settlements after `after` (keyset on
+    settlements.id), the id range it answers for, and its facts added to `base`."""
+    bound, args = _bounds("id", IdRange(after, None), 2)
+    rows = await _fetch(conn, SETTLEMENTS.format(after=bound), page_size, *args)
+    ids = page_range(after, [r["id"] for r in rows], page_size)
+    bound, args = _bounds("settlement_id", ids, 1)
+    nets: defaultdict[str, dict[str, int]] = defaultdict(dict)
+    for r in await _fetch(conn, NETS.format(ids=bound), *args):
+        nets[r["sid"]][r["account_id"]] = int(r["net"])
+    ended = await _fetch(conn, INSTRUCTIONS_ENDED.format(ids=bound), *args)
+    unpublished = await _fetch(conn, FIRST_UNPUBLISHED.format(ids=bound), *args)
+    return ids, replace(
+        base,
+        settlements={r["id"]: _settlement(r) for r in rows},
+        nets=dict(nets),
+        transferred=frozenset(r["sid"] for r in ended if r["status"] == "transferred"),
+        first_unpublished={r["sid"]: r["sequence"] for r in unpublished},
+        instruction_failed=frozenset(r["sid"] for r in ended if r["status"] == "failed"),
+    )
+
+
+def _settlement(r: asyncpg.Record) -> SettlementFact:
+    return SettlementFact(
+        r["id"],
+        r["tenant"],
+        r["amount"],
+        r["currency"],
+        r["status"],
+        r["reason"],
+        tuple(r["history"]),
+        tuple(r["sequences"]),
+        tuple(r["sources"]),
+        r["amount_reversed"],
+    )
+
+
+def _bounds(column: str, ids: IdRange, first: int) -> tuple[str, list[str]]:
+    """The SQL condition keeping `column` in `ids`, numbering its parameters from `first`.
+    Written out per case rather than `$n IS NULL OR ...`, which a generic plan cannot serve
+    from the index."""
+    conditions, args = ["true"], list[str]()
+    for operator, bound in ((">", ids.after), ("<=", ids.through)):
+        if bound is not None:
+            conditions.append(f"{column} {operator} ${first + len(args)}::uuid")
+            args.append(bound)
+    return " AND ".join(conditions), args
+
+
+async def _fetch(conn: asyncpg.Connection, sql: str, *args: object) -> list[asyncpg.Record]:
+    return await _guarded(conn.fetch(sql, *args))
+
+
+async def _guarded(work: Awaitable[T]) -> T:
+    """`work`, its driver errors raised as the database being unavailable to the check."""
+    try:
+        return await work
+    except _DRIVER_ERRORS as e:
+        raise SourceUnavailable("postgresql", f"query failed: {e}") from e
 
 
 async def in_flight(conn: asyncpg.Connection) -> dict[str, int]:
     """How much work is still moving: open instructions, unpublished outbox rows, pending
     webhooks, settlements neither terminal nor under review."""
-    try:
-        row = await conn.fetchrow(IN_FLIGHT)
-    except _DRIVER_ERRORS as e:
-        raise SourceUnavailable("postgresql", f"query failed: {e}") from e
+    row = await _guarded(conn.fetchrow(IN_FLIGHT))
     assert row is not None
     return {key: int(value) for key, value in row.items()}

@@ -1,7 +1,8 @@
 """Facts from Kafka: the events topic from its beginning to the end offsets taken at the start.
 
 The consumer has no group: it assigns every partition itself and never commits, so reading
-changes nothing for anyone. Records come in batches; only a few fields of each are kept.
+changes nothing for anyone. Records come in batches; only a few fields of each are kept, and
+they go to the disk spill batch by batch, so the topic's size does not bound memory.
 """
 
 from __future__ import annotations
@@ -15,14 +16,18 @@ from aiokafka.errors import KafkaError
 from services.shared import avro
 from services.shared.errors import SchemaError
 from tools.check.errors import SourceUnavailable
-from tools.check.facts import EventFact, EventLogFacts
+from tools.check.facts import EventLogFacts
+from tools.check.spill import EventRow, FactSpill
 
 BATCH = 10_000
 MAX_FETCH_BYTES = 16 * 1024 * 1024
 
 
-async def read_events(bootstrap: str, topic: str, timeout_s: float = 300.0) -> EventLogFacts:
-    """Every SettlementEvent on `topic` now, deduplicated by event_id, per settlement."""
+async def read_events(
+    bootstrap: str, topic: str, spill: FactSpill, timeout_s: float = 300.0
+) -> EventLogFacts:
+    """Every SettlementEvent on `topic` now, written to `spill`; the facts say how many were
+    read and which could not be decoded (their events are in the spill, not in the facts)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         client_id="settle-check",
@@ -36,7 +41,7 @@ async def read_events(bootstrap: str, topic: str, timeout_s: float = 300.0) -> E
         async with asyncio.timeout(timeout_s):
             await consumer.start()
             try:
-                return await _read(consumer, topic)
+                return await _read(consumer, topic, spill)
             finally:
                 await consumer.stop()
     except TimeoutError as e:
@@ -45,7 +50,7 @@ async def read_events(bootstrap: str, topic: str, timeout_s: float = 300.0) -> E
         raise SourceUnavailable("kafka", f"{topic}: {e!r}") from e
 
 
-async def _read(consumer: AIOKafkaConsumer, topic: str) -> EventLogFacts:
+async def _read(consumer: AIOKafkaConsumer, topic: str, spill: FactSpill) -> EventLogFacts:
     # The consumer's own metadata covers only what it was told about; ask the cluster.
     cluster = await consumer._client.fetch_all_metadata()
     numbers = cluster.partitions_for_topic(topic)
@@ -62,35 +67,44 @@ async def _read(consumer: AIOKafkaConsumer, topic: str) -> EventLogFacts:
     for tp in list(remaining):
         if await consumer.position(tp) >= ends[tp]:
             remaining.discard(tp)
-    by_settlement: dict[str, dict[str, EventFact]] = {}
     undecodable: list[str] = []
     messages = 0
     while remaining:
         batches = await consumer.getmany(*remaining, timeout_ms=1_000, max_records=BATCH)
+        rows: list[EventRow] = []
         for tp, records in batches.items():
             for record in records:
                 if record.offset >= ends[tp]:
                     break
                 messages += 1
-                if not _keep(record.value, by_settlement):
+                row = _row(record.value)
+                if row is None:
                     undecodable.append(f"{tp.partition}:{record.offset}")
+                else:
+                    rows.append(row)
+        spill.add_events(rows)
         # Every remaining partition, not only those that gave records: a position can move
         # past offsets that hold no record (transaction markers).
         for tp in list(remaining):
             if await consumer.position(tp) >= ends[tp]:
                 remaining.discard(tp)
-    return EventLogFacts(topic, by_settlement, messages, tuple(undecodable))
+    return EventLogFacts(topic, {}, messages, tuple(undecodable))
 
 
-def _keep(value: bytes | None, into: dict[str, dict[str, EventFact]]) -> bool:
+def _row(value: bytes | None) -> EventRow | None:
+    """The fields kept of one message, or None when it is not a SettlementEvent."""
     if value is None:
-        return False
+        return None
     try:
         event = avro.decode(value, "SettlementEvent")
     except SchemaError:
-        return False
+        return None
     with contextlib.suppress(KeyError):
-        events = into.setdefault(event["settlement_id"], {})
-        events[event["event_id"]] = EventFact(event["sequence"], event["type"], event["status"])
-        return True
-    return False
+        return (
+            event["settlement_id"],
+            event["event_id"],
+            event["sequence"],
+            event["type"],
+            event["status"],
+        )
+    return None

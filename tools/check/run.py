@@ -1,21 +1,28 @@
-"""Composition of a check run: wait for quiet, read every source, judge, report.
+"""Composition of a check run: wait for quiet, read every source, judge page by page, report.
 
-Read PostgreSQL first, then Kafka and the rail: on a busy system an event published after
-the database snapshot can look like a stray one, which is why `wait_quiet_s` exists.
+The PostgreSQL snapshot is taken first, then the rail and Kafka are read: on a busy system an
+event published after the snapshot can look like a stray one, which is why `wait_quiet_s`
+exists. The rail's counts and the events go to a disk spill; the settlements are then read
+in keyset pages from the same snapshot, each page judged with its own events and effects and
+folded into the verdicts. Memory follows the page size, not the number of settlements.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import asyncpg
 from sqlalchemy.engine import make_url
 
-from tools.check.database import connect, in_flight, read_database
+from tools.check.database import connect, in_flight, read_ledger_wide, read_page, snapshot
 from tools.check.eventlog import read_events
+from tools.check.facts import DatabaseFacts, EventLogFacts, RailFacts
 from tools.check.invariants import CheckResult, all_hold, run_all
+from tools.check.pages import fold, without_ledger_wide
 from tools.check.rail import EffectSource
+from tools.check.spill import FactSpill
 
 POLL_SECONDS = 0.5
 
@@ -28,6 +35,11 @@ class CheckOptions:
     outbox_bound_s: float = 60.0  # an unpublished outbox row older than this is lost
     inbox_bound_s: float = 60.0  # a webhook still `received` after this is lost
     kafka_timeout_s: float = 300.0  # reading the whole events topic must end within this
+    page_size: int = 10_000  # settlements judged at a time; memory follows it
+
+    def __post_init__(self) -> None:
+        if self.page_size < 1:
+            raise ValueError(f"page_size must be 1 or more, not {self.page_size}")
 
 
 @dataclass(frozen=True)
@@ -76,22 +88,64 @@ async def run_check(
     conn = await connect(database_url)
     try:
         moving = await in_flight(conn)
-        db = await read_database(conn, options.outbox_bound_s, options.inbox_bound_s)
+        with FactSpill() as spill:
+            async with snapshot(conn):
+                wide = await read_ledger_wide(conn, options.outbox_bound_s, options.inbox_bound_s)
+                effects = await _spill_effects(rail, spill)
+                log = await read_events(bootstrap, topic, spill, options.kafka_timeout_s)
+                spill.seal()
+                results, settlements = await _judge_pages(
+                    conn, wide, log, effects, spill, options.page_size
+                )
+            with_effects = spill.effect_count
     finally:
         await conn.close()
-    effects = await rail.effects()
-    log = await read_events(bootstrap, topic, options.kafka_timeout_s)
     return Report(
-        results=run_all(db, log, effects),
+        results=results,
         sources={"postgresql": _where(database_url), "kafka": topic, "rail": effects.source},
         in_flight=moving,
         quiet=quiet,
         counts={
-            "settlements": len(db.settlements),
+            "settlements": settlements,
             "events_read": log.messages,
-            "settlements_with_effects": len(effects.effects),
+            "settlements_with_effects": with_effects,
         },
     )
+
+
+async def _spill_effects(rail: EffectSource, spill: FactSpill) -> RailFacts:
+    """The rail's counts written to the spill a page at a time; the facts say how complete
+    they are and where they were read, the counts stay in the spill."""
+    async for page in rail.pages():
+        spill.add_effects(page)
+    return RailFacts({}, exhaustive=rail.exhaustive, source=rail.source)
+
+
+async def _judge_pages(
+    conn: asyncpg.Connection,
+    wide: DatabaseFacts,
+    log: EventLogFacts,
+    rail: RailFacts,
+    spill: FactSpill,
+    page_size: int,
+) -> tuple[list[CheckResult], int]:
+    """The verdicts over every page of settlements, and how many settlements there were.
+    The ledger-wide findings and the undecodable messages are judged with the first page
+    only, so each is counted once."""
+    results: list[CheckResult] = []
+    settlements = 0
+    base, base_log = wide, log
+    after: str | None = None
+    while True:
+        ids, db = await read_page(conn, base, after, page_size)
+        page_log = replace(base_log, by_settlement=spill.events_in(ids))
+        page_rail = replace(rail, effects=spill.effects_in(ids))
+        results = fold(results, run_all(db, page_log, page_rail))
+        settlements += len(db.settlements)
+        if ids.through is None:
+            return results, settlements
+        after = ids.through
+        base, base_log = without_ledger_wide(wide), replace(log, undecodable=())
 
 
 def _where(database_url: str) -> str:

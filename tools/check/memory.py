@@ -1,0 +1,259 @@
+"""The check's peak memory on a ledger of a given size: `python -m tools.check.memory`.
+
+For each size, a throwaway database on the server of SETTLE_DATABASE_URL is filled in SQL
+with paid settlements (four transitions, a balanced entry, a transferred instruction each),
+their four events each go to a throwaway topic, a stand-in simulator answers one effect per
+settlement, and each `settle` given runs `check --json` on it as a child process; its peak
+resident set (ru_maxrss) is printed, one JSON line per run. Database and topics are dropped
+afterwards. Give an older build's `settle` to compare with it on the same data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import asyncpg
+import click
+from aiokafka.admin import AIOKafkaAdminClient
+from sqlalchemy.engine import make_url
+
+from services.shared import avro
+from services.shared.config import libpq_dsn, load_settings
+from services.shared.domain.postings import expected_net
+from services.shared.domain.settlement import SettlementStatus as S
+from services.shared.domain.settlement import step_event_type
+from services.shared.kafka import idempotent_producer
+from services.shared.migrate import upgrade
+from services.shared.topics import EVENTS, TOPICS, ensure_topics
+
+TENANT, AMOUNT, CURRENCY = "acme", 700, "EUR"
+# The audit trail of each settlement, as (from, to) steps.
+STEPS: list[tuple[S | None, S]] = [
+    (None, S.ACCEPTED),
+    (S.ACCEPTED, S.DISPATCHING),
+    (S.DISPATCHING, S.SUBMITTED),
+    (S.SUBMITTED, S.PAID),
+]
+# Each statement with the names of its parameters, in order.
+FILL: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("""INSERT INTO settlements (id, tenant, reference, idempotency_key, payee, destination,
+                                amount, currency, rail, status, version, rail_reference,
+                                created_at, updated_at)
+        SELECT gen_random_uuid(), $2, 'ref-' || g, 'key-' || g, 'payee-7', 'acct_1Q2w3E',
+               $3, $4, 'stripe', 'paid', 4, 'tr_' || g, now(), now()
+          FROM generate_series(1, $1::int) AS g""",
+     ("count", "tenant", "amount", "currency")),
+    ("""INSERT INTO settlement_transitions (settlement_id, sequence, from_status, to_status,
+                                           actor, occurred_at)
+        SELECT s.id, t.sequence, t.from_status, t.to_status, 'fill', now()
+          FROM settlements AS s CROSS JOIN unnest($1::int[], $2::text[], $3::text[])
+               AS t(sequence, from_status, to_status)""",
+     ("sequences", "sources", "statuses")),
+    ("""INSERT INTO accounts (id, tenant, kind, currency)
+        SELECT a, $1, split_part(a, ':', 2), $2 FROM unnest($3::text[]) AS a""",
+     ("tenant", "currency", "accounts")),
+    ("""INSERT INTO journal_entries (id, tenant, settlement_id, kind, occurred_at)
+        SELECT gen_random_uuid(), tenant, id, 'paid', now() FROM settlements""", ()),
+    ("""INSERT INTO postings (entry_id, account_id, amount, currency)
+        SELECT e.id, p.account_id, p.amount, $1 FROM journal_entries AS e
+         CROSS JOIN unnest($2::text[], $3::bigint[]) AS p(account_id, amount)""",
+     ("currency", "accounts", "nets")),
+    ("""INSERT INTO account_balances (account_id, shard, balance)
+        SELECT account_id, 0, sum(amount) FROM postings GROUP BY 1""", ()),
+    ("""INSERT INTO rail_instructions (settlement_id, tenant, rail, method, idempotency_key,
+                                      destination, amount, currency, status, rail_reference,
+                                      created_at, updated_at)
+        SELECT id, tenant, rail, 'transfer', encode(sha256(id::text::bytea), 'hex'),
+               destination, amount, currency, 'transferred', rail_reference, now(), now()
+          FROM settlements""", ()),
+)  # fmt: skip
+
+
+async def fill(url: str, settlements: int) -> list[tuple[str, str]]:
+    """`settlements` paid settlements with their trail, books and instruction; (id, reference)
+    of each."""
+    net = expected_net(AMOUNT, CURRENCY, TENANT, S.PAID)
+    values: dict[str, object] = {
+        "count": settlements, "tenant": TENANT, "amount": AMOUNT, "currency": CURRENCY,
+        "sequences": list(range(1, len(STEPS) + 1)),
+        "sources": [a and a.value for a, _ in STEPS], "statuses": [b.value for _, b in STEPS],
+        "accounts": list(net), "nets": list(net.values()),
+    }  # fmt: skip
+    conn = await asyncpg.connect(libpq_dsn(url))
+    try:
+        async with conn.transaction():
+            for statement, names in FILL:
+                await conn.execute(statement, *(values[n] for n in names))
+        rows = await conn.fetch("SELECT id::text, reference FROM settlements")
+    finally:
+        await conn.close()
+    return [(r[0], r[1]) for r in rows]
+
+
+async def publish_events(bootstrap: str, topic: str, settlements: list[tuple[str, str]]) -> None:
+    """Each settlement's events, in order, as the relay would publish them."""
+    producer = idempotent_producer(bootstrap, f"check-memory-{uuid.uuid4()}", linger_ms=20,
+                                   max_batch_bytes=512 * 1024)  # fmt: skip
+    await producer.start()
+    try:
+        sends = []
+        for sid, reference in settlements:
+            for sequence, (origin, status) in enumerate(STEPS, 1):
+                event = {"event_id": str(uuid.uuid4()), "settlement_id": sid, "tenant": TENANT,
+                         "reference": reference, "type": step_event_type(origin, status),
+                         "sequence": sequence, "amount": AMOUNT, "currency": CURRENCY,
+                         "occurred_at": datetime.now(UTC), "status": status.value}  # fmt: skip
+                value = avro.encode("SettlementEvent", event)
+                sends.append(await producer.send(topic, value, key=sid.encode()))
+            if len(sends) >= 20_000:
+                await asyncio.gather(*sends)
+                sends = []
+        await asyncio.gather(*sends)
+    finally:
+        await producer.stop()
+
+
+@contextmanager
+def effects_served(settlements: list[tuple[str, str]]) -> Iterator[str]:
+    """A stand-in for the simulator's GET /_sim/effects: one transfer per settlement, paged
+    by `offset` and `limit` as the simulator pages it."""
+    ids = [sid for sid, _ in settlements]
+
+    class Effects(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            query = parse_qs(urlsplit(self.path).query)
+            offset = int(query.get("offset", ["0"])[0])
+            limit = int(query.get("limit", [str(len(ids))])[0])
+            page = ids[offset : offset + limit]
+            following = offset + len(page) if offset + len(page) < len(ids) else None
+            body = json.dumps({"by_settlement": {sid: {"transfers": 1} for sid in page},
+                               "total": len(ids), "next_offset": following}).encode()  # fmt: skip
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Effects)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def measure(settle: str, args: list[str], env: dict[str, str]) -> dict[str, object]:
+    """Run `settle check --json ARGS` to its end: exit status, seconds, peak RSS in KiB."""
+    with tempfile.TemporaryFile() as out:
+        started = time.monotonic()
+        pid = os.posix_spawn(settle, [settle, "check", "--json", *args], env,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, out.fileno(), 1)])  # fmt: skip
+        _, status, usage = os.wait4(pid, 0)
+        seconds = time.monotonic() - started
+        out.seek(0)
+        printed = out.read()
+    try:
+        report = json.loads(printed)
+    except ValueError:  # the build refused its arguments: no report to read
+        report = {"ok": printed.decode(errors="replace")[-300:]}
+    # Builds that judge alike print the same bytes on the same data: the digest shows it.
+    return {"exit": os.waitstatus_to_exitcode(status), "seconds": round(seconds, 1),
+            "peak_rss_kib": usage.ru_maxrss, "ok": report.get("ok"),
+            "counts": report.get("counts"),
+            "report_sha256": hashlib.sha256(printed).hexdigest()[:16]}  # fmt: skip
+
+
+async def _create(server_url: str, bootstrap: str) -> tuple[str, str]:
+    """A throwaway database migrated to head and its topics; its URL and topic prefix."""
+    name = f"settle_check_memory_{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(libpq_dsn(server_url))
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    url = str(make_url(server_url).set(database=name).render_as_string(hide_password=False))
+    await asyncio.to_thread(upgrade, url)
+    await ensure_topics(bootstrap, f"{name}.")
+    return url, f"{name}."
+
+
+async def _populate(url: str, bootstrap: str, prefix: str, size: int) -> list[tuple[str, str]]:
+    """`size` settlements in the database and their events on the topic."""
+    settlements = await fill(url, size)
+    await publish_events(bootstrap, f"{prefix}{EVENTS}", settlements)
+    return settlements
+
+
+async def _drop(server_url: str, bootstrap: str, url: str, prefix: str) -> None:
+    """The throwaway database and topics gone."""
+    conn = await asyncpg.connect(libpq_dsn(server_url))
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
+    finally:
+        await conn.close()
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="check-memory")
+    await admin.start()
+    try:
+        await admin.delete_topics([f"{prefix}{t.name}" for t in TOPICS])
+    finally:
+        await admin.close()
+
+
+@click.command()
+@click.option(
+    "--settlements",
+    "sizes",
+    default="100000,200000",
+    show_default=True,
+    help="Ledger sizes to measure, comma-separated.",
+)
+@click.option(
+    "--settle",
+    "builds",
+    multiple=True,
+    help="A `settle` executable to measure (repeat to compare builds); default this one.",
+)
+@click.option(
+    "--page-size",
+    type=click.IntRange(1),
+    default=None,
+    help="Passed to `settle check` (builds that page only).",
+)
+def main(sizes: str, builds: tuple[str, ...], page_size: int | None) -> None:
+    """Peak memory of `settle check` per ledger size and build, one JSON line each."""
+    settings = load_settings()
+    default = str(Path(sys.executable).parent / "settle")
+    args = ["--page-size", str(page_size)] if page_size else []
+    for size in (int(n) for n in sizes.split(",")):
+        url, prefix = asyncio.run(_create(settings.database_url, settings.kafka_bootstrap))
+        try:
+            settlements = asyncio.run(_populate(url, settings.kafka_bootstrap, prefix, size))
+            with effects_served(settlements) as rail_url:
+                del settlements
+                env = {**os.environ, "SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": prefix}
+                for settle in builds or (default,):
+                    figures = measure(settle, [*args, "--rail-url", rail_url], env)
+                    click.echo(json.dumps({"settlements": size, "settle": settle, **figures}))
+        finally:
+            asyncio.run(_drop(settings.database_url, settings.kafka_bootstrap, url, prefix))
+
+
+if __name__ == "__main__":
+    main()
