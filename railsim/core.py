@@ -180,8 +180,7 @@ class RailSim:
             return {"count": self._withheld.count, "recent": self._withheld.recent()}
 
     def effects(self, offset: int = 0, limit: int | None = None) -> Wire:
-        """Objects created, per settlement id in metadata: {"by_settlement": ..., "total": n};
-        given a `limit`, one page of settlements from `offset` on, and "next_offset"."""
+        """Objects created per metadata settlement id ({"by_settlement", "total"}), or a page."""
         with self._lock:
             return self._effects.summary(offset, limit)
 
