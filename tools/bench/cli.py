@@ -19,6 +19,8 @@ from tools.bench.report import (
 )
 from tools.bench.runner import BenchError, BenchOptions, scenarios
 
+PREFILLED = ("e2e", "ingest")  # the scenarios that take --prefill
+
 
 @click.command()
 @click.option("--scenario", "name", required=True, help="Which benchmark: baseline, ...")
@@ -59,8 +61,8 @@ from tools.bench.runner import BenchError, BenchOptions, scenarios
 @click.option(
     "--prefill",
     default="",
-    help="e2e only: comma-separated settlements of history to pre-fill the database with, "
-    "one run each, e.g. 0,10000000 (empty, then ten million) with their ratios.",
+    help="e2e and ingest only: comma-separated settlements of history to pre-fill the "
+    "database with, one run each, e.g. 0,10000000 (empty, then ten million) with ratios.",
 )
 @click.option("--no-markdown", is_flag=True, help=f"Do not update {BENCHMARKS_MD.name}.")
 def bench(
@@ -89,8 +91,10 @@ def bench(
     if any(rate < 1 for rate in offered):
         raise click.BadParameter("every rate must be at least 1", param_hint="--rates")
     fills = parse_fills(prefill)
-    if fills and name != "e2e":
-        raise click.BadParameter("only the e2e scenario is pre-filled", param_hint="--prefill")
+    if fills and name not in PREFILLED:
+        raise click.BadParameter(
+            f"only the {' and '.join(PREFILLED)} scenarios are pre-filled", param_hint="--prefill"
+        )
     options = BenchOptions(seconds=seconds, clients=clients, count=count, settlements=sizes,
                            rates=offered, profile=profile_dir, prefill=fills)  # fmt: skip
     try:

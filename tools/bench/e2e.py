@@ -22,9 +22,9 @@ import asyncpg
 
 from services.shared.config import Settings, libpq_dsn
 from services.shared.topics import COMMANDS, ensure_topics
-from tools.bench import e2e_fills, profile
 from tools.bench import e2e_pgstats as pgstats
 from tools.bench import e2e_probe as probe
+from tools.bench import fills, profile
 from tools.bench.database import bench_database
 from tools.bench.e2e_figures import (
     ProcessGroup,
@@ -55,6 +55,8 @@ STACK = ("ledger", "relay", "inbox", "reconciler", "postgres", "kafka")  # the p
 # and the other databases' backends are the rest).
 APART = ("postgres sessions", "railsim", "load client")
 SETTLE_GRACE_S = 120.0  # beyond the offered window, how long the last settlement may take
+# Compared between pre-filled sizes, per rate: what a user gets, throughput and tail latency.
+COMPARED = ("accepted rate", "accepted->paid p99")
 
 
 def _process_groups(supervisor: Supervisor) -> dict[str, ProcessGroup]:
@@ -212,7 +214,7 @@ def _run_once(
     """One stack on a fresh bench database (pre-filled with `fill` settlements of history, if
     any), with topics and a tenant of its own, measured at every rate."""
     url = bench_database(settings.database_url)
-    filled = asyncio.run(e2e_fills.fill_database(url, fill)) if fill else None
+    filled = asyncio.run(fills.fill_database(url, fill)) if fill else None
     prefix, tenant = f"bench-{uuid.uuid4().hex[:8]}.", f"bench{uuid.uuid4().hex[:8]}"
     asyncio.run(ensure_topics(settings.kafka_bootstrap, prefix))
     bench_settings = settings.model_copy(update={"topic_prefix": prefix})
@@ -226,14 +228,10 @@ def run_e2e(settings: Settings, options: BenchOptions) -> BenchResult:
     if not options.prefill:
         figures, breakdown, _ = _run_once(settings, options, 0)
     else:
-        figures, breakdown = [], []
-        per_fill: dict[int, list[Figure]] = {}
-        for fill in options.prefill:
-            per_fill[fill], parts, filled = _run_once(settings, options, fill)
-            figures += e2e_fills.fill_figures(filled) if filled else []
-            figures += e2e_fills.named(fill, per_fill[fill])
-            breakdown += e2e_fills.named(fill, parts)
-        figures += e2e_fills.ratios(per_fill, options.rates)
+        compared = [f"{rate}/s {what}" for rate in options.rates for what in COMPARED]
+        figures, breakdown = fills.over_fills(
+            options.prefill, lambda fill: _run_once(settings, options, fill), compared
+        )
     return BenchResult(
         scenario="e2e",
         parameters={
