@@ -1,7 +1,8 @@
 """Pre-filling a bench database with a history of finished settlements, server-side.
 
 `prefill` books `count` settlements of a tenant of their own, made by PostgreSQL from
-`generate_series` in batches of `BATCH`, one transaction each, in every table a settlement
+`generate_series` in batches of `BATCH`, one transaction each (shared out among the
+connections given, each on a balance shard of its own), in every table a settlement
 touches in steady state: the settlement, its transitions, its journal entries and balanced
 postings (each entry's legs in one statement, so the per-statement balance check of
 migration 0009 passes them), the balance deltas, its rail instruction, and the rows that
@@ -9,8 +10,9 @@ are kept for a while only: idempotency keys of the last `KEYS_KEPT` (a third of 
 the ledger's 48 h retention, so key cleanup has work), published outbox rows of the last
 `OUTBOX_KEPT` (half past the relay's one-hour prune), and the applied webhooks. Settlements
 are spread evenly over `HISTORY`, the oldest first. Every row goes through the parent
-tables by plain INSERT, so a table partitioned by month takes it as well as a plain one.
-Then VACUUM ANALYZE, as a database that old would have been.
+tables by plain INSERT, so a table partitioned by month takes it as well as a plain one, and
+through every trigger and foreign key. Then VACUUM ANALYZE, as a database that old would have
+been.
 """
 
 from __future__ import annotations
