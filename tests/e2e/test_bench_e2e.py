@@ -65,3 +65,30 @@ def test_e2e_reports_every_figure_and_every_offered_settlement_is_paid(
     assert writes["database inserted"] >= writes["settlements inserted"]
     for service in ("ledger", "relay-1", "relay-2", "inbox", "railsim", "reconciler"):
         assert (graphs / f"{RATE}-{service}.svg").stat().st_size > 0
+
+
+def test_e2e_with_prefill_reports_each_fill_and_their_ratios(
+    infra: Servers, tmp_path: Path
+) -> None:
+    out = tmp_path / "e2e.json"
+    env = {**os.environ, "SETTLE_DATABASE_URL": infra.database_url,
+           "SETTLE_KAFKA_BOOTSTRAP": infra.kafka_bootstrap}  # fmt: skip
+    args = ["--rates", str(RATE), "--seconds", str(SECONDS), "--prefill", "0,2000",
+            "--json", str(out), "--no-markdown"]  # fmt: skip
+    result = subprocess.run(
+        [SETTLE, "bench", "--scenario", "e2e", *args],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "prefill: 2,000 of 2,000 settlements" in result.stderr
+    report = json.loads(out.read_text())
+    assert report["parameters"]["prefill"] == "0/2000"
+    figures = {f["name"]: f["value"] for f in report["figures"]}
+    for fill in (0, 2000):
+        # The history is another tenant's: each fill's run counts its own settlements alone.
+        assert figures[f"prefill {fill}: {RATE}/s paid"] == RATE * SECONDS
+        assert figures[f"prefill {fill}: {RATE}/s accepted->paid p99"] > 0
+    assert figures["prefill 2000: fill time"] > 0 and figures["prefill 2000: database size"] > 0
+    assert "prefill 0: fill time" not in figures  # nothing filled, nothing to time
+    for what in ("accepted rate", "accepted->paid p99"):
+        assert figures[f"{RATE}/s {what}, prefill 2000 vs 0"] > 0  # percent

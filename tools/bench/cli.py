@@ -19,6 +19,8 @@ from tools.bench.report import (
 )
 from tools.bench.runner import BenchError, BenchOptions, scenarios
 
+PREFILLED = ("e2e", "ingest")  # the scenarios that take --prefill
+
 
 @click.command()
 @click.option("--scenario", "name", required=True, help="Which benchmark: baseline, ...")
@@ -56,10 +58,17 @@ from tools.bench.runner import BenchError, BenchOptions, scenarios
     type=click.Path(file_okay=False, path_type=Path),
     help="e2e only: py-spy flame graphs of each service per rate, as DIR/<rate>-<service>.svg.",
 )
+@click.option(
+    "--prefill",
+    default="",
+    help="e2e and ingest only: comma-separated settlements of history to pre-fill the "
+    "database with, one run each, e.g. 0,10000000 (empty, then ten million) with ratios.",
+)
 @click.option("--no-markdown", is_flag=True, help=f"Do not update {BENCHMARKS_MD.name}.")
 def bench(
     name: str, json_path: Path | None, seconds: int, clients: int, count: int,
-    settlements: str, rates: str, repeat: int, profile_dir: Path | None, no_markdown: bool,
+    settlements: str, rates: str, repeat: int, profile_dir: Path | None, prefill: str,
+    no_markdown: bool,
 ) -> None:  # fmt: skip
     """Run a benchmark scenario, print its figures and record them in docs/benchmarks.md."""
     available = scenarios()
@@ -81,8 +90,13 @@ def bench(
         raise click.BadParameter("e.g. 100,250,500", param_hint="--rates") from None
     if any(rate < 1 for rate in offered):
         raise click.BadParameter("every rate must be at least 1", param_hint="--rates")
+    fills = parse_fills(prefill)
+    if fills and name not in PREFILLED:
+        raise click.BadParameter(
+            f"only the {' and '.join(PREFILLED)} scenarios are pre-filled", param_hint="--prefill"
+        )
     options = BenchOptions(seconds=seconds, clients=clients, count=count, settlements=sizes,
-                           rates=offered, profile=profile_dir)  # fmt: skip
+                           rates=offered, profile=profile_dir, prefill=fills)  # fmt: skip
     try:
         if profile_dir is not None:
             _prepare_profile(name, profile_dir)
@@ -97,6 +111,21 @@ def bench(
         update_markdown(result)
         save_result(result)
         click.echo(f"updated {BENCHMARKS_MD}")
+
+
+def parse_fills(text: str) -> tuple[int, ...]:
+    """The `--prefill` sizes in the order given: distinct whole numbers of settlements, 0 or
+    more each (`1_000_000` is read as written, for long ones); none for an empty text."""
+    if not text.strip():
+        return ()
+    hint = "e.g. 0,10000000: distinct whole numbers of settlements, 0 for an empty database"
+    try:
+        fills = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise click.BadParameter(hint, param_hint="--prefill") from None
+    if any(fill < 0 for fill in fills) or len(set(fills)) != len(fills):
+        raise click.BadParameter(hint, param_hint="--prefill")
+    return fills
 
 
 def _prepare_profile(scenario: str, directory: Path) -> None:

@@ -24,7 +24,7 @@ from services.shared.config import Settings, libpq_dsn
 from services.shared.topics import COMMANDS, ensure_topics
 from tools.bench import e2e_pgstats as pgstats
 from tools.bench import e2e_probe as probe
-from tools.bench import profile
+from tools.bench import fills, profile
 from tools.bench.database import bench_database
 from tools.bench.e2e_figures import (
     ProcessGroup,
@@ -39,6 +39,7 @@ from tools.bench.e2e_figures import (
     writes_figures,
 )
 from tools.bench.e2e_load import Arrivals, Offered, offer
+from tools.bench.prefill import Filled
 from tools.bench.report import BenchResult, Figure
 from tools.bench.runner import BenchError, BenchOptions
 from tools.infra import kafka, postgres
@@ -54,6 +55,8 @@ STACK = ("ledger", "relay", "inbox", "reconciler", "postgres", "kafka")  # the p
 # and the other databases' backends are the rest).
 APART = ("postgres sessions", "railsim", "load client")
 SETTLE_GRACE_S = 120.0  # beyond the offered window, how long the last settlement may take
+# Compared between pre-filled sizes, per rate: what a user gets, throughput and tail latency.
+COMPARED = ("accepted rate", "accepted->paid p99")
 
 
 def _process_groups(supervisor: Supervisor) -> dict[str, ProcessGroup]:
@@ -205,13 +208,30 @@ async def _measure(
     return figures, breakdown
 
 
-def run_e2e(settings: Settings, options: BenchOptions) -> BenchResult:
-    """Measure the whole pipeline at each of `options.rates` for `options.seconds` each."""
+def _run_once(
+    settings: Settings, options: BenchOptions, fill: int
+) -> tuple[list[Figure], list[Figure], Filled | None]:
+    """One stack on a fresh bench database (pre-filled with `fill` settlements of history, if
+    any), with topics and a tenant of its own, measured at every rate."""
     url = bench_database(settings.database_url)
+    filled = asyncio.run(fills.fill_database(url, fill)) if fill else None
     prefix, tenant = f"bench-{uuid.uuid4().hex[:8]}.", f"bench{uuid.uuid4().hex[:8]}"
     asyncio.run(ensure_topics(settings.kafka_bootstrap, prefix))
     bench_settings = settings.model_copy(update={"topic_prefix": prefix})
     figures, breakdown = asyncio.run(_measure(bench_settings, options, url, tenant))
+    return figures, breakdown, filled
+
+
+def run_e2e(settings: Settings, options: BenchOptions) -> BenchResult:
+    """Measure the whole pipeline at each of `options.rates` for `options.seconds` each; with
+    `options.prefill`, once per fill, each on a database pre-filled with that much history."""
+    if not options.prefill:
+        figures, breakdown, _ = _run_once(settings, options, 0)
+    else:
+        compared = [f"{rate}/s {what}" for rate in options.rates for what in COMPARED]
+        figures, breakdown = fills.over_fills(
+            options.prefill, lambda fill: _run_once(settings, options, fill), compared
+        )
     return BenchResult(
         scenario="e2e",
         parameters={
@@ -219,6 +239,7 @@ def run_e2e(settings: Settings, options: BenchOptions) -> BenchResult:
             "seconds": options.seconds,
             "fault_profile": "none",
             "split": "half kafka, half http",
+            **({"prefill": "/".join(map(str, options.prefill))} if options.prefill else {}),
             **({"profiled": f"py-spy {profile.SAMPLES_PER_S} Hz"} if options.profile else {}),
         },
         figures=figures,

@@ -20,14 +20,18 @@ from services.shared import avro
 from services.shared.config import Settings, libpq_dsn
 from services.shared.kafka import idempotent_producer
 from services.shared.topics import COMMANDS, ensure_topics
+from tools.bench import fills
 from tools.bench.database import bench_database
 from tools.bench.http_load import post_load
+from tools.bench.prefill import Filled
 from tools.bench.report import BenchResult, Figure, read_result
 from tools.bench.runner import BenchError, BenchOptions
 from tools.bench.services import running
 from tools.infra.paths import run_paths
 
 TOKEN = "bench-ingest-token"
+# Compared between pre-filled sizes: what a user gets, throughput and tail latency.
+COMPARED = ("kafka accept", "http accept", "http latency p99")
 
 
 def _command(tenant: str, n: int) -> bytes:
@@ -91,9 +95,13 @@ async def _over_http(url: str, tenant_token: str, count: int, clients: int) -> d
     return {"accept": count / result.elapsed, "p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000}
 
 
-def run_ingest(settings: Settings, options: BenchOptions) -> BenchResult:
-    """Measure settlements/s through Kafka (count commands) and over HTTP (concurrent clients)."""
+def _ingest_once(
+    settings: Settings, options: BenchOptions, fill: int
+) -> tuple[list[Figure], list[Figure], Filled | None]:
+    """One ledger on a fresh bench database (pre-filled with `fill` settlements of history, if
+    any), measured through Kafka and over HTTP."""
     url = bench_database(settings.database_url)
+    filled = asyncio.run(fills.fill_database(url, fill)) if fill else None
     dsn = libpq_dsn(url)
     prefix, tenant = f"bench-{uuid.uuid4().hex[:8]}.", f"bench{uuid.uuid4().hex[:8]}"
     asyncio.run(ensure_topics(settings.kafka_bootstrap, prefix))
@@ -104,8 +112,7 @@ def run_ingest(settings: Settings, options: BenchOptions) -> BenchResult:
     bench_settings = settings.model_copy(update={"topic_prefix": prefix})
     with running(["ledger"], env, log) as ledger:
         kafka = asyncio.run(_through_kafka(bench_settings, dsn, tenant, options.count))
-        http_count = max(options.count // 4, options.clients)
-        http = asyncio.run(_over_http(ledger.url, TOKEN, http_count, options.clients))
+        http = asyncio.run(_over_http(ledger.url, TOKEN, _http_count(options), options.clients))
     figures = [
         Figure("kafka accept", kafka["accept"], "settlements/s"),
         Figure("kafka publish", kafka["publish"], "commands/s"),
@@ -118,13 +125,30 @@ def run_ingest(settings: Settings, options: BenchOptions) -> BenchResult:
         if base.unit == "settlements/s" and base.value > 0:
             figures.append(Figure(f"kafka accept / baseline {base.name}",
                                   kafka["accept"] / base.value, "x"))  # fmt: skip
+    return figures, [], filled
+
+
+def _http_count(options: BenchOptions) -> int:
+    return max(options.count // 4, options.clients)
+
+
+def run_ingest(settings: Settings, options: BenchOptions) -> BenchResult:
+    """Measure settlements/s through Kafka (count commands) and over HTTP (concurrent clients);
+    with `options.prefill`, once per size, each on a database pre-filled with that history."""
+    if options.prefill:
+        figures, _ = fills.over_fills(
+            options.prefill, lambda fill: _ingest_once(settings, options, fill), COMPARED
+        )
+    else:
+        figures = _ingest_once(settings, options, 0)[0]
     return BenchResult(
         scenario="ingest",
         parameters={
             "kafka_commands": options.count,
-            "http_requests": http_count,
+            "http_requests": _http_count(options),
             "http_clients": options.clients,
             "ledger_processes": 1,
+            **({"prefill": "/".join(map(str, options.prefill))} if options.prefill else {}),
         },
         figures=figures,
     )

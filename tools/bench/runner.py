@@ -25,6 +25,9 @@ class BenchOptions:
     settlements: tuple[int, ...] = (100_000, 1_000_000)  # the reconcile scenario's sizes
     rates: tuple[int, ...] = (100, 250, 500)  # the e2e scenario's offered settlements/s
     profile: Path | None = None  # the e2e scenario's py-spy flame graphs go here, if set
+    # The e2e and ingest scenarios run once per entry, on a database pre-filled with that many
+    # settlements of history (0: empty); none: once, empty, figures named as always.
+    prefill: tuple[int, ...] = ()
 
 
 Scenario = Callable[[Settings, BenchOptions], BenchResult]
