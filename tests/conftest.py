@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from services.shared.history_months import HISTORY_TABLES
+from services.shared.history_months import open_months_since
 from services.shared.migrate import upgrade
 from tests.harness import Servers, servers
 
@@ -29,12 +29,6 @@ ALLOW_SKIPS = "SETTLE_ALLOW_SKIPS"
 # the migration makes the history's monthly partitions only around today: a test database
 # gets these months too, so a fixed clock finds its month whenever the suite runs.
 FIXED_CLOCKS_FROM = datetime(2026, 1, 1)
-OPEN_MONTHS = """
-SELECT settle_month_partition(t, m)
-  FROM unnest($1::text[]) AS t,
-       generate_series($2::timestamp, date_trunc('month', now() AT TIME ZONE 'UTC'),
-                       interval '1 month') AS m
-"""
 
 
 def unique(prefix: str = "") -> str:
@@ -79,7 +73,7 @@ async def migrate(url: str) -> None:
     await asyncio.to_thread(upgrade, url)
     conn = await asyncpg.connect(asyncpg_dsn(url))
     try:
-        await conn.execute(OPEN_MONTHS, list(HISTORY_TABLES), FIXED_CLOCKS_FROM)
+        await open_months_since(conn, FIXED_CLOCKS_FROM)
     finally:
         await conn.close()
 

@@ -23,6 +23,12 @@ UPKEEP_EVERY = timedelta(days=1)
 # accounts, journal_entries); bounded, so it never queues the settlement writes behind a long
 # transaction. Not granted in time, it is tried again on the next round.
 LOCK_TIMEOUT = "2s"
+OPEN_MONTHS_SINCE = """
+SELECT count(*) FILTER (WHERE settle_month_partition(t, m))
+  FROM unnest($1::text[]) AS t,
+       generate_series(date_trunc('month', $2::timestamp),
+                       date_trunc('month', now() AT TIME ZONE 'UTC'), interval '1 month') AS m
+"""
 
 
 async def ensure_months(pool: asyncpg.Pool, ahead: int = MONTHS_AHEAD) -> int:
@@ -33,6 +39,12 @@ async def ensure_months(pool: asyncpg.Pool, ahead: int = MONTHS_AHEAD) -> int:
             await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
             created = await conn.fetchval("SELECT settle_ensure_month_partitions($1)", ahead)
     return int(created)
+
+
+async def open_months_since(conn: asyncpg.Connection, since: datetime) -> int:
+    """Create the missing partitions of every month from `since`'s (naive UTC) to this one, for
+    history written back-dated (a bench's pre-filled past, a test's fixed clock); how many."""
+    return int(await conn.fetchval(OPEN_MONTHS_SINCE, list(HISTORY_TABLES), since))
 
 
 class MonthlyUpkeep:

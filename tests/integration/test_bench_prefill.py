@@ -15,7 +15,7 @@ from tests.conftest import assert_books_balance, asyncpg_dsn, scratch_database
 from tests.harness import Servers
 from tools.bench.prefill import KEYS_KEPT, OUTBOX_KEPT, Filled, prefill
 from tools.bench.prefill_history import MIX_PER_100, history_steps
-from tools.check.database import read_database
+from tools.check.database import read_ledger_wide, read_page, snapshot
 from tools.check.invariants import books_balance, nothing_lost, webhooks_once
 
 pytestmark = pytest.mark.integration
@@ -68,8 +68,9 @@ async def test_every_table_holds_the_history_and_the_books_balance(
     assert await pool.fetchval("SELECT count(*) FROM entries_to_balance") == 0
     await assert_books_balance(pool)
     # What `settle check` reads from the database holds on the history as on a live run's.
-    async with pool.acquire() as conn:
-        facts = await read_database(conn, outbox_bound_s=60, inbox_bound_s=60)
+    async with pool.acquire() as conn, snapshot(conn):
+        ledger_wide = await read_ledger_wide(conn, outbox_bound_s=60, inbox_bound_s=60)
+        _, facts = await read_page(conn, ledger_wide, None, page_size=COUNT + 1)  # one page
     assert len(facts.settlements) == COUNT
     for check in (books_balance, nothing_lost, webhooks_once):
         verdict = check(facts)

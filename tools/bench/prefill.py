@@ -29,6 +29,7 @@ from services.ledger.booking import DEFAULT_RAIL
 from services.ledger.sql import OPEN_ACCOUNTS
 from services.shared.balance_shards import BALANCE_SHARDS
 from services.shared.domain.postings import AccountKind, account_id
+from services.shared.history_months import open_months_since
 from services.shared.topics import EVENTS
 from tools.bench.prefill_history import MIX_PER_100, REFUSED, history_steps
 
@@ -116,13 +117,13 @@ BOOKS = f"""{_HISTORY}, entries AS (
     SELECT {ENTRY_ID}, $1, id, entry_kind, at
       FROM s WHERE entry_kind IS NOT NULL ORDER BY n, sequence
 ), legs AS (
-    SELECT {ENTRY_ID} AS entry_id, l.account_id, l.amount
+    SELECT {ENTRY_ID} AS entry_id, l.account_id, l.amount, s.at
       FROM s CROSS JOIN LATERAL (VALUES (s.credit, -s.amount), (s.debit, s.amount))
                                 AS l(account_id, amount)
      WHERE s.entry_kind IS NOT NULL
 ), posted AS (
-    INSERT INTO postings (entry_id, account_id, amount, currency)
-    SELECT entry_id, account_id, amount, $3 FROM legs
+    INSERT INTO postings (entry_id, account_id, amount, currency, occurred_at)
+    SELECT entry_id, account_id, amount, $3, at FROM legs
 )
 UPDATE account_balances AS b SET balance = b.balance + d.delta
   FROM (SELECT account_id, sum(amount) AS delta FROM legs GROUP BY account_id) AS d
@@ -230,6 +231,8 @@ async def prefill(
     for conn in conns:
         await _prepare(conn, tenant)
     end = datetime.now(UTC) - timedelta(minutes=1)
+    # The history's monthly partitions exist from about now on; the past needs its months.
+    await open_months_since(conns[0], (end - history).replace(tzinfo=None))
     # One iterator for every connection: each takes the next batch when it is free. Batches
     # taken at once have consecutive numbers, so their balance shards differ: none waits.
     batches = enumerate(range(0, count, batch))
