@@ -41,15 +41,19 @@ _COLUMNS = ("run_id", "seq", "listed", "object_id", "kind", "amount", "amount_re
 _OBJECT = """st.object_id, st.kind, st.amount, st.amount_reversed, st.currency, st.destination,
        st.status, st.created, st.settlement_id"""
 # $1 run, [$2, $3) the window. sent_at as ledger_source reads it.
+# Settlements changed since $2: each change writes a transition stamped as `updated_at`, and
+# their BRIN index (0011) reads the window's rows, not the whole settlements table.
 _WINDOW = """
 w AS (SELECT s.id, s.tenant, s.amount, s.currency, s.destination, s.status, s.rail_reference,
              s.amount_reversed
-        FROM settlements AS s WHERE s.updated_at >= $2 AND s.created_at < $3)"""
+        FROM settlements AS s
+       WHERE s.id IN (SELECT c.settlement_id FROM settlement_transitions AS c
+                       WHERE c.occurred_at >= $2)
+         AND s.updated_at >= $2 AND s.created_at < $3)"""
 OWNED = f"""
 WITH {_WINDOW},
 sent AS (SELECT t.settlement_id, min(t.occurred_at) AS sent_at FROM settlement_transitions AS t
-          WHERE t.to_status <> 'accepted' AND t.settlement_id IN (
-                SELECT s.id FROM settlements AS s WHERE s.updated_at >= $2 AND s.created_at < $3)
+          WHERE t.to_status <> 'accepted' AND t.settlement_id IN (SELECT w.id FROM w)
           GROUP BY t.settlement_id),
 own AS (SELECT w.id AS owner, st.seq, {_OBJECT}
           FROM w JOIN {TABLE} AS st ON st.run_id = $1 AND st.object_id = w.rail_reference
