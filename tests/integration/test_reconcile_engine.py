@@ -123,7 +123,7 @@ async def test_a_second_run_over_the_same_window_adds_no_break(world: World) -> 
     second_status, second = await settle_reconcile(world, "--day", today)
     assert (first_status, second_status) == (1, 1)
     assert first["window"] == second["window"] and first["run_id"] != second["run_id"]
-    assert first["breaks"] == second["breaks"]
+    assert first["breaks"] == second["breaks"], json.dumps([first, second], indent=1)
     assert [(b["type"], b["settlement_id"]) for b in second["breaks"]] == [
         ("duplicate_at_rail", world.paid)
     ]
