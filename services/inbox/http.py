@@ -12,7 +12,6 @@ from typing import Annotated
 import asyncpg
 import orjson
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
-from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.inbox.decision import InboxStatus
@@ -28,14 +27,15 @@ from services.shared.edge import (
     JSON,
     BearerAuth,
     BodyTooLarge,
+    JsonAnswer,
+    answer_json,
     asgi_body_chunks,
-    error_body,
-    error_headers,
+    first_headers,
     install_error_handlers,
     read_capped,
     tenant_dependency,
 )
-from services.shared.errors import ApiError, StoreUnavailable
+from services.shared.errors import StoreUnavailable
 from services.shared.metrics import mount_metrics
 from services.shared.store_errors import UNREACHABLE
 
@@ -47,6 +47,8 @@ take `Authorization: Bearer <operator token>` (SETTLE_OPERATOR_TOKENS)."""
 STORE_FAILURES = (*UNREACHABLE, asyncpg.PostgresError)
 READY_TIMEOUT_S = 2.0
 WEBHOOK_PATH = "/v1/webhooks/stripe"
+_LENGTH, _SIGNATURE = b"content-length", b"stripe-signature"
+_WEBHOOK_HEADERS = frozenset({_LENGTH, _SIGNATURE})
 
 
 def _dumps(value: object) -> bytes:
@@ -144,26 +146,13 @@ class WebhookFastPath:
         if scope["type"] != "http" or scope["path"] != WEBHOOK_PATH or scope["method"] != "POST":
             await self._app(scope, receive, send)
             return
-        declared, signature = None, None
-        for name, value in scope["headers"]:
-            name = name.lower()
-            if name == b"content-length":
-                declared = value
-            elif name == b"stripe-signature":
-                signature = value.decode("latin-1")
-        headers = {"content-type": JSON}
-        try:
-            body = await self._webhooks.read(asgi_body_chunks(receive), declared)
-            status, payload = 200, await self._webhooks.receive(body, signature)
-        except ClientDisconnect:
-            return  # the client went away before its body came; the rail redelivers
-        except ApiError as e:
-            status, payload = e.status, error_body(e.code, e.message, e.field)
-            headers.update(error_headers(e))
-        headers["content-length"] = str(len(payload))
-        raw = [(name.lower().encode(), value.encode()) for name, value in headers.items()]
-        await send({"type": "http.response.start", "status": status, "headers": raw})
-        await send({"type": "http.response.body", "body": payload})
+        # A client gone before its body came gets nothing: the rail redelivers.
+        await answer_json(send, self._answer(scope, receive))
+
+    async def _answer(self, scope: Scope, receive: Receive) -> JsonAnswer:
+        headers = first_headers(scope, _WEBHOOK_HEADERS)
+        body = await self._webhooks.read(asgi_body_chunks(receive), headers.get(_LENGTH))
+        return 200, await self._webhooks.receive(body, headers.get(_SIGNATURE)), {}
 
 
 def _webhook_routes(webhooks: Webhooks) -> APIRouter:

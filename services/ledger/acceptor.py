@@ -10,7 +10,6 @@ replay, a different one waits for the next batch, where the stored record answer
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 import asyncpg
@@ -68,7 +67,7 @@ class Ledger:
         the first failure is raised once every request has its answer."""
         # One queue for both ingress paths: Kafka commands and HTTP requests arriving
         # together share commits, and a large poll books as several batches at once.
-        answers = await asyncio.gather(*map(self.accept, requests), return_exceptions=True)
+        answers = await self._requests.submit_many(requests)
         results: list[AcceptResult] = []
         for answer in answers:
             if isinstance(answer, BaseException):

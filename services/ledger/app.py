@@ -49,8 +49,11 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
         ledger, SettlementReads(pool), settings, Readiness(pool, settings.kafka_bootstrap),
         metrics=metrics,
     )  # fmt: skip
+    # No client address is read, so no proxy-header rewriting on every request.
     server = uvicorn.Server(
-        uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.Config(
+            app, host=host, port=port, log_level="warning", access_log=False, proxy_headers=False
+        )
     )
     cleanup = KeyCleanup(pool, retention_of(settings), deleted_keys_counter(metrics.registry))
     loops = [

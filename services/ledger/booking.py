@@ -29,7 +29,7 @@ from services.shared.domain.postings import AccountKind, Posting, accept_posting
 from services.shared.domain.rail_key import rail_idempotency_key
 from services.shared.domain.settlement import SettlementStatus, event_type
 from services.shared.edge import error_body
-from services.shared.ids import uuid7
+from services.shared.ids import uuid7_text
 from services.shared.topics import EVENTS
 from services.shared.transition_rows import settlement_event
 
@@ -190,7 +190,7 @@ class _Minted:
 
 def _mint(r: SettlementRequest, now: datetime) -> _Minted:
     """Everything booking `r` would create, minted once, whether or not it is booked."""
-    sid = str(uuid7())
+    sid = uuid7_text()
     rail = r.rail or DEFAULT_RAIL
     key = rail_idempotency_key(r.tenant, sid, r.destination, r.amount, r.currency)
     body = settlement_body(
@@ -198,14 +198,14 @@ def _mint(r: SettlementRequest, now: datetime) -> _Minted:
         amount=r.amount, currency=r.currency, rail=rail, metadata=r.metadata,
         status="accepted", rail_idempotency_key=key, created_at=now,
     )  # fmt: skip
-    event_id = str(uuid7())
+    event_id = uuid7_text()
     event = settlement_event(
         event_id, sid, r.tenant, r.reference, r.amount, r.currency, sequence=1,
         event_type=event_type(SettlementStatus.ACCEPTED), status=SettlementStatus.ACCEPTED,
         rail_reference=None, reason=None, occurred_at=now,
     )  # fmt: skip
     postings, _ = accept_postings(r.amount, r.currency, r.tenant)
-    return _Minted(sid, key, body, str(uuid7()), event_id, event, postings)
+    return _Minted(sid, key, body, uuid7_text(), event_id, event, postings)
 
 
 def _body(result: AcceptResult | None) -> bytes:

@@ -15,6 +15,7 @@ REQUEST_OUTCOMES = (
     "in_use",
     "expired",
     "duplicate_reference",
+    "unbookable",
     "invalid",
     "unauthorized",
     "unavailable",
@@ -35,10 +36,12 @@ class LedgerMetrics:
     kafka_dedupe_hits: Counter  # settle_ledger_kafka_dedupe_hits_total: redelivered commands
     dlq: Counter  # settle_ledger_dlq_total{reason}: commands sent to the dead-letter topic
     batch_size: Histogram  # settle_ledger_batch_size: settlements booked per transaction
+    # Each outcome's series of `requests`, looked up once: `labels()` costs more than counting.
+    by_outcome: dict[str, Counter]
 
     def count_request(self, outcome: str) -> None:
         """Count one settlement request under `outcome` (one of REQUEST_OUTCOMES)."""
-        self.requests.labels(outcome=outcome).inc()
+        self.by_outcome[outcome].inc()
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> LedgerMetrics:
@@ -50,11 +53,10 @@ def create_metrics(registry: CollectorRegistry | None = None) -> LedgerMetrics:
         ["outcome"],
         registry=registry,
     )
-    for outcome in REQUEST_OUTCOMES:
-        requests.labels(outcome=outcome)
     return LedgerMetrics(
         registry=registry,
         requests=requests,
+        by_outcome={outcome: requests.labels(outcome=outcome) for outcome in REQUEST_OUTCOMES},
         accept_seconds=Histogram(
             "settle_ledger_accept_seconds",
             "Time to book, replay or refuse one settlement request.",

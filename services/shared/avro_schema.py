@@ -88,8 +88,7 @@ def conforms(schema: Any) -> Predicate:
 
     def plain(s: Any) -> Predicate:
         if isinstance(s, list):
-            branches = [build(b) for b in s]
-            return lambda d: any(fits(d) for fits in branches)
+            return _union(s, build)
         kind = s["type"] if isinstance(s, dict) else s
         if kind in _LIMITS:
             limit = _LIMITS[kind]
@@ -114,14 +113,29 @@ def conforms(schema: Any) -> Predicate:
         fields = [(f["name"], build(f["type"]), "default" in f) for f in s["fields"]]
 
         def record(d: Any) -> bool:
-            return isinstance(d, dict) and all(
-                fits(d[n]) if n in d else default for n, fits, default in fields
-            )
+            if not isinstance(d, dict):
+                return False
+            # A loop, not all() over a generator: records are checked on every message sent.
+            for n, fits, default in fields:  # noqa: SIM110
+                if not (fits(d[n]) if n in d else default):
+                    return False
+            return True
 
         built[s["name"]] = record
         return record
 
     return build(parse_schema(schema, named))
+
+
+def _union(branches: list[Any], build: Callable[[Any], Predicate]) -> Predicate:
+    # A union of plain types (["null", "string"], the common optional field) is one lookup
+    # of the datum's exact type.
+    kinds = [b if isinstance(b, str) else None for b in branches]
+    if all(k in _PYTHON for k in kinds):
+        classes = frozenset(_PYTHON[k] for k in kinds if k is not None)
+        return lambda d: type(d) in classes
+    checks = [build(b) for b in branches]
+    return lambda d: any(fits(d) for fits in checks)
 
 
 def _logical_value(datum: Any) -> bool:

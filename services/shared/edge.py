@@ -17,7 +17,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Mapping,
+)
 from typing import Annotated
 
 from fastapi import FastAPI, Request, Response, Security
@@ -25,11 +32,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
-from starlette.types import Receive
+from starlette.types import Receive, Scope, Send
 
 from services.shared.errors import ApiError
 
 JSON = "application/json"
+INTERNAL_ERROR = "the ledger failed to answer; try again"
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
@@ -117,7 +125,7 @@ async def _http_error(_: Request, error: Exception) -> Response:
 async def _unexpected(_: Request, error: Exception) -> Response:
     # Starlette re-raises after this handler, so the failure is still logged; the caller
     # gets the API's error shape instead of a bare text 500.
-    return error_response(500, "internal_error", "the ledger failed to answer; try again")
+    return error_response(500, "internal_error", INTERNAL_ERROR)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -216,3 +224,47 @@ async def asgi_body_chunks(receive: Receive) -> AsyncIterator[bytes]:
         yield message.get("body", b"")
         if not message.get("more_body", False):
             return
+
+
+# --- plain ASGI, for the hot routes served in front of FastAPI -----------------------------
+
+# What a fast path's handler gives: status, JSON body, and the headers beyond the JSON ones.
+JsonAnswer = tuple[int, bytes, Mapping[str, str]]
+
+
+def first_headers(scope: Scope, names: Collection[bytes]) -> dict[bytes, str]:
+    """The first value of each header in `names` (lower case, as ASGI sends names) that the
+    request carries, Latin-1 decoded: what Starlette's `request.headers.get` gives."""
+    found: dict[bytes, str] = {}
+    for name, value in scope["headers"]:
+        if name in names and name not in found:
+            found[name] = value.decode("latin-1")
+    return found
+
+
+async def send_json(
+    send: Send, status: int, body: bytes, headers: Mapping[str, str] | None = None
+) -> None:
+    """Send a whole JSON response with the headers, in the order, that Starlette's
+    `Response(body, status, headers, media_type=JSON)` sends."""
+    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    raw.append((b"content-length", str(len(body)).encode("latin-1")))
+    raw.append((b"content-type", b"application/json"))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def answer_json(send: Send, answer: Awaitable[JsonAnswer]) -> None:
+    """Send what `answer` gives, or the response `install_error_handlers` gives for what it
+    raised: an ApiError in the error shape, any other failure as 500 (then re-raised so it
+    is logged). A client gone before its body came gets nothing."""
+    try:
+        status, body, headers = await answer
+    except ClientDisconnect:
+        return
+    except ApiError as e:
+        status, body, headers = e.status, error_body(e.code, e.message, e.field), error_headers(e)
+    except Exception:
+        await send_json(send, 500, error_body("internal_error", INTERNAL_ERROR))
+        raise
+    await send_json(send, status, body, headers)

@@ -53,16 +53,25 @@ class GroupCommit(Generic[Item, Result]):
 
     async def submit(self, item: Item) -> Result:
         """`item`'s answer once its batch has run; raises the exception the batch gave it."""
+        return await self._queue([item])[0]
+
+    async def submit_many(self, items: Sequence[Item]) -> list[Result | BaseException]:
+        """Each item's answer (or the exception its batch gave it), in order, as if each had
+        been `submit`ted by a caller of its own; one wait, not a task per item."""
+        return await asyncio.gather(*self._queue(items), return_exceptions=True)
+
+    def _queue(self, items: Sequence[Item]) -> list[asyncio.Future[Result]]:
         if self._stopped:
             raise self._stopping()
-        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        self._waiting.append((item, future))
-        if self._running < self._workers:
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Result]] = [loop.create_future() for _ in items]
+        self._waiting.extend(zip(items, futures, strict=True))
+        for _ in range(min(len(items), self._workers - self._running)):
             self._running += 1
             task = asyncio.create_task(self._work())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        return await future
+        return futures
 
     async def stop(self) -> None:
         """Stop the workers; every caller still waiting, in a running batch or queued, gets

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from tools.bench.e2e_figures import ProcessGroup, group_cpu
 from tools.bench.e2e_probe import sample_groups
+from tools.bench.ingest import CpuMeter
 
 BURN_S = 0.4  # CPU seconds the child spends before it says so and waits to be read
 BURN = f"""
@@ -40,3 +41,17 @@ def test_a_child_service_is_counted_in_its_own_group_not_in_the_load_client() ->
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_ingest_meter_reads_each_phase_of_a_process_apart() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        meter = CpuMeter(child.pid)
+        assert child.stdout is not None and child.stdout.readline() == "burnt\n"
+        burnt, idle = meter.lap(), meter.lap()
+    finally:
+        child.communicate("")
+    assert BURN_S * 0.9 <= burnt <= BURN_S + 0.5
+    assert idle < 0.05

@@ -141,3 +141,21 @@ async def test_with_linger_a_full_batch_goes_at_once() -> None:
     calls = [asyncio.create_task(commits.submit(n)) for n in range(3)]
     assert await asyncio.wait_for(asyncio.gather(*calls), 2) == [0, 10, 20]
     assert books.batches == [[0, 1, 2]]
+
+
+async def test_many_items_of_one_caller_share_batches_and_each_gets_its_own_answer() -> None:
+    books = Books()
+    commits = group(books, workers=2, max_batch=3)
+    answers = await commits.submit_many([1, -2, 3, 4, 5, 6, 7])
+    assert [a if isinstance(a, int) else str(a) for a in answers] == [
+        10, "-2 refused", 30, 40, 50, 60, 70,
+    ]  # fmt: skip
+    assert sorted(n for batch in books.batches for n in batch) == [-2, 1, 3, 4, 5, 6, 7]
+    assert max(map(len, books.batches)) == 3
+
+
+async def test_many_items_submitted_after_stop_are_refused_at_once() -> None:
+    commits = group(Books())
+    await commits.stop()
+    with pytest.raises(Stopped):
+        await commits.submit_many([1, 2])

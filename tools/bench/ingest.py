@@ -15,6 +15,7 @@ import time
 import uuid
 
 import asyncpg
+import psutil
 
 from services.shared import avro
 from services.shared.config import Settings, libpq_dsn
@@ -95,6 +96,24 @@ async def _over_http(url: str, tenant_token: str, count: int, clients: int) -> d
     return {"accept": count / result.elapsed, "p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000}
 
 
+class CpuMeter:
+    """CPU seconds (user + system) one process spent since the last lap."""
+
+    def __init__(self, pid: int) -> None:
+        self._process = psutil.Process(pid)
+        self._last = self._seconds()
+
+    def _seconds(self) -> float:
+        times = self._process.cpu_times()
+        return float(times.user + times.system)
+
+    def lap(self) -> float:
+        """Seconds of CPU since the meter was made or last lapped."""
+        now = self._seconds()
+        spent, self._last = now - self._last, now
+        return spent
+
+
 def _ingest_once(
     settings: Settings, options: BenchOptions, fill: int
 ) -> tuple[list[Figure], list[Figure], Filled | None]:
@@ -111,14 +130,19 @@ def _ingest_once(
     log = run_paths().run / "bench" / "ledger-ingest.log"
     bench_settings = settings.model_copy(update={"topic_prefix": prefix})
     with running(["ledger"], env, log) as ledger:
+        cpu = CpuMeter(ledger.process.pid)
         kafka = asyncio.run(_through_kafka(bench_settings, dsn, tenant, options.count))
+        kafka_cpu_ms = cpu.lap() * 1000 / options.count
         http = asyncio.run(_over_http(ledger.url, TOKEN, _http_count(options), options.clients))
+        http_cpu_ms = cpu.lap() * 1000 / _http_count(options)
     figures = [
         Figure("kafka accept", kafka["accept"], "settlements/s"),
         Figure("kafka publish", kafka["publish"], "commands/s"),
         Figure("http accept", http["accept"], "settlements/s"),
         Figure("http latency p50", http["p50_ms"], "ms"),
         Figure("http latency p99", http["p99_ms"], "ms"),
+        Figure("ledger CPU per settlement, kafka", kafka_cpu_ms, "ms"),
+        Figure("ledger CPU per settlement, http", http_cpu_ms, "ms"),
     ]
     baseline = read_result("baseline")
     for base in baseline.figures if baseline else []:

@@ -1,12 +1,13 @@
-"""Builds the ledger's FastAPI app from the ports app.py hands in; nothing connects here."""
+"""Builds the ledger's HTTP app from the ports app.py hands in; nothing connects here."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
 
 from services.ledger.http.accounts import account_routes
+from services.ledger.http.fast_path import SettlementFastPath
 from services.ledger.http.ops import ops_routes
-from services.ledger.http.settlements import settlement_routes
+from services.ledger.http.settlements import CreateSettlement, settlement_routes
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.ports import Acceptor
 from services.ledger.readiness import ReadinessProbe
@@ -28,14 +29,16 @@ def create_app(
     readiness: ReadinessProbe,
     *,
     metrics: LedgerMetrics | None = None,
-) -> FastAPI:
-    """The ledger's HTTP API over the given ports; `metrics` defaults to a fresh registry."""
+) -> SettlementFastPath:
+    """The ledger's HTTP API over the given ports (an ASGI app: POST /v1/settlements served in
+    front of the FastAPI app, `.api`); `metrics` defaults to a fresh registry."""
     metrics = metrics if metrics is not None else create_metrics()
     auth = BearerAuth(settings.tenant_by_token)
     app = FastAPI(title="settle ledger", version="1", description=DESCRIPTION)
     install_error_handlers(app)
-    app.include_router(settlement_routes(acceptor, reads, auth, metrics))
+    create = CreateSettlement(acceptor, auth, metrics)
+    app.include_router(settlement_routes(create, reads, auth))
     app.include_router(account_routes(reads, auth))
     app.include_router(ops_routes(readiness))
     mount_metrics(app, metrics.registry)
-    return app
+    return SettlementFastPath(app, create)

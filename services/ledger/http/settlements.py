@@ -3,6 +3,7 @@
 # No `from __future__ import annotations`: FastAPI must see the route-local `Tenant` alias
 # as an object, not as a string it would try to resolve in module globals.
 
+from collections.abc import AsyncIterable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -24,7 +25,7 @@ from services.shared.edge import (
     Unauthorized,
     bearer_scheme,
     error_response,
-    read_capped_body,
+    read_capped,
     tenant_dependency,
 )
 from services.shared.errors import ApiError
@@ -33,14 +34,19 @@ _SETTLEMENT = TypeAdapter(Settlement)
 _PAGE = TypeAdapter(SettlementPage)
 
 
-def accepted_response(result: AcceptResult) -> Response:
-    """The stored response, sent as its exact bytes so a replay is byte-identical."""
+def accepted_headers(result: AcceptResult) -> dict[str, str]:
+    """The headers the stored response goes out with, beyond the JSON ones."""
     headers: dict[str, str] = {}
     if result.outcome is Outcome.REPLAYED:
         headers["Idempotent-Replayed"] = "true"
     if result.retry_after is not None:
         headers["Retry-After"] = str(result.retry_after)
-    return Response(result.body, result.status, headers, media_type=JSON)
+    return headers
+
+
+def accepted_response(result: AcceptResult) -> Response:
+    """The stored response, sent as its exact bytes so a replay is byte-identical."""
+    return Response(result.body, result.status, accepted_headers(result), media_type=JSON)
 
 
 # The POST reads its two headers itself rather than through FastAPI's dependency solver,
@@ -78,19 +84,49 @@ _CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+class CreateSettlement:
+    """What POST /v1/settlements does with a request, whichever layer serves it: authenticate,
+    validate, book, count the outcome."""
+
+    def __init__(self, acceptor: Acceptor, auth: BearerAuth, metrics: LedgerMetrics) -> None:
+        self._acceptor, self._auth, self._metrics = acceptor, auth, metrics
+
+    async def book(
+        self,
+        authorization: str | None,
+        idempotency_key: str | None,
+        body: AsyncIterable[bytes],
+        content_length: str | None,
+    ) -> AcceptResult:
+        """The acceptor's answer to the request; ApiError (counted) when it cannot be booked."""
+        metrics = self._metrics
+        try:
+            tenant = self._auth.tenant_for(bearer_token(authorization))
+            key = validate_idempotency_key(idempotency_key)
+            raw = await read_capped(body, content_length, MAX_BODY_BYTES)
+            settlement = parse_settlement_body(tenant, key, raw)
+            with metrics.accept_seconds.time():
+                result = await self._acceptor.accept(settlement)
+        except ApiError as e:
+            metrics.count_request(_outcome_of(e))
+            raise
+        metrics.count_request(result.outcome.value)
+        return result
+
+
 def settlement_routes(
-    acceptor: Acceptor, reads: SettlementReader, auth: BearerAuth, metrics: LedgerMetrics
+    create: CreateSettlement, reads: SettlementReader, auth: BearerAuth
 ) -> APIRouter:
-    """The /v1/settlements routes over `acceptor` (writes) and `reads`."""
+    """The /v1/settlements routes over `create` (writes) and `reads`."""
     router = APIRouter(prefix="/v1/settlements", tags=["settlements"])
-    _route_create(router, acceptor, auth, metrics)
+    _route_create(router, create)
     _route_reads(router, reads, auth)
     return router
 
 
-def _route_create(
-    router: APIRouter, acceptor: Acceptor, auth: BearerAuth, metrics: LedgerMetrics
-) -> None:
+def _route_create(router: APIRouter, create: CreateSettlement) -> None:
+    # Served by SettlementFastPath in front of the app; declared here for the OpenAPI
+    # document and for any mount without the fast path.
     @router.post(
         "",
         summary="Book a settlement, idempotently",
@@ -100,17 +136,13 @@ def _route_create(
         responses=_CREATE_RESPONSES,
     )
     async def create_settlement(request: Request) -> Response:
-        try:
-            tenant = auth.tenant_for(bearer_token(request.headers.get("authorization")))
-            key = validate_idempotency_key(request.headers.get("idempotency-key"))
-            raw = await read_capped_body(request, MAX_BODY_BYTES)
-            settlement = parse_settlement_body(tenant, key, raw)
-            with metrics.accept_seconds.time():
-                result = await acceptor.accept(settlement)
-        except ApiError as e:
-            metrics.count_request(_outcome_of(e))
-            raise
-        metrics.count_request(result.outcome.value)
+        headers = request.headers
+        result = await create.book(
+            headers.get("authorization"),
+            headers.get("idempotency-key"),
+            request.stream(),
+            headers.get("content-length"),
+        )
         return accepted_response(result)
 
 

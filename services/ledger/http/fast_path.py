@@ -1,0 +1,44 @@
+"""POST /v1/settlements as plain ASGI, in front of the FastAPI app that serves everything else.
+
+FastAPI's middleware, routing, dependency and exception layers cost the ledger more CPU per
+request than validating and booking the settlement. The fast path calls the same
+`CreateSettlement` the documented route calls and answers with the same status, headers and
+bytes (`shared.edge.answer_json` renders failures as the app's error handlers do).
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from services.ledger.http.settlements import CreateSettlement, accepted_headers
+from services.ledger.intake import PATH
+from services.shared.edge import JsonAnswer, answer_json, asgi_body_chunks, first_headers
+
+_AUTHORIZATION, _KEY, _LENGTH = b"authorization", b"idempotency-key", b"content-length"
+_HEADERS = frozenset({_AUTHORIZATION, _KEY, _LENGTH})
+
+
+class SettlementFastPath:
+    """Serves `POST /v1/settlements` itself; every other request goes to `api`."""
+
+    def __init__(self, api: FastAPI, create: CreateSettlement) -> None:
+        self.api = api
+        self._app: ASGIApp = api
+        self._create = create
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
+            await self._app(scope, receive, send)
+            return
+        await answer_json(send, self._answer(scope, receive))
+
+    async def _answer(self, scope: Scope, receive: Receive) -> JsonAnswer:
+        headers = first_headers(scope, _HEADERS)
+        result = await self._create.book(
+            headers.get(_AUTHORIZATION),
+            headers.get(_KEY),
+            asgi_body_chunks(receive),
+            headers.get(_LENGTH),
+        )
+        return result.status, result.body, accepted_headers(result)
