@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Mapping
 import aiohttp
 import stripe
 
+from services.relay.stripe_logs import log_only_when_heard
 from services.shared.http1 import AnswerLost, HTTP1Client, NotSent
 
 CONNECT_TIMEOUT_CAP = 3.0  # seconds; a connect that never completes sent nothing, so fail it fast
@@ -68,6 +69,7 @@ class StripeHTTP(stripe.HTTPClient):
 
     def __init__(self, timeout: float, *, connections: int = DEFAULT_CONNECTIONS) -> None:
         super().__init__()
+        log_only_when_heard()
         self._http = HTTP1Client(
             timeout=timeout,
             connect_timeout=early_timeout(timeout),
