@@ -174,7 +174,9 @@ class HTTP1Client:
             except _Stale as e:
                 if not idempotent:
                     raise AnswerLost(f"{origin.authority} closed a kept-alive connection") from e
-                # A GET changes nothing at the server: sent again on a new connection, once.
+                # A GET changes nothing at the server: sent again on a new connection, once,
+                # its connect bounded afresh (within the call's deadline).
+                at = min(asyncio.get_running_loop().time(), deadline - self._connect_timeout)
         reader, writer = await self._connect(origin, at + self._connect_timeout)
         try:
             return await self._exchange(origin, reader, writer, message, deadline)
