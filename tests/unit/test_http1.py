@@ -168,6 +168,23 @@ async def test_a_get_on_a_kept_connection_closed_unanswered_is_sent_once_more() 
     assert (len(server.requests), server.connections) == (3, 2)
 
 
+async def test_a_get_sent_once_more_gets_its_own_connect_bound() -> None:
+    async def answer_late_then_drop(request: bytes) -> bytes | None:
+        if len(server.requests) == 2:
+            await asyncio.sleep(0.3)  # past the first attempt's connect bound, then closed
+            return None
+        return OK
+
+    async with serving(answer_late_then_drop) as server:
+        http = HTTP1Client(timeout=2.0, connect_timeout=0.2, connections=4)
+        await http.request("GET", server.url(), {})
+        again = await http.request("GET", server.url(), {})
+        await http.aclose()
+
+    assert again.status == 200
+    assert len(server.requests) == 3
+
+
 async def test_an_idle_connection_past_the_keepalive_bound_is_not_reused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
