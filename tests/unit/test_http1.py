@@ -85,10 +85,15 @@ def always(answer: bytes) -> Reply:
     return reply
 
 
-def client(timeout: float = 2.0, connections: int = 4, **kwargs: object) -> HTTP1Client:
+def client(
+    timeout: float = 2.0, connections: int = 4, ssl_context: ssl.SSLContext | None = None
+) -> HTTP1Client:
     return HTTP1Client(
-        timeout=timeout, connect_timeout=timeout / 2, connections=connections, **kwargs
-    )  # type: ignore[arg-type]
+        timeout=timeout,
+        connect_timeout=timeout / 2,
+        connections=connections,
+        ssl_context=ssl_context,
+    )
 
 
 async def settle_loop() -> None:
