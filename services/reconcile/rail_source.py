@@ -33,7 +33,7 @@ from services.reconcile.wire import (
     rail_object_of,
     raw_page_of,
 )
-from services.relay.stripe_http import StripeAiohttp
+from services.relay.stripe_http import StripeHTTP
 from services.shared.domain.payout import PayoutMethod
 
 PAGE_SIZE = 100  # Stripe's largest page
@@ -80,7 +80,7 @@ class RailSource:
         self.where = api_base or "api.stripe.com"
         # The relay's transport: the same timeouts and error classes; read-only calls here,
         # so the library may retry them.
-        self._http = StripeAiohttp(timeout, connections=CONNECTIONS)
+        self._http = StripeHTTP(timeout, connections=CONNECTIONS)
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base.rstrip("/")} if api_base else None,

@@ -23,15 +23,16 @@ Choices a reviewer should know about:
   with other parameters. That earlier request may have moved money, so this is never a
   refusal (which would fail the settlement and reverse its postings): AMBIGUOUS sends it to
   lookup and review.
-- A connection error counts as "not sent" only when the HTTP library says so by type:
+- A connection error counts as "not sent" only when the HTTP client says so by type:
 
-    aiohttp error kept as the cause of APIConnectionError                  outcome     detail
-    ClientConnectorError and subclasses (refused, DNS, TLS handshake,      RETRYABLE   not_sent
-      proxy connect), ConnectionTimeoutError (connect or pool wait),
-      InvalidURL, NonHttpUrlClientError (a scheme it cannot speak)
-    SocketTimeoutError, ServerTimeoutError, TimeoutError (total bound)     AMBIGUOUS   timeout
-    ServerDisconnectedError, ClientOSError, ClientPayloadError, a          AMBIGUOUS   network_error
-      malformed answer, anything else
+    transport error kept as the cause of APIConnectionError                outcome     detail
+    NotSent (services.shared.http1: connect refused or failed, DNS, TLS    RETRYABLE   not_sent
+      handshake, connect or pool wait past its bound, a URL it cannot
+      send to); aiohttp's ClientConnectorError and subclasses,
+      ConnectionTimeoutError, InvalidURL, NonHttpUrlClientError
+    AnswerTimeout (the call's bound passed after writing), any other       AMBIGUOUS   timeout
+      TimeoutError
+    AnswerLost (closed, reset, cut short, not HTTP), anything else         AMBIGUOUS   network_error
 
   Anything that broke mid-call may have reached Stripe.
 """
@@ -97,7 +98,7 @@ def _connection_failure(err: stripe.APIConnectionError) -> RailResult:
     cause = err.__cause__
     if sent_nothing(cause):
         return RailResult(RailOutcome.RETRYABLE, detail="not_sent")
-    # aiohttp's timeouts (ServerTimeoutError and its subclasses among them) are TimeoutErrors.
+    # AnswerTimeout, like aiohttp's timeouts, is a TimeoutError.
     if isinstance(cause, TimeoutError):
         return RailResult(RailOutcome.AMBIGUOUS, detail="timeout")
     return RailResult(RailOutcome.AMBIGUOUS, detail="network_error")

@@ -5,7 +5,7 @@ with its fence and lease, is the only one. Every create carries the instruction'
 deterministic key as ``Idempotency-Key``; the library would otherwise invent a random one
 per POST, which would defeat Stripe's deduplication across our attempts.
 
-HTTP goes through one aiohttp session per rail (``StripeAiohttp``), opened on the first call
+HTTP goes through one keep-alive client per rail (``StripeHTTP``), opened on the first call
 and closed by ``aclose``, with up to `connections` calls in flight on kept-alive connections.
 """
 
@@ -18,8 +18,8 @@ from datetime import UTC, datetime, timedelta
 import stripe
 from stripe.params import PayoutListParams, TransferListParams
 
-from services.relay.rail import RailInstruction, RailOutcome, RailResult
-from services.relay.stripe_http import DEFAULT_CONNECTIONS, StripeAiohttp
+from services.relay.rail import RailInstruction, RailResult
+from services.relay.stripe_http import DEFAULT_CONNECTIONS, StripeHTTP
 from services.relay.stripe_outcomes import outcome_of_created, outcome_of_error
 from services.shared.config import Settings
 from services.shared.domain.payout import PayoutMethod
@@ -86,7 +86,7 @@ class StripeRail:
         self._payout_lookback = payout_lookback
         self._max_pages = max_pages
         self._clock = clock
-        self._http = StripeAiohttp(timeout, connections=connections)
+        self._http = StripeHTTP(timeout, connections=connections)
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base.rstrip("/")} if api_base else None,
@@ -109,17 +109,14 @@ class StripeRail:
         if instruction.method is PayoutMethod.TRANSFER:
             params["transfer_group"] = instruction.settlement_id
         try:
-            async with asyncio.timeout(self._timeout):
-                # The raw request is the typed create's request, answered and checked alike
-                # (a non-2xx answer raises the same StripeError); it skips building a
-                # StripeObject of the whole answer, where only its id is read.
-                response = await self._client.raw_request_async(
-                    "post", CREATE_PATHS[instruction.method], **params,
-                    idempotency_key=instruction.idempotency_key,
-                )  # fmt: skip
-        except TimeoutError:
-            # Our whole-call deadline fired; the request may be at Stripe already.
-            return RailResult(RailOutcome.AMBIGUOUS, detail="timeout")
+            # The raw request is the typed create's request, answered and checked alike (a
+            # non-2xx answer raises the same StripeError); it skips building a StripeObject of
+            # the whole answer, where only its id is read. StripeHTTP bounds the whole call by
+            # the timeout: past it, an APIConnectionError caused by AnswerTimeout (AMBIGUOUS).
+            response = await self._client.raw_request_async(
+                "post", CREATE_PATHS[instruction.method], **params,
+                idempotency_key=instruction.idempotency_key,
+            )  # fmt: skip
         except stripe.StripeError as e:
             return outcome_of_error(e)
         return outcome_of_created(response)

@@ -20,10 +20,12 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence, Set
 from contextlib import AsyncExitStack
+from functools import cache
 from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from services.relay.event_kind import EVENT, EventKinds
 from services.shared import avro
 from services.shared.errors import SchemaError
 from services.shared.kafka import run_reconnecting, started
@@ -73,15 +75,23 @@ class DispatchesMany(Protocol):
 def created_settlements(records: Iterable[ConsumerRecord]) -> list[str]:
     """The settlement ids of the `created` events among `records`; undecodable ones skipped."""
     created = []
+    kinds = _event_kinds()
     for record in records:
+        if kinds.kind(record.value or b"") not in (b"created", None):
+            continue  # another step of a settlement: nothing to dispatch, no need to decode
         try:
-            event = avro.decode(record.value or b"", "SettlementEvent")
+            event = avro.decode(record.value or b"", EVENT)
         except SchemaError as e:
             log.warning("undecodable settlement event skipped: %s", e)
             continue
         if event["type"] == "created":
             created.append(str(event["settlement_id"]))
     return created
+
+
+@cache
+def _event_kinds() -> EventKinds:
+    return EventKinds(avro.default_catalog().current(EVENT))
 
 
 async def dispatch_created(dispatcher: DispatchesMany, settlement_ids: Sequence[str]) -> None:

@@ -21,6 +21,9 @@
     │   ├── IllegalBreakTransition      a reconciliation break cannot go to that status
     │   └── BreakNotHealable            only an operator may resolve this break
     ├── TransitionConflict              a settlement changed under its row lock; never retried
+    ├── TransportError                  an HTTP call got no whole answer (shared.http1)
+    │   ├── NotSent                     nothing was written; retriable
+    │   └── AnswerLost                  written, answer lost; never retried blindly
     ├── RailLookupFailed                the rail could not be searched; retriable (relay)
     │   └── RailLookupIncomplete        the search ran out of pages; never retried
     ├── ReconcileError                  reconciliation (reconcile.errors)

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import httpx
 import stripe
 
-from services.relay.stripe_http import StripeAiohttp
+from services.relay.stripe_http import StripeHTTP
 from tools.check.errors import SourceUnavailable
 from tools.check.facts import RailFacts
 
@@ -134,7 +134,7 @@ class StripeEffects:
         self.exhaustive = False
         self.source = f"stripe {api_base or 'api.stripe.com'}"
         # The relay's transport: the same timeouts and error classes, read-only calls here.
-        self._http = StripeAiohttp(timeout, connections=LIST_CONNECTIONS)
+        self._http = StripeHTTP(timeout, connections=LIST_CONNECTIONS)
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base.rstrip("/")} if api_base else None,
