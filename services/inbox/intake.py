@@ -13,6 +13,12 @@ still holds: an apply that fails is rolled back to the savepoint alone, so its r
 `received` and the apply loops take them; a crash before the commit answers nobody and the
 rail redelivers; a duplicate inserts nothing, so it applies nothing.
 
+The table is partitioned by the month an event is received in (migration 0012): the unique
+keys dedupe within a month, and the INSERT also skips an event whose id or change is stored in
+an earlier month within the rail's redelivery horizon, in the same statement. Two deliveries
+of one event in flight together across the turn of a month may both be stored; applying is
+the settlement's guarded transition, so the second moves nothing (docs/retention.md).
+
 Within a group, a second event with the id or the change of an earlier one is answered as
 that one's duplicate without being sent (the database would refuse it the same way). Rows go
 in ordered by change, then event id, so two groups racing on the same redelivered changes
