@@ -114,3 +114,14 @@ async def test_a_duplicate_stored_by_a_race_across_months_moves_its_settlement_o
     assert rows[1]["reason"] == "settlement already paid; nothing to change"
     assert {r["settlement_id"] for r in rows} == {uuid.UUID(sid)}
     await paid_once(pool, sid)
+
+
+async def test_a_webhook_received_in_a_month_without_a_partition_is_refused_for_a_retry(
+    pool: asyncpg.Pool,
+) -> None:
+    inbox = Inbox(pool)
+    body = rail_event("transfer.created", "tr_month5", None)
+    inbox.clock.at = datetime(2040, 1, 15, tzinfo=UTC)  # years past the months made ahead
+    response = await inbox.post(body)
+    assert response.status_code == 503  # the rail delivers it again
+    assert await inbox_rows(pool, event_id(body)) == []
