@@ -50,13 +50,16 @@ from services.shared.store_errors import REFUSED, retry_contended
 # days, within which one can be fetched and sent again; a day more for clocks. Each month's
 # partition dedupes by constraint; an arrival also looks in the months since this long ago.
 REDELIVERY_HORIZON = timedelta(days=31)
+# How far apart the clocks that stamp arrivals may be: within this of the turn of a month, a
+# row stamped by a clock ahead of ours may be in the next month already, so it is looked in.
+CLOCKS_APART = timedelta(minutes=10)
 
 # One statement stores the batch. An event whose id or change is stored in this month is
 # skipped by the unique keys (ON CONFLICT); one stored in an earlier month within the horizon
-# ($12 <= month < $13, the batch's latest month) by the NOT EXISTS tests, each one probe of a
-# month's unique index. The settlements a new row awaiting applying may be about come back
-# with it, found as `apply.FIND_SETTLEMENTS` finds them, so applying it as stored needs no
-# search of its own.
+# (or, near the turn, in the next) by the NOT EXISTS tests on the months from $12 to before
+# $13 (`_months_looked_in`), each one probe of a month's unique index. The settlements a new
+# row awaiting applying may be about come back with it, found as `apply.FIND_SETTLEMENTS`
+# finds them, so applying it as stored needs no search of its own.
 INSERT_EVENTS = """
 WITH stored AS (
     INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key,
@@ -262,7 +265,15 @@ def _columns(rows: Sequence[Arrival]) -> list[object]:
         [reason for _, reason in firsts],
         times,
         [month_start(at) for at in times],
-        month_start(min(times) - REDELIVERY_HORIZON),
-        month_start(max(times)),
+        *_months_looked_in(min(times), max(times)),
         [w.event.amount_reversed for w in rows],
     ]
+
+
+def _months_looked_in(earliest: datetime, latest: datetime) -> tuple[datetime, datetime]:
+    """The months (from, before) in which arrivals from `earliest` to `latest` look for their
+    event or change beyond their own month's keys: back to the redelivery horizon, and up to
+    their own month, or through the next one near its turn (clocks apart)."""
+    since = month_start(earliest - REDELIVERY_HORIZON)
+    own, ahead = month_start(latest), month_start(latest + CLOCKS_APART)
+    return since, own if ahead == own else month_start(ahead + timedelta(days=32))

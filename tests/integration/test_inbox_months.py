@@ -1,7 +1,9 @@
 """The inbox partitioned by month (migration 0012) on the real PostgreSQL: a redelivery or a
 twin is recognised in its own month by the unique keys and in a later month, within the
-rail's redelivery horizon, by the same INSERT; the answer to the rail is the same either way;
-and a duplicate stored by a race across the turn of a month still moves its settlement once."""
+rail's redelivery horizon (or, near the turn, stamped by a clock behind in the month before),
+by the same INSERT; the answer to the rail is the same either way; a duplicate stored by a
+race across the turn of a month still moves its settlement once; and a webhook received in a
+month without a partition is refused for the rail to send again."""
 
 from __future__ import annotations
 
@@ -66,6 +68,22 @@ async def test_a_twin_across_the_turn_of_a_month_is_a_duplicate(pool: asyncpg.Po
     inbox.clock.at = FIRST_SECOND_OF_APRIL
     assert (await inbox.post(twin)).json()["duplicate"] is True
     assert await inbox_rows(pool, event_id(twin)) == []
+    await paid_once(pool, sid)
+
+
+async def test_a_redelivery_stamped_by_a_clock_behind_into_the_month_before_is_a_duplicate(
+    pool: asyncpg.Pool,
+) -> None:
+    """The original is stored just after the turn by one replica; another, whose clock is a
+    second behind, stamps the redelivery in the month before."""
+    inbox = Inbox(pool)
+    sid = await settlement(pool, S.DISPATCHING, S.SUBMITTED, rail_reference="tr_month6")
+    body = rail_event("transfer.created", "tr_month6", sid)
+    inbox.clock.at = FIRST_SECOND_OF_APRIL
+    assert (await inbox.post(body)).json()["duplicate"] is False
+    inbox.clock.at = LAST_SECOND_OF_MARCH
+    assert (await inbox.post(body)).json()["duplicate"] is True
+    assert await pool.fetchval(PARTITION, event_id(body)) == "inbox_events_y2026m04"
     await paid_once(pool, sid)
 
 
