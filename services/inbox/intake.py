@@ -13,6 +13,12 @@ still holds: an apply that fails is rolled back to the savepoint alone, so its r
 `received` and the apply loops take them; a crash before the commit answers nobody and the
 rail redelivers; a duplicate inserts nothing, so it applies nothing.
 
+The table is partitioned by the month an event is received in (migration 0012): the unique
+keys dedupe within a month, and the INSERT also skips an event whose id or change is stored in
+an earlier month within the rail's redelivery horizon, in the same statement. Two deliveries
+of one event in flight together across the turn of a month may both be stored; applying is
+the settlement's guarded transition, so the second moves nothing (docs/retention.md).
+
 Within a group, a second event with the id or the change of an earlier one is answered as
 that one's duplicate without being sent (the database would refuse it the same way). Rows go
 in ordered by change, then event id, so two groups racing on the same redelivered changes
@@ -25,7 +31,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple, Protocol
 
 import asyncpg
@@ -36,19 +42,39 @@ from services.inbox.events import RailEvent
 from services.inbox.store import RAIL, StoredEvent
 from services.shared.errors import StoreUnavailable
 from services.shared.group_commit import GroupCommit
+from services.shared.history_months import month_start
 from services.shared.store_errors import REFUSED, retry_contended
 
-# The settlements a new row awaiting applying may be about come back with it, found as
-# `apply.FIND_SETTLEMENTS` finds them, so applying it as stored needs no search of its own.
+# How long after an event was first received the rail may still deliver it, or a twin of its
+# change, again. Stripe retries an undelivered event for up to three days and keeps events 30
+# days, within which one can be fetched and sent again; a day more for clocks. Each month's
+# partition dedupes by constraint; an arrival also looks in the months since this long ago.
+REDELIVERY_HORIZON = timedelta(days=31)
+# How far apart the clocks that stamp arrivals may be: within this of the turn of a month, a
+# row stamped by a clock ahead of ours may be in the next month already, so it is looked in.
+CLOCKS_APART = timedelta(minutes=10)
+
+# One statement stores the batch. An event whose id or change is stored in this month is
+# skipped by the unique keys (ON CONFLICT); one stored in an earlier month within the horizon
+# (or, near the turn, in the next) by the NOT EXISTS tests on the months from $12 to before
+# $13 (`_months_looked_in`), each one probe of a month's unique index. The settlements a new
+# row awaiting applying may be about come back with it, found as `apply.FIND_SETTLEMENTS`
+# finds them, so applying it as stored needs no search of its own.
 INSERT_EVENTS = """
 WITH stored AS (
     INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key,
                               settlement_id, payload, status, reason, received_at,
-                              next_attempt_at, amount_reversed)
-    SELECT $1, e, t, o, c, s, p, st, r, at, at, ar
+                              received_month, next_attempt_at, amount_reversed)
+    SELECT $1, e, t, o, c, s, p, st, r, at, m, at, ar
       FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::bytea[],
-                  $8::text[], $9::text[], $10::timestamptz[], $11::bigint[])
-           AS u(e, t, o, c, s, p, st, r, at, ar)
+                  $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $14::bigint[])
+           AS u(e, t, o, c, s, p, st, r, at, m, ar)
+     WHERE NOT EXISTS (SELECT 1 FROM inbox_events x
+                        WHERE x.rail = $1 AND x.rail_event_id = u.e
+                          AND x.received_month >= $12 AND x.received_month < $13)
+       AND NOT EXISTS (SELECT 1 FROM inbox_events x
+                        WHERE x.rail = $1 AND x.change_key = u.c
+                          AND x.received_month >= $12 AND x.received_month < $13)
     ON CONFLICT DO NOTHING
     RETURNING rail_event_id, id, object_id, settlement_id, status
 )
@@ -87,7 +113,8 @@ class Arrival(NamedTuple):
 
 async def insert_events(conn: asyncpg.Connection, rows: Sequence[Arrival]) -> dict[str, int]:
     """Insert `rows` in the caller's transaction, skipping any whose id or change is stored
-    already; the event ids stored now, with their row ids."""
+    already (in the months since `REDELIVERY_HORIZON` before the earliest); the event ids
+    stored now, with their row ids."""
     return (await insert_found(conn, rows)).ids
 
 
@@ -223,8 +250,10 @@ class EventStore:
         return answers
 
 
-def _columns(rows: Sequence[Arrival]) -> list[list[object]]:
+def _columns(rows: Sequence[Arrival]) -> list[object]:
+    """INSERT_EVENTS' $2 to $14."""
     firsts = [initial_status(w.event) for w in rows]
+    times = [w.now for w in rows]
     return [
         [w.event.event_id for w in rows],
         [w.event.event_type for w in rows],
@@ -234,6 +263,17 @@ def _columns(rows: Sequence[Arrival]) -> list[list[object]]:
         [w.payload for w in rows],
         [status for status, _ in firsts],
         [reason for _, reason in firsts],
-        [w.now for w in rows],
+        times,
+        [month_start(at) for at in times],
+        *_months_looked_in(min(times), max(times)),
         [w.event.amount_reversed for w in rows],
     ]
+
+
+def _months_looked_in(earliest: datetime, latest: datetime) -> tuple[datetime, datetime]:
+    """The months (from, before) in which arrivals from `earliest` to `latest` look for their
+    event or change beyond their own month's keys: back to the redelivery horizon, and up to
+    their own month, or through the next one near its turn (clocks apart)."""
+    since = month_start(earliest - REDELIVERY_HORIZON)
+    own, ahead = month_start(latest), month_start(latest + CLOCKS_APART)
+    return since, own if ahead == own else month_start(ahead + timedelta(days=32))

@@ -14,12 +14,13 @@ import asyncpg
 
 from services.inbox.decision import InboxStatus
 from services.inbox.errors import ClaimedEventChanged
+from services.shared.history_months import month_start
 
 RAIL = "stripe"
 
 INSERT_REJECTED = """
-INSERT INTO inbox_events (rail, payload, status, reason, received_at)
-VALUES ($1, $2, 'rejected', $3, $4)
+INSERT INTO inbox_events (rail, payload, status, reason, received_at, received_month)
+VALUES ($1, $2, 'rejected', $3, $4, $5)
 RETURNING id
 """
 # What a claim reads of a row: the fields of StoredEvent, in its order.
@@ -44,15 +45,18 @@ CLAIM_STORED = (
    FOR UPDATE
 """
 )
+# Each row is found in its own month's partition (the month of its received_at), not looked
+# for in every month's.
 RECORD_MANY = """
 UPDATE inbox_events AS e
    SET status = u.status, attempts = e.attempts + 1, reason = u.reason,
        settlement_id = coalesce(u.settlement_id, e.settlement_id),
        applied_at = CASE WHEN u.status = 'applied' THEN $1::timestamptz END,
        next_attempt_at = u.due
-  FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::timestamptz[])
-       AS u(id, claimed, status, reason, settlement_id, due)
- WHERE e.id = u.id AND e.status = u.claimed
+  FROM unnest($2::bigint[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
+              $7::uuid[], $8::timestamptz[])
+       AS u(id, month, claimed, status, reason, settlement_id, due)
+ WHERE e.id = u.id AND e.received_month = u.month AND e.status = u.claimed
 """
 OLDEST_PARKED = "SELECT min(received_at) FROM inbox_events WHERE status = 'parked'"
 
@@ -75,7 +79,7 @@ async def store_rejected(
     conn: asyncpg.Connection | asyncpg.Pool, payload: bytes, reason: str, now: datetime
 ) -> int:
     """Keep a signed body that is not an event, with the reason, for an operator to read."""
-    return int(await conn.fetchval(INSERT_REJECTED, RAIL, payload, reason, now))
+    return int(await conn.fetchval(INSERT_REJECTED, RAIL, payload, reason, now, month_start(now)))
 
 
 def _stored(row: asyncpg.Record) -> StoredEvent:
@@ -113,7 +117,8 @@ async def record_many(conn: asyncpg.Connection, outcomes: list[Recorded], now: d
     """Write the outcome of one attempt on each claimed row, in one statement (each row
     guarded by the status it was claimed in)."""
     done = await conn.execute(
-        RECORD_MANY, now, [o.event.id for o in outcomes], [o.event.status for o in outcomes],
+        RECORD_MANY, now, [o.event.id for o in outcomes],
+        [month_start(o.event.received_at) for o in outcomes], [o.event.status for o in outcomes],
         [o.status for o in outcomes], [o.reason for o in outcomes],
         [o.settlement_id for o in outcomes], [o.next_attempt_at for o in outcomes],
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""The monthly partitions of the append-only history (migration 0010): kept created ahead of
+"""The monthly partitions of the history (migrations 0010 and 0012): kept created ahead of
 time, and the months an archiver may detach.
 
 A write dated in a month with no partition is refused by PostgreSQL and rolls back, so the
@@ -9,14 +9,15 @@ once a day (`MonthlyUpkeep`), so a year of missed calls passes before a write is
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
 from services.shared.store_errors import unavailable_when_down
 
-# Partitioned by month on `occurred_at`, in the order an archive detaches them.
-HISTORY_TABLES = ("settlement_transitions", "postings", "operator_actions")
+# Partitioned by month (on `occurred_at`; the inbox on `received_month`, the month of its
+# `received_at`), in the order an archive detaches them.
+HISTORY_TABLES = ("settlement_transitions", "postings", "operator_actions", "inbox_events")
 MONTHS_AHEAD = 12
 UPKEEP_EVERY = timedelta(days=1)
 # Attaching a month's partition briefly locks the tables its foreign keys point at (settlements,
@@ -29,6 +30,12 @@ SELECT count(*) FILTER (WHERE settle_month_partition(t, m))
        generate_series(date_trunc('month', $2::timestamp),
                        date_trunc('month', now() AT TIME ZONE 'UTC'), interval '1 month') AS m
 """
+
+
+def month_start(at: datetime) -> datetime:
+    """The first instant (UTC) of the calendar month in UTC that `at` (aware) falls in: the
+    lower bound of its month's partition."""
+    return at.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
 async def ensure_months(pool: asyncpg.Pool, ahead: int = MONTHS_AHEAD) -> int:

@@ -19,9 +19,10 @@ __all__ = ["template", "world"]
 
 STORE_WEBHOOK = """
 INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, payload, status, reason,
-                          received_at)
-VALUES ('stripe', $1, 'transfer.paid', 'tr_lost', '\\x7b7d', $2, $3,
-        now() - make_interval(secs => $4))
+                          received_at, received_month)
+SELECT 'stripe', $1, 'transfer.paid', 'tr_lost', '\\x7b7d', $2, $3, at,
+       date_trunc('month', at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+  FROM (SELECT now() - make_interval(secs => $4) AS at) AS arrival
 """
 
 

@@ -1,6 +1,7 @@
 """`settle archive` on the real PostgreSQL: whole settled months are detached (their tables
 kept, with their rows, for an archiver), audited; a month holding a settlement not in a final
-state or an open break stays attached, and so does every month after it."""
+state, an open break or an inbox event still to apply stays attached, and so does every month
+after it; so does a month whose events the rail may still redeliver."""
 
 from __future__ import annotations
 
@@ -13,15 +14,22 @@ from datetime import UTC, date, datetime
 import asyncpg
 import pytest
 
+from services.inbox.intake import REDELIVERY_HORIZON
 from services.shared.history_months import HISTORY_TABLES
 from tests.conftest import asyncpg_dsn, scratch_database
 from tests.harness import Servers
 from tests.integration.check_support import SETTLE
-from tools.operations.archive import plan
+from tools.operations.archive import plan, refusal
 
 pytestmark = pytest.mark.integration
 
 MONTHS = ("2020-01-01", "2020-02-01", "2020-03-01")
+WEBHOOK = """
+INSERT INTO inbox_events (rail, rail_event_id, event_type, payload, status, reason, received_at,
+                          received_month)
+VALUES ('stripe', $1, 'transfer.created', '\\x7b7d', $2, $3, $4,
+        date_trunc('month', $4 AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
+"""
 
 
 @pytest.fixture
@@ -41,6 +49,9 @@ async def history(infra: Servers) -> AsyncIterator[tuple[str, asyncpg.Pool]]:
             await pool.execute(
                 """INSERT INTO operator_actions (actor, action, target, occurred_at)
                    VALUES ('ops', 'inbox.replay', 'evt_1', '2020-01-15')"""
+            )
+            await pool.execute(
+                WEBHOOK, "evt_jan", "applied", None, datetime(2020, 1, 10, tzinfo=UTC)
             )
             yield url, pool
         finally:
@@ -122,6 +133,8 @@ async def test_settled_months_are_detached_and_kept_up_to_an_unfinished_one(
     # Detached, not dropped: the archiver dumps them; the history no longer reads them.
     assert await pool.fetchval("SELECT count(*) FROM postings_y2020m01") == 2
     assert await pool.fetchval("SELECT count(*) FROM settlement_transitions_y2020m01") == 2
+    assert await pool.fetchval("SELECT rail_event_id FROM inbox_events_y2020m01") == "evt_jan"
+    assert await pool.fetchval("SELECT count(*) FROM inbox_events") == 0
     assert await pool.fetchval(
         "SELECT count(*) FROM postings WHERE occurred_at < '2020-02-01'"
     ) == 0  # fmt: skip
@@ -173,3 +186,37 @@ async def test_the_current_month_and_later_are_never_archived(
     status, _, err = await archive(url, "--before", later, "--operator", "ops")
     assert status == 2 and "month_not_past" in err
     assert await attached(pool) == parts("2020m01") | parts("2020m02") | parts("2020m03")
+
+
+async def test_an_inbox_event_still_to_apply_keeps_its_month_attached(
+    history: tuple[str, asyncpg.Pool],
+) -> None:
+    _, pool = history
+    await pool.execute(
+        WEBHOOK, "evt_feb", "parked", "no settlement yet", datetime(2020, 2, 3, tzinfo=UTC)
+    )
+    async with pool.acquire() as conn:
+        found = await plan(conn, date(2020, 3, 1))
+    assert [month for month, _ in found.detach] == [date(2020, 1, 1)]
+    assert found.refused is not None
+    assert (found.refused.month, found.refused.inbox_open) == (date(2020, 2, 1), 1)
+    assert "0 settlements not final, 0 open breaks, 1 inbox events open" in str(found.refused)
+    await pool.execute("UPDATE inbox_events SET status = 'dead' WHERE rail_event_id = 'evt_feb'")
+    async with pool.acquire() as conn:
+        refused = (await plan(conn, date(2020, 3, 1))).refused
+    assert refused is not None and refused.inbox_open == 1
+    await pool.execute("UPDATE inbox_events SET status = 'applied' WHERE rail_event_id = 'evt_feb'")
+    async with pool.acquire() as conn:
+        assert (await plan(conn, date(2020, 3, 1))).refused is None
+
+
+async def test_a_month_the_rail_may_still_redeliver_into_stays_attached(
+    history: tuple[str, asyncpg.Pool],
+) -> None:
+    _, pool = history
+    ended = datetime(2020, 2, 1, tzinfo=UTC)
+    async with pool.acquire() as conn:
+        assert await refusal(conn, date(2020, 1, 1), ended + REDELIVERY_HORIZON) is None
+        recent = await refusal(conn, date(2020, 1, 1), ended + REDELIVERY_HORIZON / 2)
+    assert recent is not None and recent.redeliverable
+    assert str(recent).endswith("0 inbox events open, its events may still be redelivered")

@@ -164,14 +164,15 @@ SELECT {_uuid7("at", "$1 || ':event:' || n || ':' || sequence")}, id, sequence, 
 """
 WEBHOOKS = f"""{_HISTORY}
 INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key,
-                          settlement_id, payload, status, attempts, received_at, applied_at,
-                          amount_reversed)
+                          settlement_id, payload, status, attempts, received_at,
+                          received_month, applied_at, amount_reversed)
 SELECT $3, 'evt_' || left(md5($1 || ':webhook:' || n || ':' || sequence), 24), webhook,
        transfer,
        transfer || ':' || webhook || CASE WHEN target = 'reversed' THEN ':' || amount ELSE '' END,
        id,
        convert_to(json_build_object('type', webhook, 'object', transfer)::text, 'UTF8'),
-       'applied', 1, at, at + interval '20 ms',
+       'applied', 1, at, date_trunc('month', at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
+       at + interval '20 ms',
        CASE WHEN target = 'reversed' THEN amount END
   FROM s WHERE webhook IS NOT NULL ORDER BY n, sequence
 """

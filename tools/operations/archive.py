@@ -1,11 +1,14 @@
-"""Detaching whole months of the append-only history (migration 0010) for an archiver.
+"""Detaching whole months of the history (migrations 0010 and 0012) for an archiver.
 
 A month is archived when every history table's partition of it is detached: the tables
 stay in the database under their names (`postings_y2019m03`, ...) for an archiver to dump and
 drop. A month is refused while it holds a settlement not in a final state, or an open
 reconciliation break that concerns it (one about a settlement it holds, or one without a
-settlement first seen before its end): its history may still be read or written. Months go
-oldest first and stop at the first refused one, so what stays attached is one unbroken run.
+settlement first seen before its end): its history may still be read or written. So is a
+month whose inbox still holds an event for the worker or an operator (received, parked or
+dead), and one that ended less than the rail's redelivery horizon ago: the inbox recognises a
+redelivered event by the months since then, which must stay attached. Months go oldest first
+and stop at the first refused one, so what stays attached is one unbroken run.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from datetime import UTC, date, datetime
 
 import asyncpg
 
+from services.inbox.intake import REDELIVERY_HORIZON
 from services.operations.audit import record_action
 from services.shared.domain.settlement import TERMINAL
 from services.shared.history_months import HISTORY_TABLES
@@ -39,6 +43,10 @@ SELECT count(*) FROM reconciliation_breaks b
    AND (b.settlement_id IN (SELECT settlement_id FROM settlement_transitions
                              WHERE occurred_at >= $1 AND occurred_at < $2)
         OR (b.settlement_id IS NULL AND b.first_seen < $2))
+"""
+INBOX_OPEN = """
+SELECT count(*) FROM inbox_events
+ WHERE received_month = $1 AND status IN ('received', 'parked', 'dead')
 """
 
 
@@ -74,11 +82,14 @@ class Refusal:
     month: date
     unfinished: int  # settlements with history in the month, not in a final state
     open_breaks: int  # open reconciliation breaks that concern the month
+    inbox_open: int  # inbox events of the month received, parked or dead
+    redeliverable: bool  # ended less than the redelivery horizon ago
 
     def __str__(self) -> str:
+        recent = ", its events may still be redelivered" if self.redeliverable else ""
         return (
             f"{self.month:%Y-%m} refused: {self.unfinished} settlements not final, "
-            f"{self.open_breaks} open breaks"
+            f"{self.open_breaks} open breaks, {self.inbox_open} inbox events open{recent}"
         )
 
 
@@ -97,26 +108,29 @@ def _bounds(month: date) -> tuple[datetime, datetime]:
     return start, datetime(end.year, end.month, 1, tzinfo=UTC)
 
 
-async def refusal(conn: asyncpg.Connection, month: date) -> Refusal | None:
-    """Why `month` may not be archived, or None if it may."""
+async def refusal(conn: asyncpg.Connection, month: date, now: datetime) -> Refusal | None:
+    """Why `month` may not be archived at `now`, or None if it may."""
     start, end = _bounds(month)
     final = sorted(status.value for status in TERMINAL)
     unfinished = await conn.fetchval(UNFINISHED, start, end, final)
     open_breaks = await conn.fetchval(OPEN_BREAKS, start, end)
-    if unfinished or open_breaks:
-        return Refusal(month, int(unfinished), int(open_breaks))
+    inbox_open = await conn.fetchval(INBOX_OPEN, start)
+    redeliverable = end + REDELIVERY_HORIZON > now
+    if unfinished or open_breaks or inbox_open or redeliverable:
+        return Refusal(month, int(unfinished), int(open_breaks), int(inbox_open), redeliverable)
     return None
 
 
 async def plan(conn: asyncpg.Connection, before: date) -> Plan:
     """The months before `before` to detach, oldest first, up to the first refused one."""
+    now = datetime.now(UTC)
     attached: dict[str, list[str]] = {}
     for table in HISTORY_TABLES:
         attached[table] = [row["relname"] for row in await conn.fetch(PARTITIONS, table)]
     every = [name for names in attached.values() for name in names]
     detach: list[tuple[date, Sequence[tuple[str, str]]]] = []
     for month in months_before(every, before):
-        refused = await refusal(conn, month)
+        refused = await refusal(conn, month, now)
         if refused is not None:
             return Plan(detach, refused)
         parts = [(t, n) for t, names in attached.items() for n in names if month_of(n) == month]
