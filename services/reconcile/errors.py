@@ -80,8 +80,10 @@ class StatementUnreadable(ReconcileError):
 
 class StagedRowsLost(ReconcileError):
     """The run's staged rail objects are gone: PostgreSQL restarted after a crash and emptied
-    the unlogged staging table. Compared, the gap would read as money missing at the
-    rail; the run fails instead and the next one lists the rail again."""
+    the unlogged staging table. Read on, the run would retrieve by id what its settlements
+    name and never see what only the listing shows (a second transfer for a settlement, one
+    naming none), yet report itself complete; it fails instead and the next run lists the rail
+    again."""
 
     retriable = True
 

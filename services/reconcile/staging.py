@@ -18,8 +18,9 @@ PostgreSQL empties it, possibly between two of a run's statements, each on a fre
 Every read therefore first looks, on the connection it reads on, for the first row the run
 staged (a restart empties the whole table, so that row is gone if any is): a connection that
 lives from that look to the end of the read saw no restart, and a missing row raises
-StagedRowsLost before a missing object can read as a break. One index probe, not a count: a
-run over a million objects reads many pages.
+StagedRowsLost: read on, the emptied table would hide what only the listing shows (duplicates,
+strays) in a run reported complete. One index probe, not a count: a run over a million
+objects reads many pages.
 """
 
 from __future__ import annotations

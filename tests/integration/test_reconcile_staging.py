@@ -1,7 +1,9 @@
 """A reconciliation run whose window holds more rail objects than one staging batch and one
 list page, on the real PostgreSQL and a served simulator: it finds exactly the breaks planted,
 whatever batch and page they fell in, and leaves none of its staged rows behind; rows a
-crashed run left are cleaned by the next run.
+crashed run left are cleaned by the next run; a run whose rows a crash restart of PostgreSQL
+emptied (the table is unlogged) fails instead of completing without what only the listing
+shows.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
 from tests.integration.check_support import template
 from tests.integration.railsim_support import serving
-from tools.bench.reconcile_seed import PLANTED, rail_chunks, seed_ledger, settlement_id
+from tools.bench.reconcile_seed import PLANTED, planted_breaks, rail_chunks, seed_ledger
 
 pytestmark = pytest.mark.integration
 __all__ = ["template"]
@@ -55,18 +57,6 @@ async def books(infra: Servers, template: str) -> AsyncIterator[tuple[asyncpg.Po
     finally:
         await pool.close()
         await drop_database(infra.database_url, name)
-
-
-def _planted() -> set[tuple[str, str | None, str | None]]:
-    """The breaks the seeded ledger and rail hold, as (type, settlement, rail object)."""
-    return (
-        {("missing_at_rail", settlement_id(n), None) for n in range(PLANTED)}
-        | {("amount_mismatch", settlement_id(n), f"tr_bench{n:016d}")
-           for n in range(PLANTED, 2 * PLANTED)}
-        | {("duplicate_at_rail", settlement_id(n), f"tr_benchdup{n:013d}")
-           for n in range(2 * PLANTED, 3 * PLANTED)}
-        | {("unknown_at_rail", None, f"tr_benchstray{n:011d}") for n in range(PLANTED)}
-    )  # fmt: skip
 
 
 def _found(outcome: Outcome) -> set[tuple[str, str | None, str | None]]:
@@ -111,7 +101,7 @@ async def test_a_window_larger_than_a_batch_and_a_page_finds_exactly_the_planted
         await rail.aclose()
     assert (outcome.status, outcome.error) == (RunStatus.COMPLETED, None)
     assert sum(copied) == listed and max(copied) < listed  # staged in more than one batch
-    planted = _planted()
+    planted = planted_breaks()
     assert _found(outcome) == planted
     assert len(outcome.breaks) == len(planted)  # each found once, in whichever page
     assert await pool.fetchval(f"SELECT count(*) FROM {staging.TABLE}") == 0
@@ -158,10 +148,12 @@ async def test_the_staging_table_writes_no_wal(books: tuple[asyncpg.Pool, str]) 
 # Emptied after the listing: the ledger pass reads nothing staged. Emptied after the ledger
 # pass retrieved its first page's references: the pages it is comparing were read before (one
 # snapshot), the stray objects' pass would read nothing.
-@pytest.mark.parametrize(("lost_after", "breaks_kept"), [("list_in", 0), ("add_retrieved", 1)])
+@pytest.mark.parametrize(
+    ("lost_after", "keeps_breaks"), [("list_in", False), ("add_retrieved", True)]
+)
 async def test_a_run_whose_staged_rows_a_restart_emptied_fails_and_the_next_finds_the_breaks(
     books: tuple[asyncpg.Pool, str], monkeypatch: pytest.MonkeyPatch, lost_after: str,
-    breaks_kept: int,
+    keeps_breaks: bool,
 ) -> None:  # fmt: skip
     pool, sim_url = books
     staged = getattr(staging.Staging, lost_after)
@@ -176,9 +168,9 @@ async def test_a_run_whose_staged_rows_a_restart_emptied_fails_and_the_next_find
     assert lost.status == RunStatus.FAILED
     assert "PostgreSQL lost them in a crash restart" in (lost.error or "")
     # Every break it kept was read while its rows were all there: none from the emptied table.
-    assert _found(lost) <= _planted()
-    assert bool(lost.breaks) == bool(breaks_kept)
+    assert _found(lost) <= planted_breaks()
+    assert bool(lost.breaks) == keeps_breaks
     monkeypatch.setattr(staging.Staging, lost_after, staged)
     again = await _run(pool, sim_url)
     assert (again.status, again.error) == (RunStatus.COMPLETED, None)
-    assert _found(again) == _planted()
+    assert _found(again) == planted_breaks()
