@@ -4,6 +4,7 @@ ReconcileError (SettleError)    base; a source reconciliation cannot read is nev
 ├── UnreadableRailObject        the rail answered with an object reconciliation cannot read
 ├── RailUnreadable              the rail could not be read (unreachable, an HTTP error)
 ├── StatementUnreadable         a statement file could not be read, or a line of it parsed
+├── StagedRowsLost              the run's staged rail objects are gone (PostgreSQL restarted)
 ├── RunNotRunning               the run is finished (or unknown); its record is final
 ├── BreakNotFound               no stored break has that id
 └── BreakChanged                a break changed under its row lock; never retried
@@ -75,3 +76,21 @@ class StatementUnreadable(ReconcileError):
         super().__init__(f"{where}: {detail}")
         self.line = line  # the file's line (the header is 1), or None: the file as a whole
         self.detail = detail
+
+
+class StagedRowsLost(ReconcileError):
+    """The run's staged rail objects are gone: PostgreSQL restarted after a crash and emptied
+    the unlogged staging table. Read on, the run would retrieve by id what its settlements
+    name and never see what only the listing shows (a second transfer for a settlement, one
+    naming none), yet report itself complete; it fails instead and the next run lists the rail
+    again."""
+
+    retriable = True
+
+    def __init__(self, run_id: int, staged: int) -> None:
+        super().__init__(
+            f"reconciliation run {run_id} staged {staged} rail objects and they are gone:"
+            " PostgreSQL lost them in a crash restart; the next run lists the rail again"
+        )
+        self.run_id = run_id
+        self.staged = staged

@@ -12,6 +12,15 @@ twice (listed twice) is read as its last copy. Each stream is one query read thr
 cursor, joined by hash rather than looked up per page: looked up a page of 1,000 at a time
 by index, the settlements and their objects cost 100 ms a page in random reads here.
 PostgreSQL out of reach raises StoreUnavailable.
+
+The table is UNLOGGED (no WAL for a copy of what the rail says), so a crash restart of
+PostgreSQL empties it, possibly between two of a run's statements, each on a fresh connection.
+Every read therefore first looks, on the connection it reads on, for the first row the run
+staged (a restart empties the whole table, so that row is gone if any is): a connection that
+lives from that look to the end of the read saw no restart, and a missing row raises
+StagedRowsLost: read on, the emptied table would hide what only the listing shows (duplicates,
+strays) in a run reported complete. One index probe, not a count: a run over a million
+objects reads many pages.
 """
 
 from __future__ import annotations
@@ -19,9 +28,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import cast
 
 import asyncpg
 
+from services.reconcile.errors import StagedRowsLost
 from services.reconcile.ledger_source import ledger_record
 from services.reconcile.model import LedgerRecord, RailObject
 from services.shared.domain.payout import PayoutMethod
@@ -86,6 +97,9 @@ BY_OBJECT_IDS = f"""
 SELECT {_OBJECT} FROM {TABLE} AS st
  WHERE st.run_id = $1 AND st.object_id = ANY($2::text[]) ORDER BY st.seq
 """
+STILL_STAGED = (
+    f"SELECT EXISTS (SELECT FROM {TABLE} WHERE run_id = $1 AND object_id = $2 AND seq = $3)"
+)
 CLEAR_ABANDONED = f"""
 DELETE FROM {TABLE} WHERE run_id IN (
     SELECT r.id FROM reconciliation_runs AS r
@@ -113,6 +127,7 @@ class Staging:
         self._seq = itertools.count()
         self.listed = 0  # objects the window's lists returned
         self.retrieved = 0  # objects fetched by id and staged
+        self._first: tuple[str, int] | None = None  # object id and seq of the first row staged
 
     async def clear_abandoned(self, now: datetime) -> None:
         """Delete the rows of runs that ended without deleting them (they crashed)."""
@@ -181,7 +196,9 @@ class Staging:
     async def by_object_ids(self, object_ids: Iterable[str]) -> dict[str, RailObject]:
         """The staged objects with these ids, by id."""
         with unavailable_when_down(_DOWN):
-            rows = await self._pool.fetch(BY_OBJECT_IDS, self.run_id, sorted(set(object_ids)))
+            async with self._pool.acquire() as conn:
+                await self._check_intact(conn)
+                rows = await conn.fetch(BY_OBJECT_IDS, self.run_id, sorted(set(object_ids)))
         return {o.object_id: o for o in map(rail_object, rows)}
 
     async def drop(self) -> None:
@@ -196,17 +213,27 @@ class Staging:
         with unavailable_when_down(_DOWN):
             async with self._pool.acquire() as conn, conn.transaction(readonly=True):
                 await conn.execute(STREAM_SETTINGS)
+                await self._check_intact(conn)
                 cursor = await conn.cursor(query, self.run_id, start, end)
                 # fetched a batch at a time: row by row, asyncpg's checks cost more than a row
                 while rows := await cursor.fetch(FETCH_ROWS):
                     for row in rows:
                         yield row
 
+    async def _check_intact(self, conn: asyncpg.Connection) -> None:
+        if self._first is None:
+            return  # nothing staged, nothing to lose
+        if not await conn.fetchval(STILL_STAGED, self.run_id, *self._first):
+            raise StagedRowsLost(self.run_id, self.listed + self.retrieved)
+
     async def _copy(self, rows: list[tuple[object, ...]]) -> None:
         if not rows:
             return
         with unavailable_when_down(_DOWN):
             await self._pool.copy_records_to_table(TABLE, records=rows, columns=_COLUMNS)
+        if self._first is None:
+            _, seq, _, object_id = rows[0][:4]
+            self._first = (cast(str, object_id), cast(int, seq))
         listed = sum(1 for r in rows if r[2])
         self.listed += listed
         self.retrieved += len(rows) - listed

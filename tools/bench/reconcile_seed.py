@@ -57,6 +57,16 @@ async def seed_ledger(conn: asyncpg.Connection, count: int, end: int, spread: in
     await conn.execute("ANALYZE settlements; ANALYZE settlement_transitions")
 
 
+def planted_breaks() -> set[tuple[str, str | None, str | None]]:
+    """The breaks a run over the seeded books finds, as (type, settlement id, rail object id)."""
+    return (
+        {("missing_at_rail", settlement_id(n), None) for n in _MISSING}
+        | {("amount_mismatch", settlement_id(n), f"tr_bench{n:016d}") for n in _AMOUNT}
+        | {("duplicate_at_rail", settlement_id(n), f"tr_benchdup{n:013d}") for n in _DUPLICATE}
+        | {("unknown_at_rail", None, f"tr_benchstray{n:011d}") for n in range(PLANTED)}
+    )
+
+
 def rail_chunks(count: int, end: int, spread: int, size: int) -> Iterator[dict[str, Any]]:
     """The simulator's seed bodies, `size` transfers each, oldest first."""
     chunk: list[dict[str, Any]] = []
