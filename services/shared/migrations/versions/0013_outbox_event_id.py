@@ -13,7 +13,7 @@ Dropping the constraint takes a brief ACCESS EXCLUSIVE lock on the outbox withou
 it. The downgrade builds the unique index again (reading the outbox: small, as it is pruned).
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 Create Date: 2026-11-26
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0013"
-down_revision: str | None = "0011"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
