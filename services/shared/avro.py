@@ -26,6 +26,7 @@ from fastavro.schema import SchemaParseException, parse_schema
 from fastavro.validation import ValidationError, validate
 
 import services
+from services.shared.avro_body import BodyWriter, body_writer
 from services.shared.avro_schema import (
     Predicate,
     check_backward_compatible,
@@ -66,6 +67,7 @@ class Writer:
     fields: frozenset[str]
     required: frozenset[str]  # the fields without a default
     fits: Predicate  # does a record fit, with no coercion at all
+    body: BodyWriter | None  # the fast writer of a flat record's body, if the schema is flat
 
     @classmethod
     def of(cls, schema: Any) -> Writer:
@@ -86,6 +88,7 @@ class Writer:
             fields=frozenset(f["name"] for f in fields),
             required=frozenset(f["name"] for f in fields if "default" not in f),
             fits=fits,
+            body=body_writer(parsed),
         )
 
 
@@ -140,6 +143,8 @@ class SchemaCatalog:
         """``record`` single-object encoded with the current schema of the record name given,
         or with the schema given (parsed once per distinct schema)."""
         writer = self._writer_for(name_or_schema)
+        if writer.body is not None and (body := writer.body(record)) is not None:
+            return writer.header + body
         if missing := writer.required - record.keys():
             raise SchemaError(f"{writer.name}: missing field(s) {', '.join(sorted(missing))}")
         if unknown := record.keys() - writer.fields:
