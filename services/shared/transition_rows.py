@@ -71,7 +71,7 @@ class BalanceDelta(NamedTuple):
 class EventRow(NamedTuple):
     """An `event_row`: one outbox row of the events topic."""
 
-    event_id: uuid.UUID
+    event_id: str  # a UUID in canonical text form, as the event's payload holds it
     settlement_id: uuid.UUID
     sequence: int
     payload: bytes  # the Avro SettlementEvent

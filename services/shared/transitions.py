@@ -43,7 +43,7 @@ from services.shared.domain.settlement import (
     transition,
 )
 from services.shared.errors import SettleError
-from services.shared.ids import uuid7
+from services.shared.ids import uuid7, uuid7_text
 from services.shared.topics import EVENTS
 from services.shared.transition_rows import (
     BalanceDelta,
@@ -220,9 +220,9 @@ class TransitionBatch:
                 for p in done.postings:
                     postings.append(PostingRow(entry, p.account_id, p.amount, p.currency))
                     deltas[p.account_id] = deltas.get(p.account_id, 0) + p.amount
-            event_id = uuid7()
+            event_id = uuid7_text()  # as text: the event names it so, and the outbox takes it
             payload = settlement_event(
-                event_id, s.id, s.tenant, s.reference, s.amount, s.currency,
+                event_id, done.settlement_id, s.tenant, s.reference, s.amount, s.currency,
                 sequence=done.sequence, event_type=m.step.event_type, status=m.step.target,
                 rail_reference=m.published_reference, reason=m.step.reason, occurred_at=now,
             )  # fmt: skip

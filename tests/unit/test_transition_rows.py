@@ -8,11 +8,20 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.shared import avro
+from services.shared import avro, transitions
 from services.shared.domain.postings import AccountKind
 from services.shared.domain.settlement import ReasonRequired
 from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.transition_rows import LockedSettlement
+from services.shared.transition_rows import (
+    BalanceDelta,
+    EntryRow,
+    EventRow,
+    LockedSettlement,
+    PostingRow,
+    Rows,
+    SettlementMove,
+    TransitionRow,
+)
 from services.shared.transitions import TransitionBatch
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -76,3 +85,44 @@ def test_a_rail_reference_is_a_step_that_keeps_the_status_and_moves_no_money() -
     assert (event["type"], event["status"], event["rail_reference"]) == (
         "rail_reference_recorded", "paid", "tr_late",
     )  # fmt: skip
+
+
+def test_a_known_step_is_stored_as_exactly_these_rows_and_event_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    minted = iter(range(1, 100))
+    monkeypatch.setattr(transitions, "uuid7", lambda: uuid.UUID(f"{ID_STEM}01{next(minted):02d}"))
+    monkeypatch.setattr(transitions, "uuid7_text", lambda: f"{ID_STEM}02{next(minted):02d}")
+    b = batch()
+    b.move(SID, S.DISPATCHING, actor="relay-1")
+    b.move(SID, S.SUBMITTED, actor="relay-1", rail_reference="tr_1")
+    rows = b.rows(datetime(2026, 11, 26, 12, 0, 0, 999999, tzinfo=UTC))
+    entry = uuid.UUID(f"{ID_STEM}0102")
+    assert rows == Rows(
+        [SettlementMove(SID, "accepted", 2, "submitted", 4, None, "tr_1", 0)],
+        [TransitionRow(SID, 3, "accepted", "dispatching", None, "relay-1"),
+         TransitionRow(SID, 4, "dispatching", "submitted", None, "relay-1")],
+        [EntryRow(entry, "acme", SID, "submitted")],
+        [PostingRow(entry, "acme:payable:EUR", -700, "EUR"),
+         PostingRow(entry, "acme:in_transit:EUR", 700, "EUR")],
+        [BalanceDelta("acme:in_transit:EUR", 700), BalanceDelta("acme:payable:EUR", -700)],
+        [EventRow(f"{ID_STEM}0201", SID, 3, DISPATCHING_EVENT),
+         EventRow(f"{ID_STEM}0203", SID, 4, SUBMITTED_EVENT)],
+    )  # fmt: skip
+
+
+ID_STEM = "01a21600-0000-7000-8000-00000000"
+# The outbox payloads as published, byte for byte: marker and fingerprint, then event_id,
+# settlement_id, tenant, reference, type, sequence, amount, currency, occurred_at (millis,
+# the microseconds cut off), status, rail_reference and reason.
+_HEADER = bytes.fromhex("c301 b576c0c877baae6e")
+_IDS = b"H01a21600-0000-7000-8000-0000000002%02dH01a21600-0000-7000-8000-000000000001"
+_AFTER_TYPE = bytes.fromhex("f80a 06") + b"EUR" + bytes.fromhex("ced7d0fbc268")
+DISPATCHING_EVENT = (
+    _HEADER + _IDS % 1 + b"\x08acme\nref-1\x16dispatching\x06" + _AFTER_TYPE
+    + b"\x02\x16dispatching\x00\x00"
+)  # fmt: skip
+SUBMITTED_EVENT = (
+    _HEADER + _IDS % 3 + b"\x08acme\nref-1\x12submitted\x08" + _AFTER_TYPE
+    + b"\x02\x12submitted\x02\x08tr_1\x00"
+)  # fmt: skip
