@@ -45,18 +45,19 @@ CLAIM_STORED = (
    FOR UPDATE
 """
 )
-# Each row is found in its own month's partition (the month of its received_at), not looked
-# for in every month's.
-RECORD_MANY = """
+# The rows of one month, found in that month's partition alone: with the month a single
+# parameter, PostgreSQL prunes the other months before it plans the join, so the update is an
+# index probe per row; with each row's month in the unnest instead, the planner costs a probe
+# of every month and, on a young partition, prefers scanning them all.
+RECORD_MONTH = """
 UPDATE inbox_events AS e
    SET status = u.status, attempts = e.attempts + 1, reason = u.reason,
        settlement_id = coalesce(u.settlement_id, e.settlement_id),
        applied_at = CASE WHEN u.status = 'applied' THEN $1::timestamptz END,
        next_attempt_at = u.due
-  FROM unnest($2::bigint[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
-              $7::uuid[], $8::timestamptz[])
-       AS u(id, month, claimed, status, reason, settlement_id, due)
- WHERE e.id = u.id AND e.received_month = u.month AND e.status = u.claimed
+  FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[])
+       AS u(id, claimed, status, reason, settlement_id, due)
+ WHERE e.received_month = $2 AND e.id = u.id AND e.status = u.claimed
 """
 OLDEST_PARKED = "SELECT min(received_at) FROM inbox_events WHERE status = 'parked'"
 
@@ -114,16 +115,19 @@ class Recorded(NamedTuple):
 
 
 async def record_many(conn: asyncpg.Connection, outcomes: list[Recorded], now: datetime) -> None:
-    """Write the outcome of one attempt on each claimed row, in one statement (each row
-    guarded by the status it was claimed in)."""
-    done = await conn.execute(
-        RECORD_MANY, now, [o.event.id for o in outcomes],
-        [month_start(o.event.received_at) for o in outcomes], [o.event.status for o in outcomes],
-        [o.status for o in outcomes], [o.reason for o in outcomes],
-        [o.settlement_id for o in outcomes], [o.next_attempt_at for o in outcomes],
-    )  # fmt: skip
-    if done != f"UPDATE {len(outcomes)}":
-        raise ClaimedEventChanged(f"inbox events changed while claimed ({done} of {len(outcomes)})")
+    """Write the outcome of one attempt on each claimed row, one statement per month the rows
+    were received in (nearly always one), each row guarded by the status it was claimed in."""
+    months: dict[datetime, list[Recorded]] = {}
+    for o in outcomes:
+        months.setdefault(month_start(o.event.received_at), []).append(o)
+    for month, rows in months.items():
+        done = await conn.execute(
+            RECORD_MONTH, now, month, [o.event.id for o in rows], [o.event.status for o in rows],
+            [o.status for o in rows], [o.reason for o in rows], [o.settlement_id for o in rows],
+            [o.next_attempt_at for o in rows],
+        )  # fmt: skip
+        if done != f"UPDATE {len(rows)}":
+            raise ClaimedEventChanged(f"inbox events changed while claimed ({done} of {len(rows)})")
 
 
 async def oldest_parked(conn: asyncpg.Connection | asyncpg.Pool) -> datetime | None:

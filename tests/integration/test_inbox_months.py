@@ -14,8 +14,11 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
+from services.inbox.decision import InboxStatus
+from services.inbox.errors import ClaimedEventChanged
 from services.inbox.events import parse_event
-from services.inbox.intake import Arrival, insert_events
+from services.inbox.intake import Arrival, insert_events, stored_event
+from services.inbox.store import Recorded, record_many
 from services.shared.domain.settlement import SettlementStatus as S
 from tests.integration.inbox_support import (
     Inbox,
@@ -143,3 +146,31 @@ async def test_a_webhook_received_in_a_month_without_a_partition_is_refused_for_
     response = await inbox.post(body)
     assert response.status_code == 503  # the rail delivers it again
     assert await inbox_rows(pool, event_id(body)) == []
+
+
+async def test_outcomes_of_rows_received_in_two_months_are_recorded_in_each_month(
+    pool: asyncpg.Pool,
+) -> None:
+    arrivals = []
+    for n, at in enumerate((LAST_SECOND_OF_MARCH, FIRST_SECOND_OF_APRIL)):
+        sid = await settlement(pool, S.DISPATCHING, S.SUBMITTED, rail_reference=f"tr_rec{n}")
+        body = rail_event("transfer.created", f"tr_rec{n}", sid)
+        arrivals.append(Arrival(parse_event(body), body, at))
+    async with pool.acquire() as conn, conn.transaction():
+        ids = await insert_events(conn, arrivals)
+        claimed = [stored_event(a, ids[a.event.event_id]) for a in arrivals]
+        parked = [Recorded(e, InboxStatus.PARKED, "held", None, FIRST_SECOND_OF_APRIL)
+                  for e in claimed]  # fmt: skip
+        await record_many(conn, parked, FIRST_SECOND_OF_APRIL)
+        # Recorded again as if still received: the guard finds neither row so.
+        with pytest.raises(ClaimedEventChanged):
+            await record_many(conn, parked, FIRST_SECOND_OF_APRIL)
+    rows = await pool.fetch(
+        "SELECT tableoid::regclass::text AS month, status, attempts FROM inbox_events"
+        " WHERE rail_event_id = ANY($1::text[]) ORDER BY received_at",
+        [a.event.event_id for a in arrivals],
+    )
+    assert [tuple(r) for r in rows] == [
+        ("inbox_events_y2026m03", "parked", 1),
+        ("inbox_events_y2026m04", "parked", 1),
+    ]
