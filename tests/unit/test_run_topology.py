@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from services.reconcile.service import schedule_of
-from services.shared.config import load_settings
 from tools.run.topology import LOCAL_RELAY_LEASE_SECONDS, Ports, StackOptions, service_specs
 
 
@@ -19,13 +17,3 @@ def test_settle_runs_relays_hold_a_short_lease_unless_the_caller_sets_one() -> N
     assert relay_leases({}, StackOptions()) == {None}  # the bench keeps the relay's default
     ledger = next(s for s in service_specs(Ports(), {}, local) if s.name == "ledger")
     assert "SETTLE_RELAY_LEASE_SECONDS" not in ledger.env
-
-
-def test_the_local_reconciler_reads_again_a_short_overlap_that_still_covers_its_grace() -> None:
-    specs = service_specs(Ports(), {}, StackOptions())
-    settings = load_settings(next(s for s in specs if s.name == "reconciler").env)
-    plan = schedule_of(settings)
-    # Every 5 s over 30 s: an object is listed about 7 times, not the 61 of a 5 minute overlap.
-    assert plan.overlap <= 6 * plan.interval
-    # A settlement found pending stays in the windows until its grace has passed.
-    assert plan.overlap >= settings.reconcile_grace_seconds

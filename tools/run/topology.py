@@ -14,15 +14,7 @@ from dataclasses import dataclass
 from tools.run.supervisor import ServiceSpec
 
 HOST = "127.0.0.1"
-# Runs every 5 s read again 30 s, not production's 5 minutes: at 5 minutes of overlap every
-# object would be listed and staged about 60 times over (production, every 5 minutes with 5
-# minutes of overlap, lists it about twice). 30 s stays above the grace, so a settlement found
-# pending is read again once its grace has passed.
-LOCAL_RECONCILE = {
-    "SETTLE_RECONCILE_INTERVAL": "5",
-    "SETTLE_RECONCILE_GRACE_SECONDS": "10",
-    "SETTLE_RECONCILE_OVERLAP_SECONDS": "30",
-}
+LOCAL_RECONCILE = {"SETTLE_RECONCILE_INTERVAL": "5", "SETTLE_RECONCILE_GRACE_SECONDS": "10"}
 # The local rail answers in milliseconds, so a call that has not answered in 3 s never will:
 # `settle run`'s relays hold a 9 s lease (their rail call timeout and session bounds are a
 # third of it), and a held answer is retried under its key after 3 s, not 10 (production
