@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from services.shared.domain.breaks import (
@@ -29,13 +29,51 @@ class RailKind(StrEnum):
     STRIPE = "stripe"
 
 
+class Deployment(StrEnum):
+    """Where settle runs: `production` refuses local defaults and cleartext or anonymous links."""
+
+    LOCAL = "local"
+    PRODUCTION = "production"
+
+
+class KafkaProtocol(StrEnum):
+    """How clients reach the brokers (Kafka's `security.protocol`)."""
+
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+
+class SaslMechanism(StrEnum):
+    """How a client proves its Kafka principal under SASL."""
+
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    PLAIN = "PLAIN"
+
+
 class Settings(BaseSettings):
     """Every knob settle reads, each under the environment variable of the same name."""
 
     model_config = SettingsConfigDict(frozen=True, extra="ignore", populate_by_name=False)
 
+    env: Deployment = Field(Deployment.LOCAL, alias="SETTLE_ENV")
     database_url: str = Field(LOCAL_DATABASE_URL, alias="SETTLE_DATABASE_URL")
     kafka_bootstrap: str = Field(LOCAL_KAFKA_BOOTSTRAP, alias="SETTLE_KAFKA_BOOTSTRAP")
+    # Kafka client security: TLS (a CA file to verify the brokers; a client certificate and
+    # key for mutual TLS) and SASL (a SCRAM user, the password held as a secret).
+    kafka_security_protocol: KafkaProtocol = Field(
+        KafkaProtocol.PLAINTEXT, alias="SETTLE_KAFKA_SECURITY_PROTOCOL"
+    )
+    kafka_sasl_mechanism: SaslMechanism = Field(
+        SaslMechanism.SCRAM_SHA_512, alias="SETTLE_KAFKA_SASL_MECHANISM"
+    )
+    kafka_sasl_username: str | None = Field(None, alias="SETTLE_KAFKA_SASL_USERNAME")
+    kafka_sasl_password: SecretStr | None = Field(None, alias="SETTLE_KAFKA_SASL_PASSWORD")
+    kafka_ssl_cafile: str | None = Field(None, alias="SETTLE_KAFKA_SSL_CAFILE")
+    kafka_ssl_certfile: str | None = Field(None, alias="SETTLE_KAFKA_SSL_CERTFILE")
+    kafka_ssl_keyfile: str | None = Field(None, alias="SETTLE_KAFKA_SSL_KEYFILE")
     topic_prefix: str = Field("", alias="SETTLE_TOPIC_PREFIX", pattern=r"^[A-Za-z0-9._-]*$")
     rail: RailKind = Field(RailKind.SIM, alias="SETTLE_RAIL")
     stripe_api_key: str = Field("sk_test_settle_local", alias="STRIPE_API_KEY", min_length=1)
