@@ -15,7 +15,6 @@ import asyncio
 import ssl
 from collections.abc import Awaitable, Mapping
 
-import aiohttp
 import stripe
 
 from services.relay.stripe_logs import log_only_when_heard
@@ -35,26 +34,11 @@ def early_timeout(total: float) -> float:
     return min(CONNECT_TIMEOUT_CAP, total / 2)
 
 
-# Transport failures that happen before a single request byte reaches the rail. settle's
-# client says so with NotSent; aiohttp's equivalents are classified alike for a stripe client
-# run on aiohttp (connecting: DNS, TCP, TLS, proxy; waiting for a pooled connection; a URL
-# that cannot be sent to).
-NOT_SENT: tuple[type[Exception], ...] = (
-    NotSent,
-    aiohttp.ClientConnectorError,
-    aiohttp.ConnectionTimeoutError,
-    aiohttp.InvalidURL,
-    aiohttp.NonHttpUrlClientError,
-)
-
-
 def sent_nothing(cause: BaseException | None) -> bool:
-    """Whether this transport failure certainly happened before the request was written.
-
-    aiohttp's bad redirect URL is excluded: the first request went out. (Redirects are never
-    followed here, so that case cannot arise; the rule guards the class.)
-    """
-    return isinstance(cause, NOT_SENT) and not isinstance(cause, aiohttp.RedirectClientError)
+    """Whether this transport failure certainly happened before the request was written:
+    settle's client says so by raising NotSent (connecting: DNS, TCP, TLS; waiting for a
+    pooled connection; a URL it cannot send to), and nothing else is taken as proof."""
+    return isinstance(cause, NotSent)
 
 
 class StripeHTTP(stripe.HTTPClient):
@@ -107,7 +91,3 @@ class StripeHTTP(stripe.HTTPClient):
     async def close_async(self) -> None:
         """Close the pooled connections; the client is unusable afterwards."""
         await self._http.aclose()
-
-
-# The name this client had when it ran on aiohttp, for code written against it.
-StripeAiohttp = StripeHTTP

@@ -28,8 +28,7 @@ Choices a reviewer should know about:
     transport error kept as the cause of APIConnectionError                outcome     detail
     NotSent (services.shared.http1: connect refused or failed, DNS, TLS    RETRYABLE   not_sent
       handshake, connect or pool wait past its bound, a URL it cannot
-      send to); aiohttp's ClientConnectorError and subclasses,
-      ConnectionTimeoutError, InvalidURL, NonHttpUrlClientError
+      send to)
     AnswerTimeout (the call's bound passed after writing), any other       AMBIGUOUS   timeout
       TimeoutError
     AnswerLost (closed, reset, cut short, not HTTP), anything else         AMBIGUOUS   network_error
@@ -98,7 +97,7 @@ def _connection_failure(err: stripe.APIConnectionError) -> RailResult:
     cause = err.__cause__
     if sent_nothing(cause):
         return RailResult(RailOutcome.RETRYABLE, detail="not_sent")
-    # AnswerTimeout, like aiohttp's timeouts, is a TimeoutError.
+    # AnswerTimeout is a TimeoutError.
     if isinstance(cause, TimeoutError):
         return RailResult(RailOutcome.AMBIGUOUS, detail="timeout")
     return RailResult(RailOutcome.AMBIGUOUS, detail="network_error")

@@ -22,7 +22,7 @@ import pytest
 import stripe
 
 from services.relay.rail import RailInstruction, RailOutcome
-from services.relay.stripe_http import StripeAiohttp
+from services.relay.stripe_http import StripeHTTP
 from services.relay.stripe_outcomes import outcome_of_error
 from services.relay.stripe_rail import StripeRail
 from services.shared.domain.payout import PayoutMethod
@@ -155,7 +155,7 @@ async def test_an_amount_stripe_cannot_hold_is_refused(rail: StripeRail) -> None
 async def test_stripes_own_validation_error_classifies_as_refused(stripe_mock: str) -> None:
     # The adapter always sends a destination, so a bare client leaves it out to get Stripe's
     # real schema error, and hands that to the adapter's classifier.
-    http = StripeAiohttp(10.0)
+    http = StripeHTTP(10.0)
     client = stripe.StripeClient(
         API_KEY, base_addresses={"api": stripe_mock}, max_network_retries=0, http_client=http
     )

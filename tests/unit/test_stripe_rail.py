@@ -1,6 +1,6 @@
 """StripeRail.send: the exact request Stripe receives, and how every answer is classified.
 
-The stripe package and its aiohttp client run for real over loopback sockets; only Stripe is
+The stripe package and settle's HTTP client run for real over loopback sockets; only Stripe is
 replaced, by `FakeStripe`, a small HTTP/1.1 server that answers from a handler or breaks the
 connection in the ways a network does.
 """
@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from http import HTTPStatus
 from urllib.parse import parse_qsl, urlsplit
 
-import aiohttp
 import pytest
 import stripe
 from multidict import CIMultiDict
@@ -34,6 +33,7 @@ from services.relay.stripe_rail import (
 )
 from services.shared.config import load_settings
 from services.shared.domain.payout import PayoutMethod
+from services.shared.http1 import AnswerLost, AnswerTimeout, NotSent, TransportError
 
 KEY = "9f" * 32
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -497,23 +497,14 @@ def bare(cls: type[BaseException]) -> BaseException:
 @pytest.mark.parametrize(
     ("cause", "outcome", "detail"),
     [
-        (aiohttp.ClientConnectorError, "retryable", "not_sent"),
-        (aiohttp.ClientConnectorDNSError, "retryable", "not_sent"),
-        (aiohttp.ClientProxyConnectionError, "retryable", "not_sent"),
-        (aiohttp.ClientConnectorSSLError, "retryable", "not_sent"),
-        (aiohttp.ClientConnectorCertificateError, "retryable", "not_sent"),
-        (aiohttp.ConnectionTimeoutError, "retryable", "not_sent"),
-        (aiohttp.InvalidUrlClientError, "retryable", "not_sent"),
-        (aiohttp.NonHttpUrlClientError, "retryable", "not_sent"),
-        (aiohttp.NonHttpUrlRedirectClientError, "ambiguous", "network_error"),
-        (aiohttp.SocketTimeoutError, "ambiguous", "timeout"),
-        (aiohttp.ServerTimeoutError, "ambiguous", "timeout"),
+        (NotSent, "retryable", "not_sent"),
+        (AnswerTimeout, "ambiguous", "timeout"),
         (TimeoutError, "ambiguous", "timeout"),
-        (aiohttp.ServerDisconnectedError, "ambiguous", "network_error"),
-        (aiohttp.ClientOSError, "ambiguous", "network_error"),
-        (aiohttp.ClientConnectionResetError, "ambiguous", "network_error"),
-        (aiohttp.ClientPayloadError, "ambiguous", "network_error"),
-        (aiohttp.ClientResponseError, "ambiguous", "network_error"),
+        (AnswerLost, "ambiguous", "network_error"),
+        (TransportError, "ambiguous", "network_error"),
+        (ConnectionResetError, "ambiguous", "network_error"),
+        (ConnectionRefusedError, "ambiguous", "network_error"),
+        (OSError, "ambiguous", "network_error"),
     ],
     ids=lambda v: v.__name__ if isinstance(v, type) else v,
 )
