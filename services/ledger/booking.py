@@ -91,6 +91,7 @@ class Books:
         pre-funded tenant's request its funds do not cover is refused, nothing of it stored."""
         now = datetime.now(UTC)
         forgotten_before = now - self.windows.replay - self.windows.tombstone
+        minted = [_mint(r, now) for r in batch]  # before BEGIN: no transaction waits on it
         pairs = {(r.tenant, r.currency) for r in batch} - self._accounts_known
         async with _transaction(conn):
             if pairs:
@@ -100,16 +101,21 @@ class Books:
                 results = await refuse_unfunded(conn, batch, self.limits, now, forgotten_before)
             rest = [n for n in range(len(batch)) if n not in results]
             if rest:
-                booked = await self._book_new(conn, [batch[n] for n in rest], now)
+                booked = await self._book_new(
+                    conn, [batch[n] for n in rest], [minted[n] for n in rest], now
+                )
                 results.update(zip(rest, booked, strict=True))
         # Only committed accounts may be skipped: another batch's postings need them to exist.
         self._accounts_known |= pairs
         return [results[n] for n in range(len(batch))]
 
     async def _book_new(
-        self, conn: asyncpg.Connection, batch: Sequence[SettlementRequest], now: datetime
+        self,
+        conn: asyncpg.Connection,
+        batch: Sequence[SettlementRequest],
+        minted: list[_Minted],
+        now: datetime,
     ) -> list[AcceptResult]:
-        minted = [_mint(r, now) for r in batch]
         rows = await conn.fetch(sql.BOOK_BATCH, *self._columns(batch, minted, now))
         fate = {(row["tenant"], row["key"]): (row["claimed"], row["booked"]) for row in rows}
         results: list[AcceptResult | None] = []
