@@ -417,12 +417,24 @@ def _without(name: str) -> bytes:
         (_raw(settlement(amount=-5)), 400, "invalid_amount", "amount"),
         (_raw(settlement(amount=0)), 400, "invalid_amount", "amount"),
         (_raw(settlement(amount=2**63)), 400, "invalid_amount", "amount"),
+        (_raw(settlement(amount=10**15 + 1)), 400, "invalid_amount", "amount"),
+        (_raw(settlement(amount=2**62)), 400, "invalid_amount", "amount"),
         (_raw(settlement(currency="XYZ")), 400, "invalid_currency", "currency"),
         (_without("payee"), 400, "missing_field", "payee"),
         (b'{"reference": "r-1", "amount": ', 400, "malformed_json", None),
         (_raw(settlement()) + b" " * MAX_BODY_BYTES, 413, "body_too_large", None),
     ],
-    ids=["negative", "zero", "2**63", "XYZ", "no-payee", "malformed", "over-16KiB"],
+    ids=[
+        "negative",
+        "zero",
+        "2**63",
+        "10**15+1",
+        "2**62",
+        "XYZ",
+        "no-payee",
+        "malformed",
+        "over-16KiB",
+    ],
 )
 async def test_an_invalid_request_is_refused_naming_the_field_and_books_nothing(
     api: Api, raw: bytes, status: int, code: str, field_name: str | None
