@@ -113,7 +113,7 @@ class Ledger:
             # One request the books cannot hold must not fail its batch-mates: book one
             # by one, and refuse only the request that fails alone.
             if len(batch) == 1:
-                return [unbookable_result(e)]
+                return [unbookable_result(batch[0], e)]
         except asyncpg.LockNotAvailableError:
             # A same-key request of another process held us past the bounded wait. Book
             # one by one so only the held requests answer 409.

@@ -14,6 +14,7 @@ import uvicorn
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from services.ledger.acceptor import Ledger
+from services.ledger.admission import Admission
 from services.ledger.booking import Books, Windows
 from services.ledger.commands import CONSUMER_GROUP, CommandIntake, consume_commands
 from services.ledger.http import create_app
@@ -44,10 +45,13 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
     # The ledger keeps no session state: a batch gives its connection back without the
     # full reset's extra round trip.
     pool = await create_pool(settings, keep_sessions=True)
-    ledger = Ledger(pool, Books(windows(settings), settings.stripe_method), metrics=metrics)
+    books = Books(windows(settings), settings.stripe_method, limits=settings.tenant_limits)
+    ledger = Ledger(pool, books, metrics=metrics)
+    # One admission for both ingress paths: Kafka commands count in the HTTP backlog.
+    admission = Admission(settings.tenant_limits, settings.accept_backlog)
     app = create_app(
         ledger, SettlementReads(pool), settings, Readiness(pool, settings.kafka_bootstrap),
-        metrics=metrics,
+        metrics=metrics, admission=admission,
     )  # fmt: skip
     # No client address is read, so no proxy-header rewriting on every request.
     server = uvicorn.Server(
@@ -70,7 +74,9 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
             )  # fmt: skip
 
         def intake_of(consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> CommandIntake:
-            return CommandIntake(consumer, producer, ledger, dlq, metrics=metrics)
+            return CommandIntake(
+                consumer, producer, ledger, dlq, metrics=metrics, admission=admission
+            )
 
         dlq_producer = partial(idempotent_producer, settings.kafka_bootstrap, "settle-ledger-dlq")
         loops.append(consume_commands(consumer, dlq_producer, intake_of))

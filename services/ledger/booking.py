@@ -11,6 +11,7 @@ get 409, stored under their key too.
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from services.ledger import sql
+from services.ledger.funding import refuse_unfunded
 from services.ledger.idempotency import Decision, KeyState, StoredKey, decide
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import canonical_json, settlement_body
@@ -30,9 +32,11 @@ from services.shared.domain.rail_key import rail_idempotency_key
 from services.shared.domain.settlement import SettlementStatus, event_type
 from services.shared.edge import error_body
 from services.shared.ids import uuid7_text
+from services.shared.tenant_limits import NO_LIMITS, TenantLimits
 from services.shared.topics import EVENTS
 from services.shared.transition_rows import settlement_event
 
+log = logging.getLogger(__name__)
 DEFAULT_RAIL = "sim"
 # How long a same-key request in another transaction may hold us before we answer 409.
 LOCK_WAIT = "2s"
@@ -68,10 +72,12 @@ class Books:
         windows: Windows,
         method: PayoutMethod = PayoutMethod.TRANSFER,
         shards: int = BALANCE_SHARDS,
+        limits: TenantLimits = NO_LIMITS,
     ) -> None:
         self.windows = windows
         self.method = method
         self.shards = shards
+        self.limits = limits  # for the funding check of pre-funded tenants
         # Each batch tries the next shard first, from a random start per process, so batches
         # of this process mostly find their first choice free; a held shard is skipped.
         start = random.randrange(shards)
@@ -81,40 +87,60 @@ class Books:
     async def book(
         self, conn: asyncpg.Connection, batch: Sequence[SettlementRequest]
     ) -> list[AcceptResult]:
-        """Book `batch` (no two requests share a tenant and key) in one transaction."""
+        """Book `batch` (no two requests share a tenant and key) in one transaction; a
+        pre-funded tenant's request its funds do not cover is refused, nothing of it stored."""
         now = datetime.now(UTC)
-        minted = [_mint(r, now) for r in batch]
+        forgotten_before = now - self.windows.replay - self.windows.tombstone
+        minted = [_mint(r, now) for r in batch]  # before BEGIN: no transaction waits on it
         pairs = {(r.tenant, r.currency) for r in batch} - self._accounts_known
         async with _transaction(conn):
             if pairs:
                 await self._open_accounts(conn, pairs)
-            rows = await conn.fetch(sql.BOOK_BATCH, *self._columns(batch, minted, now))
-            fate = {(row["tenant"], row["key"]): (row["claimed"], row["booked"]) for row in rows}
-            results: list[AcceptResult | None] = []
-            refused: list[int] = []
-            for n, (r, m) in enumerate(zip(batch, minted, strict=True)):
-                claimed, booked = fate[(r.tenant, r.idempotency_key)]
-                if booked:
-                    results.append(AcceptResult(Outcome.CREATED, 201, m.body, m.settlement_id))
-                elif claimed:
-                    results.append(_duplicate_reference(r))
-                    refused.append(n)
-                else:
-                    results.append(None)
-            if refused:
-                await conn.execute(
-                    sql.REFUSE_REFERENCES,
-                    [batch[n].tenant for n in refused],
-                    [batch[n].idempotency_key for n in refused],
-                    [_body(results[n]) for n in refused],
+            results: dict[int, AcceptResult] = {}
+            if self.limits.any_prefunded:
+                results = await refuse_unfunded(conn, batch, self.limits, now, forgotten_before)
+            rest = [n for n in range(len(batch)) if n not in results]
+            if rest:
+                booked = await self._book_new(
+                    conn, [batch[n] for n in rest], [minted[n] for n in rest], now
                 )
-            used = [n for n, result in enumerate(results) if result is None]
-            if used:
-                answers = await self._answer_used_keys(conn, [batch[n] for n in used], now)
-                for n, answer in zip(used, answers, strict=True):
-                    results[n] = answer
+                results.update(zip(rest, booked, strict=True))
         # Only committed accounts may be skipped: another batch's postings need them to exist.
         self._accounts_known |= pairs
+        return [results[n] for n in range(len(batch))]
+
+    async def _book_new(
+        self,
+        conn: asyncpg.Connection,
+        batch: Sequence[SettlementRequest],
+        minted: list[_Minted],
+        now: datetime,
+    ) -> list[AcceptResult]:
+        rows = await conn.fetch(sql.BOOK_BATCH, *self._columns(batch, minted, now))
+        fate = {(row["tenant"], row["key"]): (row["claimed"], row["booked"]) for row in rows}
+        results: list[AcceptResult | None] = []
+        refused: list[int] = []
+        for n, (r, m) in enumerate(zip(batch, minted, strict=True)):
+            claimed, booked = fate[(r.tenant, r.idempotency_key)]
+            if booked:
+                results.append(AcceptResult(Outcome.CREATED, 201, m.body, m.settlement_id))
+            elif claimed:
+                results.append(_duplicate_reference(r))
+                refused.append(n)
+            else:
+                results.append(None)
+        if refused:
+            await conn.execute(
+                sql.REFUSE_REFERENCES,
+                [batch[n].tenant for n in refused],
+                [batch[n].idempotency_key for n in refused],
+                [_body(results[n]) for n in refused],
+            )
+        used = [n for n, result in enumerate(results) if result is None]
+        if used:
+            answers = await self._answer_used_keys(conn, [batch[n] for n in used], now)
+            for n, answer in zip(used, answers, strict=True):
+                results[n] = answer
         return [r for r in results if r is not None]
 
     def _columns(
@@ -254,7 +280,13 @@ def in_use_result() -> AcceptResult:
     return AcceptResult(Outcome.IN_USE, 409, body, retry_after=IN_USE_RETRY_AFTER)
 
 
-def unbookable_result(error: Exception) -> AcceptResult:
-    """The 422 of a valid request the books cannot hold; nothing of it was stored."""
-    body = error_body("unbookable", f"the books cannot hold this settlement: {error}", "amount")
+def unbookable_result(request: SettlementRequest, error: Exception) -> AcceptResult:
+    """The 422 of a valid request the books cannot hold; nothing of it was stored. The
+    database's words are logged with the request's tenant and key, never sent: they name
+    tables, constraints and values of the books."""
+    log.error(
+        "unbookable settlement request tenant=%r idempotency_key=%r reference=%r: %s: %s",
+        request.tenant, request.idempotency_key, request.reference, type(error).__name__, error,
+    )  # fmt: skip
+    body = error_body("unbookable", "the books cannot hold this settlement", "amount")
     return AcceptResult(Outcome.UNBOOKABLE, 422, body)

@@ -1,5 +1,10 @@
 """Kafka intake of `settlement.commands`: the same accept core as HTTP, batch by batch.
 
+Commands pass the tenant's limits as HTTP requests do (`ledger.admission`); a refused one is
+dead-lettered with its code. They are not refused by rate or load: already queued in Kafka,
+they are fetched one batch at a time, and only while the ledger's backlog has room, so the
+consumer's pace bounds them and a loaded ledger stops fetching instead (back-pressure).
+
 Offsets move only after the batch's transaction committed and its dead letters were
 acknowledged by Kafka. A crash anywhere before that redelivers the batch, and the
 idempotency keys turn the redelivery into replays: no second settlement.
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
+from services.ledger.admission import Admission
 from services.ledger.errors import InvalidRequest
 from services.ledger.intake import parse_settlement_command
 from services.ledger.metrics import LedgerMetrics, create_metrics
@@ -36,6 +42,7 @@ DEAD_LETTER_OUTCOMES = {
     Outcome.EXPIRED: "idempotency_key_expired",
     Outcome.DUPLICATE_REFERENCE: "duplicate_reference",
     Outcome.UNBOOKABLE: "unbookable",
+    Outcome.INSUFFICIENT_FUNDS: "insufficient_funds",
 }
 UNAVAILABLE_BACKOFF_S = 1.0
 
@@ -60,6 +67,7 @@ class CommandIntake:
         dlq_topic: str,
         max_records: int = 500,
         metrics: LedgerMetrics | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.consumer = consumer
         self.producer = producer
@@ -67,14 +75,19 @@ class CommandIntake:
         self.dlq_topic = dlq_topic
         self.max_records = max_records
         self.metrics = metrics or create_metrics()
+        self.admission = admission if admission is not None else Admission()
 
     async def run(self) -> None:
-        """Poll, book, dead-letter and commit, batch after batch."""
+        """Poll, book, dead-letter and commit, batch after batch, fetching only while the
+        ledger's backlog has room."""
+        backlog = self.admission.backlog
         while True:
+            await backlog.room()
             batches = await self.consumer.getmany(timeout_ms=500, max_records=self.max_records)
             records = [r for part in batches.values() for r in part]
             if records:
-                await self.handle(records)
+                with backlog.carry(len(records)):
+                    await self.handle(records)
 
     async def handle(self, records: Sequence[ConsumerRecord]) -> None:
         """Book one polled batch, dead-letter what cannot be booked, then commit its offsets."""
@@ -83,7 +96,9 @@ class CommandIntake:
         for record in records:
             try:
                 command = avro.decode(record.value or b"", "SettlementCommand")
-                valid.append((record, parse_settlement_command(command)))
+                request = parse_settlement_command(command)
+                self.admission.check(request)
+                valid.append((record, request))
             except SchemaError as e:
                 dead.append(DeadLetter(record, "undecodable", str(e)))
                 self.metrics.count_request("invalid")

@@ -1,7 +1,10 @@
 """Errors of the ledger service, each mapped to an HTTP status and a machine-readable code.
 
 LedgerError (ApiError)      base; `status` and `code` are what the HTTP edge sends
-└── InvalidRequest          400 (413 for a body too large): bad body, header or field
+├── InvalidRequest          400 (413 for a body too large, 422 over a tenant's limits): bad
+│                           body, header or field, or a settlement the tenant may not make
+├── RateLimited             429 `rate_limited` with Retry-After: the tenant's rate is spent
+└── Overloaded              503 `overloaded` with Retry-After: too many requests held at once
 
 Unauthorized (401) is the HTTP edge's own (services.shared.edge); PostgreSQL out of reach is the
 shared StoreUnavailable (services.shared.errors): 503 with Retry-After, answered in the same
@@ -28,3 +31,24 @@ class InvalidRequest(LedgerError):
     ) -> None:
         super().__init__(message, code=code, field=field)
         self.status = status
+
+
+class RateLimited(LedgerError):
+    """The tenant sent settlement requests faster than its configured rate; nothing ran."""
+
+    status = 429
+    code = "rate_limited"
+    retriable = True
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many settlement requests; retry in {retry_after} s")
+        self.retry_after_seconds = retry_after
+
+
+class Overloaded(LedgerError):
+    """The ledger holds as many settlement requests as it may; nothing ran."""
+
+    status = 503
+    code = "overloaded"
+    retriable = True
+    retry_after_seconds = 1

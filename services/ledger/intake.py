@@ -7,8 +7,10 @@ content are the same request. Limits, and why:
     body                        at most MAX_BODY_BYTES (16 KiB) of UTF-8 JSON; 413 above
     reference, payee,           1..255 characters, no control characters (the database's
     destination                 CHECK limits; control characters only ever hide mistakes)
-    amount                      a JSON number that is a whole count of minor units, 1 .. 2**63-1
-                                (100, 100.0 and 1e2 are all 100); never parsed through a float
+    amount                      a JSON number that is a whole count of minor units, 1 .. 10**15
+                                (100, 100.0 and 1e2 are all 100); never parsed through a float.
+                                The cap keeps every balance shard far from bigint overflow
+                                (`shared.money.MAX_SETTLEMENT_AMOUNT` says why)
     currency                    an active ISO 4217 code in upper case, exactly as written
     rail                        null or a rail settle drives ("sim", "stripe")
     metadata                    at most 50 string pairs, keys 1..40 characters without "[" or
@@ -34,7 +36,7 @@ from services.ledger.errors import InvalidRequest
 from services.ledger.model import SettlementRequest
 from services.ledger.responses import canonical_json
 from services.shared.config import RailKind
-from services.shared.money import MAX_AMOUNT, is_currency
+from services.shared.money import MAX_SETTLEMENT_AMOUNT, is_currency
 
 MAX_BODY_BYTES = 16_384
 MAX_TEXT_CHARS = 255
@@ -224,8 +226,8 @@ def _amount(value: object) -> int:
     if isinstance(value, Decimal) and not value.is_finite():
         raise invalid("must be a finite number")
     # Range first: it bounds the number before any arithmetic on a huge exponent.
-    if not 0 < value <= MAX_AMOUNT:
-        raise invalid(f"must be greater than 0 and at most {MAX_AMOUNT}")
+    if not 0 < value <= MAX_SETTLEMENT_AMOUNT:
+        raise invalid(f"must be greater than 0 and at most {MAX_SETTLEMENT_AMOUNT}")
     if isinstance(value, Decimal):
         if value != value.to_integral_value():
             raise invalid("must be a whole number of minor units")

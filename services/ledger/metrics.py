@@ -16,7 +16,10 @@ REQUEST_OUTCOMES = (
     "expired",
     "duplicate_reference",
     "unbookable",
+    "insufficient_funds",
     "invalid",
+    "rate_limited",
+    "overloaded",
     "unauthorized",
     "unavailable",
 )

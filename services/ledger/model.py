@@ -15,7 +15,7 @@ class SettlementRequest:
     reference: str  # the caller's own unique id for this payout
     payee: str  # who is paid
     destination: str  # the rail account money goes to
-    amount: int  # minor units, 1 .. 2**63-1
+    amount: int  # minor units, 1 .. MAX_SETTLEMENT_AMOUNT (10**15)
     currency: str  # ISO 4217 code, upper case
     rail: str | None = None  # the rail asked for, or None for the default
     metadata: dict[str, str] = field(default_factory=dict)  # caller's string map, echoed back
@@ -32,6 +32,7 @@ class Outcome(StrEnum):
     EXPIRED = "expired"  # key past its replay window, inside the tombstone window: 410
     DUPLICATE_REFERENCE = "duplicate_reference"  # reference booked under another key: 409
     UNBOOKABLE = "unbookable"  # valid, but the books cannot hold it (a balance overflow): 422
+    INSUFFICIENT_FUNDS = "insufficient_funds"  # a pre-funded tenant's funds fall short: 422
 
 
 @dataclass(frozen=True, slots=True)

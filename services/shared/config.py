@@ -6,7 +6,14 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    Field,
+    InstanceOf,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from services.shared.domain.breaks import (
@@ -17,6 +24,7 @@ from services.shared.domain.breaks import (
 )
 from services.shared.domain.payout import PayoutMethod
 from services.shared.errors import ConfigError
+from services.shared.tenant_limits import NO_LIMITS, TenantLimits, parse_tenant_limits
 
 LOCAL_DATABASE_URL = "postgresql+asyncpg://settle@127.0.0.1:55432/settle"
 LOCAL_KAFKA_BOOTSTRAP = "127.0.0.1:59092"
@@ -127,6 +135,19 @@ class Settings(BaseSettings):
     reconcile_overlap_seconds: float = Field(
         DEFAULT_OVERLAP_SECONDS, alias="SETTLE_RECONCILE_OVERLAP_SECONDS", ge=0
     )
+
+    # Limits and back-pressure: per-tenant caps, allow-lists, deposits and rates (JSON, read
+    # by shared/tenant_limits.py), and how many settlement requests a ledger process holds
+    # at once (HTTP in flight and Kafka commands being booked) before answering 503.
+    tenant_limits: Annotated[InstanceOf[TenantLimits], NoDecode] = Field(
+        NO_LIMITS, alias="SETTLE_TENANT_LIMITS"
+    )
+    accept_backlog: int = Field(10_000, alias="SETTLE_ACCEPT_BACKLOG", ge=1)
+
+    @field_validator("tenant_limits", mode="before")
+    @classmethod
+    def _limits(cls, value: object) -> object:
+        return parse_tenant_limits(value) if isinstance(value, str) else value
 
     @field_validator("database_url")
     @classmethod

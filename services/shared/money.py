@@ -12,6 +12,18 @@ from __future__ import annotations
 # The largest amount PostgreSQL's bigint and Avro's long both hold.
 MAX_AMOUNT = 2**63 - 1
 
+# The largest amount one settlement may have: 10**15 minor units (ten trillion of a two-decimal
+# currency; Stripe itself refuses more than 99,999,999,999). Why so far below MAX_AMOUNT: an
+# account's balance is kept in bigint shard rows (`shared.balance_shards`), and a shard holds
+# the sum of the postings that landed on it, each at most one settlement's amount. Two amounts
+# near 2**62 overflowed a shard in one step, possibly on a posting made after the rail paid
+# (payable -> paid_out). Now one posting moves a shard by at most 10**15, so overflowing one
+# takes more than MAX_AMOUNT // MAX_SETTLEMENT_AMOUNT = 9,223 maximum-amount postings piled on
+# that one shard in one direction, i.e. more than 9.2 * 10**18 minor units through one
+# tenant's account in one currency (92 quadrillion of a two-decimal currency): no step a
+# settlement takes, accepted or after the rail acted, can overflow a shard before then.
+MAX_SETTLEMENT_AMOUNT = 10**15
+
 _ISO_4217_LIST_ONE = """
     AED AFN ALL AMD AOA ARS AUD AWG AZN BAM BBD BDT BHD BIF BMD
     BND BOB BRL BSD BTN BWP BYN BZD CAD CDF CHF CLP CNY COP CRC

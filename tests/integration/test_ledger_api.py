@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -87,7 +88,7 @@ async def running_ledger(settings: Settings, **ledger_options: int) -> AsyncIter
     """The ledger's HTTP app built from `settings` exactly as `app.serve` builds it."""
     metrics = create_metrics()
     pool = await create_pool(settings, keep_sessions=True)  # as app.py opens it
-    books = Books(windows(settings), settings.stripe_method)
+    books = Books(windows(settings), settings.stripe_method, limits=settings.tenant_limits)
     ledger = Ledger(pool, books, metrics=metrics, **ledger_options)
     try:
         app = create_app(
@@ -416,12 +417,24 @@ def _without(name: str) -> bytes:
         (_raw(settlement(amount=-5)), 400, "invalid_amount", "amount"),
         (_raw(settlement(amount=0)), 400, "invalid_amount", "amount"),
         (_raw(settlement(amount=2**63)), 400, "invalid_amount", "amount"),
+        (_raw(settlement(amount=10**15 + 1)), 400, "invalid_amount", "amount"),
+        (_raw(settlement(amount=2**62)), 400, "invalid_amount", "amount"),
         (_raw(settlement(currency="XYZ")), 400, "invalid_currency", "currency"),
         (_without("payee"), 400, "missing_field", "payee"),
         (b'{"reference": "r-1", "amount": ', 400, "malformed_json", None),
         (_raw(settlement()) + b" " * MAX_BODY_BYTES, 413, "body_too_large", None),
     ],
-    ids=["negative", "zero", "2**63", "XYZ", "no-payee", "malformed", "over-16KiB"],
+    ids=[
+        "negative",
+        "zero",
+        "2**63",
+        "10**15+1",
+        "2**62",
+        "XYZ",
+        "no-payee",
+        "malformed",
+        "over-16KiB",
+    ],
 )
 async def test_an_invalid_request_is_refused_naming_the_field_and_books_nothing(
     api: Api, raw: bytes, status: int, code: str, field_name: str | None
@@ -553,26 +566,60 @@ async def test_balance_is_the_sum_of_the_tenants_postings_and_entries_list_them(
 # --- a request the books cannot hold, and stopping with requests in flight ---------------
 
 
+async def near_overflow(api: Api, tenant: str) -> None:
+    """Open `tenant`'s EUR accounts and set every payable shard a few units short of the
+    largest bigint, as only a lifetime of maximum amounts could: one more credit overflows."""
+    assert (await api.post(tenant, unique("key-"), settlement(amount=1))).status_code == 201
+    await api.pool.execute(
+        "UPDATE account_balances SET balance = $2 WHERE account_id = $1",
+        f"{tenant}:payable:EUR",
+        2**63 - 10,
+    )
+
+
 async def test_a_request_the_books_cannot_hold_does_not_fail_another_tenants_request(
     database_url: str, kafka_bootstrap: str
 ) -> None:
     settings = ledger_settings(database_url, kafka_bootstrap, unique("ta"), unique("tb"))
     # One worker, held busy, so the three requests below are queued into one batch.
     async with running_ledger(settings, workers=1) as api:
+        await near_overflow(api, api.a)
         held = unique("key-")
         async with key_held_elsewhere(api.pool, api.a, held):
             blocker = asyncio.create_task(api.post(api.a, held, settlement()))
             await asyncio.sleep(0.3)
             batch = [
-                asyncio.create_task(api.post(api.a, unique("key-"), settlement(amount=2**62))),
-                asyncio.create_task(api.post(api.a, unique("key-"), settlement(amount=2**62))),
+                asyncio.create_task(api.post(api.a, unique("key-"), settlement(amount=100))),
+                asyncio.create_task(api.post(api.a, unique("key-"), settlement(amount=100))),
                 asyncio.create_task(api.post(api.b, unique("key-"), settlement(amount=100))),
             ]
             await asyncio.sleep(0.3)
-        assert (await blocker).status_code == 201
-        *_, innocent = await asyncio.gather(*batch)
+        assert (await blocker).status_code == 422  # the held one overflows too
+        *refused, innocent = await asyncio.gather(*batch)
+        assert [r.status_code for r in refused] == [422, 422]
         assert innocent.status_code == 201, innocent.text
         assert len(await api.settlements_of(api.b)) == 1
+        assert len(await api.settlements_of(api.a)) == 1  # the one that opened the accounts
+
+
+async def test_unbookable_answers_a_fixed_message_and_logs_the_database_error(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    await near_overflow(api, api.a)
+    key = unique("key-")
+    with caplog.at_level(logging.ERROR, logger="services.ledger.booking"):
+        response = await api.post(api.a, key, settlement(amount=100))
+    assert response.status_code == 422, response.text
+    assert error_of(response) == {
+        "code": "unbookable",
+        "message": "the books cannot hold this settlement",
+        "field": "amount",
+    }
+    # The database's words stay in the log, with the request they belong to.
+    logged = [r.getMessage() for r in caplog.records if "unbookable" in r.getMessage()]
+    assert len(logged) == 1
+    assert key in logged[0] and api.a in logged[0] and "out of range" in logged[0]
+    assert len(await api.settlements_of(api.a)) == 1
 
 
 async def test_stopping_the_ledger_still_answers_a_request_in_flight(api: Api) -> None:

@@ -12,10 +12,12 @@ import pytest
 from aiokafka import TopicPartition
 
 from services.ledger.acceptor import Ledger
+from services.ledger.admission import Admission
 from services.ledger.booking import Books
 from services.ledger.commands import CommandIntake
 from services.shared import avro
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
+from services.shared.tenant_limits import Rate, TenantLimits, TenantPolicy
 from services.shared.topics import COMMANDS, COMMANDS_DLQ, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
 from tests.integration.test_ledger_books import WINDOWS
@@ -120,3 +122,69 @@ async def test_commands_are_booked_once_and_bad_ones_dead_lettered(
     assert sample("settle_ledger_requests_total", {"outcome": "invalid"}) == 2
     for reason in ("undecodable", "invalid_amount", "idempotency_key_reused"):
         assert sample("settle_ledger_dlq_total", {"reason": reason}) == 1
+
+
+async def test_commands_over_limits_are_dead_lettered_and_a_full_backlog_stops_fetching(
+    pool: asyncpg.Pool, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    await ensure_topics(kafka_bootstrap, topic_prefix)
+    commands_topic, dlq_topic = f"{topic_prefix}{COMMANDS}", f"{topic_prefix}{COMMANDS_DLQ}"
+    tenant = unique("t")
+    limits = TenantLimits(
+        {
+            tenant: TenantPolicy(
+                max_amount={"GBP": 1_000}, destinations=frozenset({"acct_9"}),
+                prefunded={"GBP": 1_500}, rate=Rate(0.001, 1),
+            )
+        }
+    )  # fmt: skip
+    over = command(tenant, "k-over", "r-over", amount=1_001)
+    elsewhere = {**command(tenant, "k-else", "r-else"), "destination": "acct_other"}
+    # Each within the caps, more than the rate would let through HTTP (Kafka is not rate
+    # limited), and together over the deposit: two of the three are booked, whichever come first.
+    funded = [command(tenant, f"k{n}", f"r{n}", amount=700) for n in range(3)]
+    values = [avro.encode("SettlementCommand", c) for c in (over, elsewhere, *funded)]
+
+    admission = Admission(limits, backlog=10)
+    ledger = Ledger(pool, Books(WINDOWS, limits=limits), max_batch=1)
+    consumer = manual_commit_consumer(kafka_bootstrap, unique("ledger-"), [commands_topic])
+    producer = idempotent_producer(kafka_bootstrap, "test-dlq")
+    await consumer.start()
+    await producer.start()
+    intake = CommandIntake(
+        consumer, producer, ledger, dlq_topic, max_records=1, admission=admission
+    )
+    task = asyncio.create_task(intake.run())
+    try:
+        # HTTP requests fill the backlog: the intake fetches nothing meanwhile.
+        with admission.backlog.carry(10):
+            await publish(kafka_bootstrap, commands_topic, values)
+            await asyncio.sleep(2)
+            async with pool.acquire() as db:
+                assert (
+                    await db.fetchval("SELECT count(*) FROM settlements WHERE tenant = $1", tenant)
+                    == 0
+                )
+            assert (
+                intake.metrics.registry.get_sample_value(
+                    "settle_ledger_dlq_total", {"reason": "amount_over_limit"}
+                )
+                is None
+            )
+        dead = await drain(kafka_bootstrap, dlq_topic, 3)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await consumer.stop()
+        await producer.stop()
+        await ledger.stop()
+
+    reasons = {h["reason"]: value for value, h in dead}
+    poor = reasons.pop(b"insufficient_funds")
+    assert reasons == {b"amount_over_limit": values[0], b"destination_not_allowed": values[1]}
+    async with pool.acquire() as db:
+        rows = await db.fetch("SELECT reference FROM settlements WHERE tenant = $1", tenant)
+    booked = {r["reference"] for r in rows}
+    assert len(booked) == 2 and poor in values[2:]
+    assert booked == {f"r{n}" for n in range(3)} - {f"r{values.index(poor) - 2}"}

@@ -24,7 +24,7 @@ from services.ledger.intake import (
 )
 from services.ledger.model import SettlementRequest
 from services.ledger.responses import canonical_json
-from services.shared.money import CURRENCIES, MAX_AMOUNT
+from services.shared.money import CURRENCIES, MAX_SETTLEMENT_AMOUNT
 
 BODY: dict[str, Any] = {
     "reference": "inv-2026-0042",
@@ -100,8 +100,13 @@ def test_integral_spellings_of_one_amount_are_the_same_request(literal: str) -> 
     assert request.fingerprint == parse(with_amount("100")).fingerprint
 
 
-def test_the_largest_amount_is_accepted() -> None:
-    assert parse(with_amount(str(MAX_AMOUNT))).amount == 2**63 - 1
+def test_the_largest_amount_is_accepted_and_one_more_is_refused() -> None:
+    assert parse(with_amount("1000000000000000")).amount == MAX_SETTLEMENT_AMOUNT == 10**15
+    assert parse(with_amount("1e15")).amount == 10**15
+    for over in ("1000000000000001", "1.000000000000001e15", str(2**62)):
+        error = refusal(with_amount(over))
+        assert (error.code, error.field, error.status) == ("invalid_amount", "amount", 400)
+        assert "1000000000000000" in error.message
 
 
 @pytest.mark.parametrize(
@@ -389,7 +394,7 @@ bodies = st.fixed_dictionaries(
         "reference": texts,
         "payee": texts,
         "destination": texts,
-        "amount": st.integers(1, MAX_AMOUNT),
+        "amount": st.integers(1, MAX_SETTLEMENT_AMOUNT),
         "currency": st.sampled_from(sorted(CURRENCIES)),
     },
     optional={

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.shared.money import MAX_SETTLEMENT_AMOUNT
+
 
 class SettlementBody(BaseModel):
     """The body of POST /v1/settlements (validated by the ledger's intake, not by FastAPI).
@@ -18,7 +20,11 @@ class SettlementBody(BaseModel):
     reference: str = Field(min_length=1, max_length=255, description="Your unique payout id.")
     payee: str = Field(min_length=1, max_length=255, description="Who is paid.")
     destination: str = Field(min_length=1, max_length=255, description="The rail account.")
-    amount: int = Field(gt=0, description="Minor units; 100 and 100.0 are equal, 100.5 invalid.")
+    amount: int = Field(
+        gt=0,
+        le=MAX_SETTLEMENT_AMOUNT,
+        description="Minor units; 100 and 100.0 are equal, 100.5 invalid.",
+    )
     currency: str = Field(pattern="^[A-Z]{3}$", description="ISO 4217 code.")
     rail: Literal["sim", "stripe"] | None = Field(None, description="Omitted: the default rail.")
     metadata: dict[str, str] = Field(
@@ -73,7 +79,7 @@ def errors(*statuses: int, **described: str) -> dict[int | str, dict[str, Any]]:
     out: dict[int | str, dict[str, Any]] = {}
     for status in statuses:
         entry: dict[str, Any] = {"model": ErrorResponse, "description": texts.get(status, "")}
-        if status in (409, 503):
+        if status in (409, 429, 503):
             entry["headers"] = {"Retry-After": _RETRY_AFTER}
         out[status] = entry
     return out

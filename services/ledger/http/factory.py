@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from services.ledger.admission import Admission
 from services.ledger.http.accounts import account_routes
 from services.ledger.http.fast_path import SettlementFastPath
 from services.ledger.http.ops import ops_routes
@@ -29,14 +30,18 @@ def create_app(
     readiness: ReadinessProbe,
     *,
     metrics: LedgerMetrics | None = None,
+    admission: Admission | None = None,
 ) -> SettlementFastPath:
     """The ledger's HTTP API over the given ports (an ASGI app: POST /v1/settlements served in
-    front of the FastAPI app, `.api`); `metrics` defaults to a fresh registry."""
+    front of the FastAPI app, `.api`); `metrics` defaults to a fresh registry, `admission` to
+    the limits and backlog `settings` configure."""
     metrics = metrics if metrics is not None else create_metrics()
+    if admission is None:
+        admission = Admission(settings.tenant_limits, settings.accept_backlog)
     auth = BearerAuth(settings.tenant_by_token)
     app = FastAPI(title="settle ledger", version="1", description=DESCRIPTION)
     install_error_handlers(app)
-    create = CreateSettlement(acceptor, auth, metrics)
+    create = CreateSettlement(acceptor, auth, metrics, admission)
     app.include_router(settlement_routes(create, reads, auth))
     app.include_router(account_routes(reads, auth))
     app.include_router(ops_routes(readiness))

@@ -10,7 +10,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.security.utils import get_authorization_scheme_param
 from pydantic import TypeAdapter
 
-from services.ledger.errors import InvalidRequest
+from services.ledger.admission import Admission
+from services.ledger.errors import InvalidRequest, Overloaded, RateLimited
 from services.ledger.http import docs
 from services.ledger.intake import MAX_BODY_BYTES, parse_settlement_body, validate_idempotency_key
 from services.ledger.metrics import LedgerMetrics
@@ -75,21 +76,34 @@ _CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
         410,
         413,
         422,
+        429,
         503,
         s409="`idempotency_key_in_use` (with Retry-After) or `duplicate_reference`.",
         s410="`idempotency_key_expired`: older than the replay window.",
         s413="`body_too_large`.",
-        s422="`idempotency_key_reused` with a different body; nothing ran.",
+        s422="`idempotency_key_reused` with a different body; `amount_over_limit` or"
+        " `destination_not_allowed` by the tenant's limits; `insufficient_funds` for a"
+        " pre-funded tenant; `unbookable`. Nothing was booked.",
+        s429="`rate_limited`: over the tenant's request rate; retry after `Retry-After`.",
+        s503="`overloaded` (the ledger holds as many requests as it may) or"
+        " `store_unavailable`; retry after `Retry-After` seconds.",
     ),
 }
 
 
 class CreateSettlement:
     """What POST /v1/settlements does with a request, whichever layer serves it: authenticate,
-    validate, book, count the outcome."""
+    admit (backlog, rate), validate, check the tenant's limits, book, count the outcome."""
 
-    def __init__(self, acceptor: Acceptor, auth: BearerAuth, metrics: LedgerMetrics) -> None:
+    def __init__(
+        self,
+        acceptor: Acceptor,
+        auth: BearerAuth,
+        metrics: LedgerMetrics,
+        admission: Admission | None = None,
+    ) -> None:
         self._acceptor, self._auth, self._metrics = acceptor, auth, metrics
+        self._admission = admission if admission is not None else Admission()
 
     async def book(
         self,
@@ -99,14 +113,18 @@ class CreateSettlement:
         content_length: str | None,
     ) -> AcceptResult:
         """The acceptor's answer to the request; ApiError (counted) when it cannot be booked."""
-        metrics = self._metrics
+        metrics, admission = self._metrics, self._admission
         try:
             tenant = self._auth.tenant_for(bearer_token(authorization))
-            key = validate_idempotency_key(idempotency_key)
-            raw = await read_capped(body, content_length, MAX_BODY_BYTES)
-            settlement = parse_settlement_body(tenant, key, raw)
-            with metrics.accept_seconds.time():
-                result = await self._acceptor.accept(settlement)
+            # Refused before the body is read: an overloaded ledger holds nothing more.
+            with admission.backlog.admit():
+                admission.throttle(tenant)
+                key = validate_idempotency_key(idempotency_key)
+                raw = await read_capped(body, content_length, MAX_BODY_BYTES)
+                settlement = parse_settlement_body(tenant, key, raw)
+                admission.check(settlement)
+                with metrics.accept_seconds.time():
+                    result = await self._acceptor.accept(settlement)
         except ApiError as e:
             metrics.count_request(_outcome_of(e))
             raise
@@ -197,5 +215,9 @@ def _outcome_of(error: ApiError) -> str:
         return "unauthorized"
     if isinstance(error, InvalidRequest | BodyTooLarge):
         return "invalid"
+    if isinstance(error, RateLimited):
+        return "rate_limited"
+    if isinstance(error, Overloaded):
+        return "overloaded"
     # StoreUnavailable, and any other ledger failure: nothing was booked on our side.
     return "unavailable"

@@ -1,0 +1,145 @@
+"""What a settlement request must pass before anything of it is written or queued.
+
+    Backlog         a bound on the requests a ledger process holds at once: HTTP requests
+                    from admission to answer, and Kafka commands being booked. A full backlog
+                    answers HTTP 503 `overloaded` before the body is read; the Kafka intake
+                    instead waits to fetch more (`room`), its commands being queued already.
+    rate            a token bucket per tenant with a configured rate (`shared.tenant_limits`),
+                    per process: over it, HTTP 429 `rate_limited` with Retry-After. Kafka
+                    commands are not counted: the intake books one fetched batch at a time, so
+                    the consumer's pace bounds them.
+    check           the tenant's per-currency maximum amount and destination allow-list:
+                    422 `amount_over_limit` / `destination_not_allowed` (Kafka: dead-lettered
+                    with that code). Like every validation error, raised before the
+                    idempotency key is claimed, so the key of a refused request stays unused.
+
+The funding check of pre-funded tenants needs the balance under lock, so the books make it
+(`services.ledger.funding`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from services.ledger.errors import InvalidRequest, Overloaded, RateLimited
+from services.ledger.model import SettlementRequest
+from services.shared.tenant_limits import NO_LIMITS, Rate, TenantLimits
+
+DEFAULT_BACKLOG = 10_000
+
+
+class TokenBucket:
+    """`rate.burst` tokens, refilled at `rate.per_second`; each request takes one."""
+
+    def __init__(self, rate: Rate, now: float) -> None:
+        self.rate = rate
+        self._tokens = float(rate.burst)
+        self._stamp = now
+
+    def take(self, now: float) -> float:
+        """Take a token at `now` (monotonic seconds): 0.0 when one was taken, else how many
+        seconds until one will be there."""
+        elapsed = max(0.0, now - self._stamp)
+        self._tokens = min(float(self.rate.burst), self._tokens + elapsed * self.rate.per_second)
+        self._stamp = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return 0.0
+        return (1.0 - self._tokens) / self.rate.per_second
+
+
+class Backlog:
+    """Counts the settlement requests a process holds against `bound`."""
+
+    def __init__(self, bound: int = DEFAULT_BACKLOG) -> None:
+        if bound < 1:
+            raise ValueError("bound: pass 1 or more requests")
+        self.bound = bound
+        self.held = 0
+        self._roomy = asyncio.Event()  # set while the backlog is not full
+        self._roomy.set()
+
+    @property
+    def full(self) -> bool:
+        """Whether a new HTTP request would be refused."""
+        return self.held >= self.bound
+
+    @contextmanager
+    def admit(self) -> Iterator[None]:
+        """Hold one request while the block runs; Overloaded (503) when the backlog is full."""
+        if self.full:
+            raise Overloaded("the ledger holds as many settlement requests as it may; retry")
+        with self.carry(1):
+            yield
+
+    @contextmanager
+    def carry(self, count: int) -> Iterator[None]:
+        """Hold `count` requests already taken in (a fetched Kafka batch) while the block runs."""
+        self._count(count)
+        try:
+            yield
+        finally:
+            self._count(-count)
+
+    async def room(self) -> None:
+        """Return once the backlog is not full: the Kafka intake fetches only then."""
+        await self._roomy.wait()
+
+    def _count(self, change: int) -> None:
+        self.held += change
+        if self.full:
+            self._roomy.clear()
+        else:
+            self._roomy.set()
+
+
+class Admission:
+    """The limits, rates and backlog one ledger process applies; see the module docstring."""
+
+    def __init__(
+        self,
+        limits: TenantLimits = NO_LIMITS,
+        backlog: int = DEFAULT_BACKLOG,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limits = limits
+        self.backlog = Backlog(backlog)
+        self._clock = clock
+        self._buckets: dict[str, TokenBucket] = {}  # only tenants with a configured rate
+
+    def throttle(self, tenant: str) -> None:
+        """Spend one of `tenant`'s tokens; RateLimited (429) when it has none left."""
+        rate = self.limits.of(tenant).rate
+        if rate is None:
+            return
+        now = self._clock()
+        bucket = self._buckets.get(tenant)
+        if bucket is None:
+            bucket = self._buckets[tenant] = TokenBucket(rate, now)
+        wait = bucket.take(now)
+        if wait > 0:
+            raise RateLimited(max(1, math.ceil(wait)))
+
+    def check(self, request: SettlementRequest) -> None:
+        """InvalidRequest (422) when `request` is over its tenant's amount cap for its
+        currency or pays a destination the tenant may not pay."""
+        policy = self.limits.of(request.tenant)
+        cap = policy.max_amount.get(request.currency)
+        if cap is not None and request.amount > cap:
+            raise InvalidRequest(
+                f"amount is over this tenant's limit of {cap} {request.currency} minor units",
+                code="amount_over_limit",
+                field="amount",
+                status=422,
+            )
+        if policy.destinations is not None and request.destination not in policy.destinations:
+            raise InvalidRequest(
+                "destination is not one this tenant may pay out to",
+                code="destination_not_allowed",
+                field="destination",
+                status=422,
+            )
