@@ -207,3 +207,18 @@ def test_settings_never_show_a_secret() -> None:
     settings = load_settings(production())
     shown = [repr(settings), str(settings), settings.model_dump_json()]
     assert not [secret for secret in SECRETS for text in shown if secret in text]
+
+
+@pytest.mark.parametrize("command", ["migrate", "ledger", "relay", "inbox", "reconciler"])
+def test_every_service_refuses_to_start_without_a_secret(
+    monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    for variable, value in production(STRIPE_WEBHOOK_SECRET=None).items():
+        monkeypatch.setenv(variable, value)
+    result = CliRunner().invoke(cli, [command])
+    assert result.exit_code != 0
+    assert "STRIPE_WEBHOOK_SECRET: is unset" in result.output
