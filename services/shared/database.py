@@ -7,12 +7,12 @@ import asyncpg
 from services.shared.config import Deployment, Settings, libpq_dsn
 from services.shared.errors import ConfigError
 
-# A table of settle's schema whose owner's rights the connected role holds (owner, member of
-# the owner's role, or superuser): such a role could disable the append-only triggers.
+# A table of settle's schema whose owner the connected role is or may become (the owner, a
+# member of the owner's role, a superuser): such a role could disable the append-only triggers.
 OWNED_TABLE = """
 SELECT c.relname FROM pg_class c
  WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
-   AND pg_has_role(current_user, c.relowner, 'USAGE')
+   AND pg_has_role(current_user, c.relowner, 'MEMBER')
  ORDER BY c.relname LIMIT 1
 """
 
@@ -39,7 +39,11 @@ async def create_pool(
     if pool is None:  # asyncpg types the awaited pool as optional; it never is once awaited
         raise RuntimeError("asyncpg.create_pool returned no pool")
     if settings.env is Deployment.PRODUCTION and not as_owner:
-        await refuse_table_owner(pool)
+        try:
+            await refuse_table_owner(pool)
+        except BaseException:
+            await pool.close()
+            raise
     return pool
 
 
@@ -48,7 +52,6 @@ async def refuse_table_owner(pool: asyncpg.Pool) -> None:
     over a settle table; return when it may only read and write rows."""
     owned = await pool.fetchval(OWNED_TABLE)
     if owned is not None:
-        await pool.close()
         raise ConfigError(
             "SETTLE_DATABASE_URL",
             f"connects as a role with the owner's rights over table {owned} (it could disable "

@@ -113,3 +113,18 @@ async def test_production_refuses_to_start_as_the_tables_owner(roles: Roles) -> 
         assert await pool.fetchval("SELECT count(*) FROM settlements") >= 0
     finally:
         await pool.close()
+
+
+async def test_production_refuses_a_role_that_may_become_the_owner(
+    infra: Servers, roles: Roles
+) -> None:
+    owner = make_url(roles.owner_url).username
+    member = unique("settle_member_")
+    # NOINHERIT: it holds none of the owner's rights until it runs SET ROLE, which it may.
+    await _run(infra.database_url, f'CREATE ROLE "{member}" LOGIN NOINHERIT IN ROLE "{owner}"')
+    try:
+        url = make_url(roles.owner_url).set(username=member).render_as_string(hide_password=False)
+        with pytest.raises(ConfigError, match=r"^SETTLE_DATABASE_URL: "):
+            await create_pool(_production(url))
+    finally:
+        await _run(infra.database_url, f'DROP ROLE "{member}"')
