@@ -100,9 +100,8 @@ def _kafka_auth(settings: Settings) -> ConfigError | None:
         if not settings.kafka_ssl_keyfile:
             return ConfigError("SETTLE_KAFKA_SSL_KEYFILE", f"is unset; Kafka needs {KAFKA_AUTH}")
         return None
-    clear = " (SASL_PLAINTEXT sends the password in clear)" * (
-        protocol is KafkaProtocol.SASL_PLAINTEXT
-    )
+    cleartext = protocol is KafkaProtocol.SASL_PLAINTEXT
+    clear = " (SASL_PLAINTEXT sends the password in clear)" if cleartext else ""
     return ConfigError(
         "SETTLE_KAFKA_SECURITY_PROTOCOL",
         f"is {protocol.value}{clear}; production mode needs {KAFKA_AUTH}",
