@@ -48,9 +48,10 @@ async def serve(settings: Settings, host: str, port: int) -> None:
         settings, max_size=HTTP_CONNECTIONS + settings.inbox_workers + 1, keep_sessions=True
     )
     worker = InboxWorker(pool, metrics, retry_policy(settings), rng=random.Random())
-    operators = BearerAuth({token: name for name, token in settings.operator_tokens.items()})
+    operators = BearerAuth(settings.operator_by_token)
+    secrets = [secret.get_secret_value() for secret in settings.stripe_webhook_secret]
     app = create_app(
-        pool, SignatureCheck(settings.stripe_webhook_secret), operators, metrics,
+        pool, SignatureCheck(secrets), operators, metrics,
         max_body_bytes=settings.inbox_max_body_bytes, applier=worker,
     )  # fmt: skip
     # No client address is read, so no proxy-header rewriting on every request.

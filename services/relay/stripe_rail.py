@@ -212,7 +212,7 @@ def stripe_rail(
 ) -> StripeRail:
     """The Stripe rail for the relay's composition root, from STRIPE_API_KEY/STRIPE_API_BASE."""
     return StripeRail(
-        settings.stripe_api_key,
+        settings.stripe_api_key.get_secret_value(),
         api_base=settings.stripe_api_base,
         timeout=timeout,
         connections=connections,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated
@@ -25,9 +26,17 @@ from services.shared.domain.breaks import (
 from services.shared.domain.payout import PayoutMethod
 from services.shared.errors import ConfigError
 from services.shared.tenant_limits import NO_LIMITS, TenantLimits, parse_tenant_limits
+from services.shared.tokens import by_token, parse_tokens
 
 LOCAL_DATABASE_URL = "postgresql+asyncpg://settle@127.0.0.1:55432/settle"
 LOCAL_KAFKA_BOOTSTRAP = "127.0.0.1:59092"
+# The secrets `make run` starts with, printed in the README: production refuses every one.
+LOCAL_SECRETS = {
+    "STRIPE_API_KEY": "sk_test_settle_local",
+    "STRIPE_WEBHOOK_SECRET": "whsec_settle_local",
+    "SETTLE_API_TOKENS": "acme-local-token",
+    "SETTLE_OPERATOR_TOKENS": "ops-local-token",
+}
 
 
 class RailKind(StrEnum):
@@ -84,15 +93,18 @@ class Settings(BaseSettings):
     kafka_ssl_keyfile: str | None = Field(None, alias="SETTLE_KAFKA_SSL_KEYFILE")
     topic_prefix: str = Field("", alias="SETTLE_TOPIC_PREFIX", pattern=r"^[A-Za-z0-9._-]*$")
     rail: RailKind = Field(RailKind.SIM, alias="SETTLE_RAIL")
-    stripe_api_key: str = Field("sk_test_settle_local", alias="STRIPE_API_KEY", min_length=1)
+    stripe_api_key: SecretStr = Field(
+        SecretStr(LOCAL_SECRETS["STRIPE_API_KEY"]), alias="STRIPE_API_KEY", min_length=1
+    )
     stripe_api_base: str | None = Field(None, alias="STRIPE_API_BASE")
-    stripe_webhook_secret: Annotated[tuple[str, ...], NoDecode] = Field(
-        ("whsec_settle_local",), alias="STRIPE_WEBHOOK_SECRET"
+    stripe_webhook_secret: Annotated[tuple[SecretStr, ...], NoDecode] = Field(
+        (SecretStr(LOCAL_SECRETS["STRIPE_WEBHOOK_SECRET"]),), alias="STRIPE_WEBHOOK_SECRET"
     )
     stripe_method: PayoutMethod = Field(PayoutMethod.TRANSFER, alias="SETTLE_STRIPE_METHOD")
     rail_idempotent: bool = Field(True, alias="SETTLE_RAIL_IDEMPOTENT")
-    api_tokens: Annotated[dict[str, str], NoDecode] = Field(
-        {"acme": "acme-local-token"}, alias="SETTLE_API_TOKENS"
+    # Tenant (or operator) to its tokens: several at once while one is rotated out.
+    api_tokens: Annotated[dict[str, tuple[SecretStr, ...]], NoDecode] = Field(
+        {"acme": (SecretStr(LOCAL_SECRETS["SETTLE_API_TOKENS"]),)}, alias="SETTLE_API_TOKENS"
     )
     relay_lease_seconds: float = Field(30.0, alias="SETTLE_RELAY_LEASE_SECONDS", ge=1.0)
     idempotency_replay_seconds: int = Field(86400, alias="SETTLE_IDEMPOTENCY_REPLAY_SECONDS", gt=0)
@@ -117,8 +129,9 @@ class Settings(BaseSettings):
     inbox_retry_seconds: float = Field(1.0, alias="SETTLE_INBOX_RETRY_SECONDS", gt=0)
     inbox_retry_max_seconds: float = Field(300.0, alias="SETTLE_INBOX_RETRY_MAX_SECONDS", gt=0)
     inbox_workers: int = Field(4, alias="SETTLE_INBOX_WORKERS", ge=1, le=64)
-    operator_tokens: Annotated[dict[str, str], NoDecode] = Field(
-        {"ops": "ops-local-token"}, alias="SETTLE_OPERATOR_TOKENS"
+    operator_tokens: Annotated[dict[str, tuple[SecretStr, ...]], NoDecode] = Field(
+        {"ops": (SecretStr(LOCAL_SECRETS["SETTLE_OPERATOR_TOKENS"]),)},
+        alias="SETTLE_OPERATOR_TOKENS",
     )
     # The reconciler: seconds between intraday runs, the ages at which open breaks and
     # submitted settlements are compared again ("1h,1d,7d,30d"; a bare number is seconds),
@@ -207,22 +220,17 @@ class Settings(BaseSettings):
     @field_validator("api_tokens", "operator_tokens", mode="before")
     @classmethod
     def _tokens(cls, value: object) -> object:
-        if not isinstance(value, str):
-            return value
-        tokens: dict[str, str] = {}
-        for pair in value.split(","):
-            tenant, sep, token = pair.strip().partition(":")
-            if not sep or not tenant or not token:
-                raise ValueError("must be tenant:token pairs separated by commas")
-            if token in tokens:
-                raise ValueError(f"token for tenant {tenant!r} is given twice")
-            tokens[token] = tenant
-        return {tenant: token for token, tenant in tokens.items()}
+        return parse_tokens(value) if isinstance(value, str) else value
 
     @property
     def tenant_by_token(self) -> dict[str, str]:
         """Bearer token to tenant, the lookup the HTTP layer does on every request."""
-        return {token: tenant for tenant, token in self.api_tokens.items()}
+        return by_token(self.api_tokens)
+
+    @property
+    def operator_by_token(self) -> dict[str, str]:
+        """Bearer token to operator name, for the operator endpoints."""
+        return by_token(self.operator_tokens)
 
     def topic(self, name: str) -> str:
         """The Kafka topic `name` under this deployment's prefix."""
@@ -235,14 +243,21 @@ def libpq_dsn(database_url: str) -> str:
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    """Read settings from `environ` (default: the process environment) or raise ConfigError."""
+    """Read settings from `environ` (default: the process environment) or raise ConfigError,
+    also when production mode (or Stripe's own API) refuses them (shared.production)."""
+    from services.shared.production import refusal  # it reads this module's types
+
+    aliases = {f.alias for f in Settings.model_fields.values() if f.alias}
+    given = {k: v for k, v in (environ or {}).items() if k in aliases}
+    # The process environment fills in what `environ` leaves out (its names in any case).
+    named = given.keys() | (aliases & {k.upper() for k in os.environ})
     try:
-        if environ is None:
-            return Settings()
-        aliases = {f.alias for f in Settings.model_fields.values() if f.alias}
-        given = {k: v for k, v in environ.items() if k in aliases}
-        return Settings.model_validate(given)
+        settings = Settings.model_validate(given)
     except ValidationError as e:
         first = e.errors()[0]
         variable = str(first["loc"][0]) if first["loc"] else "environment"
         raise ConfigError(variable, first["msg"]) from e
+    problem = refusal(settings, named)
+    if problem is not None:
+        raise problem
+    return settings

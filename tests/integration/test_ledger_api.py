@@ -52,7 +52,9 @@ class Api:
     b: str
 
     def auth(self, tenant: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.settings.api_tokens[tenant]}"}
+        return {
+            "Authorization": f"Bearer {self.settings.api_tokens[tenant][-1].get_secret_value()}"
+        }
 
     def headers(self, tenant: str, key: str) -> dict[str, str]:
         return {**self.auth(tenant), "Idempotency-Key": key}

@@ -26,6 +26,7 @@ def test_values_are_read_from_their_variables() -> None:
             "SETTLE_DATABASE_URL": "postgresql://u:p@db:5432/x",
             "SETTLE_KAFKA_BOOTSTRAP": "k1:9092,k2:9092",
             "SETTLE_RAIL": "stripe",
+            "STRIPE_API_BASE": "http://127.0.0.1:12111",
             "SETTLE_STRIPE_METHOD": "payout",
             "SETTLE_RAIL_IDEMPOTENT": "false",
             "SETTLE_API_TOKENS": "acme:tok-a, globex:tok-g",
@@ -39,7 +40,10 @@ def test_values_are_read_from_their_variables() -> None:
     assert settings.rail is RailKind.STRIPE and settings.stripe_method is PayoutMethod.PAYOUT
     assert settings.rail_idempotent is False
     assert settings.tenant_by_token == {"tok-a": "acme", "tok-g": "globex"}
-    assert settings.stripe_webhook_secret == ("whsec_new", "whsec_old")
+    assert [s.get_secret_value() for s in settings.stripe_webhook_secret] == [
+        "whsec_new",
+        "whsec_old",
+    ]
     assert settings.idempotency_replay_seconds == 5
     assert settings.topic("settlement.events") == "t1.settlement.events"
 
@@ -54,6 +58,8 @@ def test_values_are_read_from_their_variables() -> None:
         ("SETTLE_RAIL_IDEMPOTENT", "perhaps"),
         ("SETTLE_API_TOKENS", "acme-without-token"),
         ("SETTLE_API_TOKENS", "acme:same,globex:same"),
+        ("SETTLE_API_TOKENS", "acme:same,acme:same"),
+        ("SETTLE_OPERATOR_TOKENS", "ops:same,audit:same"),
         ("SETTLE_IDEMPOTENCY_REPLAY_SECONDS", "0"),
         ("SETTLE_IDEMPOTENCY_REPLAY_SECONDS", "a day"),
         ("SETTLE_IDEMPOTENCY_TOMBSTONE_SECONDS", "-1"),
@@ -71,6 +77,7 @@ def test_a_bad_value_names_its_variable(variable: str, value: str) -> None:
 
 def test_process_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SETTLE_RAIL", "stripe")
+    monkeypatch.setenv("STRIPE_API_BASE", "http://127.0.0.1:12111")
     assert load_settings().rail is RailKind.STRIPE
     monkeypatch.setenv("SETTLE_RAIL", "wire")
     with pytest.raises(ConfigError, match=r"^SETTLE_RAIL: "):
@@ -86,3 +93,23 @@ def test_start_up_fails_with_the_variable_named(monkeypatch: pytest.MonkeyPatch)
     result = CliRunner().invoke(cli, ["migrate", "--skip-topics"])
     assert result.exit_code != 0
     assert "SETTLE_IDEMPOTENCY_REPLAY_SECONDS" in result.output
+
+
+def test_a_tenant_and_an_operator_may_hold_several_tokens_during_a_rotation() -> None:
+    settings = load_settings(
+        {
+            "SETTLE_API_TOKENS": "acme:tok-old,globex:tok-g,acme:tok-new",
+            "SETTLE_OPERATOR_TOKENS": "ops:ops-old,ops:ops-new",
+        }
+    )
+    assert settings.tenant_by_token == {"tok-old": "acme", "tok-new": "acme", "tok-g": "globex"}
+    assert settings.operator_by_token == {"ops-old": "ops", "ops-new": "ops"}
+    tokens = settings.api_tokens["acme"]
+    assert [t.get_secret_value() for t in tokens] == ["tok-old", "tok-new"]
+
+
+def test_a_token_given_to_two_tenants_names_neither_token() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"SETTLE_API_TOKENS": "acme:s3cret-shared,globex:s3cret-shared"})
+    assert caught.value.variable == "SETTLE_API_TOKENS"
+    assert "s3cret-shared" not in str(caught.value)

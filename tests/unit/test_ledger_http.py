@@ -211,6 +211,19 @@ async def test_post_takes_the_bearer_scheme_in_any_case(api: Api, scheme: str) -
     assert [r.tenant for r in api.acceptor.seen] == ["acme"]
 
 
+async def test_both_tokens_of_a_rotation_name_the_tenant() -> None:
+    settings = load_settings({"SETTLE_API_TOKENS": f"acme:{TOKEN},other:tok-other,acme:tok-next"})
+    acceptor = FakeAcceptor()
+    app = create_app(acceptor, FakeReads(), settings, FakeReadiness())
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://ledger") as client:
+        for key, token in enumerate((TOKEN, "tok-next")):
+            headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": f"k{key}"}
+            response = await client.post("/v1/settlements", json=BODY, headers=headers)
+            assert response.status_code == 201
+    assert [r.tenant for r in acceptor.seen] == ["acme", "acme"]
+
+
 @pytest.mark.parametrize(
     "path", ["/v1/settlements/s-1", "/v1/settlements", "/v1/accounts/acme:funding:USD/balance"]
 )

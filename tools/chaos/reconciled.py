@@ -44,7 +44,7 @@ async def reconciliation_verdict(settings: Settings, rail_url: str) -> dict[str,
     which holds any chaos run), as the report's `reconciliation` section."""
     final_since = datetime.now(UTC)
     pool = await create_pool(settings, max_size=2)
-    rail = RailSource(settings.stripe_api_key, api_base=rail_url)
+    rail = RailSource(settings.stripe_api_key.get_secret_value(), api_base=rail_url)
     try:
         waited = await _next_run(pool, final_since)
         during = {str(r["status"]): int(r["n"]) for r in await pool.fetch(RUNS)}

@@ -140,7 +140,7 @@ async def _stack(
     env = child_env(infra)
     settings = load_settings(env)
     ports = await _start_services(options, infra, supervisor, env, say)
-    tenant, token = next(iter(settings.api_tokens.items()))
+    token, tenant = next(iter(settings.tenant_by_token.items()))
     batch = Batch(f"chaos{options.seed}-{uuid.uuid4().hex[:6]}", tenant, token, options.count)
     rail_url = ports.url(ports.railsim)
     schedule = fault_schedule(options.seed, options.seconds, LEASE_S)

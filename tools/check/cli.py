@@ -109,7 +109,7 @@ def effect_source(settings: Settings, rail_url: str | None) -> EffectSource:
 
     base = rail_url or settings.stripe_api_base
     if settings.rail is RailKind.STRIPE:
-        return StripeEffects(settings.stripe_api_key, api_base=base)
+        return StripeEffects(settings.stripe_api_key.get_secret_value(), api_base=base)
     return SimulatorEffects(base or SIMULATOR_API)
 
 

@@ -36,7 +36,7 @@ def archive(before_text: str, operator: str, dry_run: bool) -> None:
         fail("archive", False, "operator_required", "--operator names who archives", UNREADABLE)
 
     async def work(settings: Settings) -> int:
-        async with database(settings) as pool, pool.acquire() as conn:
+        async with database(settings, as_owner=True) as pool, pool.acquire() as conn:
             found = await plan(conn, before)
             for month, parts in found.detach:
                 if not dry_run:

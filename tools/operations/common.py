@@ -65,12 +65,13 @@ def run(command: str, as_json: bool, work: Callable[[Settings], Coroutine[Any, A
 
 
 @asynccontextmanager
-async def database(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
-    """A small pool on the settings' database, closed after."""
+async def database(settings: Settings, as_owner: bool = False) -> AsyncIterator[asyncpg.Pool]:
+    """A small pool on the settings' database (as the tables' owner: see create_pool), closed
+    after."""
     from services.shared.database import create_pool
 
     try:
-        pool = await create_pool(settings, max_size=2)
+        pool = await create_pool(settings, max_size=2, as_owner=as_owner)
     except (OSError, asyncpg.PostgresError) as e:
         raise StoreUnavailable(f"PostgreSQL is unreachable: {e}") from e
     try:

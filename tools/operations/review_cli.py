@@ -96,7 +96,7 @@ def resolve(
 
     async def work(settings: Settings) -> int:
         api_base = rail_url or settings.stripe_api_base or SIMULATOR_API
-        lookup = StripeLookup(settings.stripe_api_key, api_base=api_base)
+        lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
         try:
             async with database(settings) as pool, pool.acquire() as conn:
 

@@ -50,7 +50,7 @@ def statement(start: datetime, end: datetime, out: Path, rail_url: str | None) -
     base = (rail_url or settings.stripe_api_base or SIMULATOR_API).rstrip("/")
     params = {"interval_start": _seconds(start), "interval_end": _seconds(end)}
     partial = out.with_name(out.name + ".partial")
-    headers = {"Authorization": f"Bearer {settings.stripe_api_key}"}
+    headers = {"Authorization": f"Bearer {settings.stripe_api_key.get_secret_value()}"}
     try:
         with httpx.stream(
             "GET", base + STATEMENT_PATH, params=params, headers=headers, timeout=TIMEOUT

@@ -126,7 +126,8 @@ async def _run(
         window = sheet.window(day)
     else:
         rail = RailSource(
-            settings.stripe_api_key, api_base=rail_url or settings.stripe_api_base or SIMULATOR_API
+            settings.stripe_api_key.get_secret_value(),
+            api_base=rail_url or settings.stripe_api_base or SIMULATOR_API,
         )
         window = windows.end_of_day(day) if day is not None else None
     pool = await create_pool(settings, max_size=2)

@@ -172,7 +172,7 @@ async def _follow(
 async def run_demo(settings: Settings, options: DemoOptions, console: Console) -> DemoReport:
     """Submit the batch, follow it to final states, check the invariants; the report."""
     began = time.monotonic()
-    tenant, token = next(iter(settings.api_tokens.items()))
+    token, tenant = next(iter(settings.tenant_by_token.items()))
     batch = Batch(uuid.uuid4().hex[:8], tenant, token, options.count)
     if options.fault_profile is not None:
         await set_fault_profile(options.rail_url, options.fault_profile)

@@ -7,7 +7,8 @@ import asyncio
 from alembic import context
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
+
+from services.shared.migrate import migration_engine
 
 # Any number of processes may run `settle migrate` at once (replicas starting together,
 # parallel test sessions); a transaction-scoped advisory lock makes them take turns.
@@ -22,7 +23,7 @@ def _run(connection: Connection) -> None:
 
 
 async def _migrate(url: str) -> None:
-    engine = create_async_engine(url)
+    engine = migration_engine(url)
     try:
         async with engine.connect() as connection:
             await connection.run_sync(_run)

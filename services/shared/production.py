@@ -1,0 +1,108 @@
+"""Production mode's refusals: the settings under which real money must not move.
+
+`SETTLE_ENV=production` refuses a secret or token left unset or at its local default (or too
+short to be a secret), a Stripe API base that is not https, a database URL that does not
+verify the server's certificate, and Kafka without client authentication over TLS. A service
+driving Stripe's own API (`SETTLE_RAIL=stripe`, no `STRIPE_API_BASE`) moves real money in any
+mode, so the secrets' refusals hold for it even when `SETTLE_ENV` is local; a local Stripe
+fake named by `STRIPE_API_BASE` keeps working with the local defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from urllib.parse import parse_qs, urlsplit
+
+from pydantic import SecretStr
+
+from services.shared.config import LOCAL_SECRETS, Deployment, KafkaProtocol, RailKind, Settings
+from services.shared.errors import ConfigError
+
+# Shorter than this a secret or token is guessable, whatever its source; the generated
+# values the README asks for (`openssl rand -hex 32`) are 64 characters.
+MIN_SECRET_LENGTH = 16
+VERIFYING_SSLMODES = ("verify-full", "verify-ca")
+KAFKA_AUTH = "SASL_SSL with a user and password, or SSL with a client certificate and key"
+
+
+def refusal(settings: Settings, given: Collection[str]) -> ConfigError | None:
+    """The first setting `settings` may not run with, as the ConfigError naming its variable
+    (`given`: the variables the environment set); None when nothing is refused."""
+    production = settings.env is Deployment.PRODUCTION
+    real_money = settings.rail is RailKind.STRIPE and settings.stripe_api_base is None
+    if not (production or real_money):
+        return None
+    mode = "production mode" if production else "Stripe's own API (real money)"
+    found = [_secrets(settings, given, mode)]
+    if production:
+        found += [_stripe_base(settings), _database_tls(settings), _kafka_auth(settings)]
+    return next((problem for problem in found if problem is not None), None)
+
+
+def _secrets(settings: Settings, given: Collection[str], mode: str) -> ConfigError | None:
+    held = {
+        "STRIPE_API_KEY": [settings.stripe_api_key],
+        "STRIPE_WEBHOOK_SECRET": list(settings.stripe_webhook_secret),
+        "SETTLE_API_TOKENS": [t for ts in settings.api_tokens.values() for t in ts],
+        "SETTLE_OPERATOR_TOKENS": [t for ts in settings.operator_tokens.values() for t in ts],
+    }
+    for variable, secrets in held.items():
+        # Decided by presence, not value: an unset variable takes the public local default.
+        if variable not in given:
+            return ConfigError(variable, f"is unset, and {mode} needs a secret of its own")
+        problem = _weak(secrets, mode)
+        if problem is not None:
+            return ConfigError(variable, problem)
+    return None
+
+
+def _weak(secrets: list[SecretStr], mode: str) -> str | None:
+    values = [secret.get_secret_value() for secret in secrets]
+    if any(value in LOCAL_SECRETS.values() for value in values):
+        return f"holds a local default, printed in the README; {mode} needs a secret of its own"
+    if any(len(value) < MIN_SECRET_LENGTH for value in values):
+        return f"holds a value under {MIN_SECRET_LENGTH} characters, too short to be a secret"
+    return None
+
+
+def _stripe_base(settings: Settings) -> ConfigError | None:
+    base = settings.stripe_api_base
+    if base is not None and not base.startswith("https://"):
+        return ConfigError("STRIPE_API_BASE", "must be https:// in production mode: the secret "
+                           "key goes with every request")  # fmt: skip
+    return None
+
+
+def _database_tls(settings: Settings) -> ConfigError | None:
+    modes = parse_qs(urlsplit(settings.database_url).query).get("sslmode", [])
+    # libpq and asyncpg read the last sslmode given; only the verify modes check who answers.
+    if not modes or modes[-1] not in VERIFYING_SSLMODES:
+        return ConfigError(
+            "SETTLE_DATABASE_URL",
+            "must verify the server's TLS certificate in production mode: add "
+            "sslmode=verify-full (or verify-ca) to its query, and sslrootcert=<CA file>",
+        )
+    return None
+
+
+def _kafka_auth(settings: Settings) -> ConfigError | None:
+    protocol = settings.kafka_security_protocol
+    if protocol is KafkaProtocol.SASL_SSL:
+        if not settings.kafka_sasl_username:
+            return ConfigError("SETTLE_KAFKA_SASL_USERNAME", "is unset; SASL_SSL needs a user")
+        if settings.kafka_sasl_password is None:
+            return ConfigError("SETTLE_KAFKA_SASL_PASSWORD", "is unset; SASL_SSL needs one")
+        problem = _weak([settings.kafka_sasl_password], "production mode")
+        return None if problem is None else ConfigError("SETTLE_KAFKA_SASL_PASSWORD", problem)
+    if protocol is KafkaProtocol.SSL:
+        if not settings.kafka_ssl_certfile:
+            return ConfigError("SETTLE_KAFKA_SSL_CERTFILE", f"is unset; Kafka needs {KAFKA_AUTH}")
+        if not settings.kafka_ssl_keyfile:
+            return ConfigError("SETTLE_KAFKA_SSL_KEYFILE", f"is unset; Kafka needs {KAFKA_AUTH}")
+        return None
+    cleartext = protocol is KafkaProtocol.SASL_PLAINTEXT
+    clear = " (SASL_PLAINTEXT sends the password in clear)" if cleartext else ""
+    return ConfigError(
+        "SETTLE_KAFKA_SECURITY_PROTOCOL",
+        f"is {protocol.value}{clear}; production mode needs {KAFKA_AUTH}",
+    )

@@ -1,0 +1,224 @@
+"""Production mode: every unsafe setting refused at start with its variable named, and the
+configurations a real deployment uses accepted; Stripe's own API refuses local secrets in
+any mode."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.shared.config import LOCAL_SECRETS, Settings, load_settings
+from services.shared.errors import ConfigError
+from services.shared.production import MIN_SECRET_LENGTH
+
+API_KEY = "sk_live_51Hq7c2eZvKYlo2C0aNx4f8"
+WEBHOOK_SECRET = "whsec_5b1e0c87d4a2f96e3b70c1d8"
+ACME_TOKEN = "acme-7f3a9c2e51b04d68"
+OPS_TOKEN = "ops-c41d8e7b2a9f0635"
+KAFKA_PASSWORD = "kafka-3e9b71c05d2a48f6"
+DATABASE_URL = (
+    "postgresql+asyncpg://settle_app:pw@db.internal:5432/settle"
+    "?sslmode=verify-full&sslrootcert=/etc/settle/pg-ca.pem"
+)
+
+PRODUCTION = {
+    "SETTLE_ENV": "production",
+    "SETTLE_DATABASE_URL": DATABASE_URL,
+    "SETTLE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+    "SETTLE_KAFKA_SASL_USERNAME": "settle",
+    "SETTLE_KAFKA_SASL_PASSWORD": KAFKA_PASSWORD,
+    "SETTLE_RAIL": "stripe",
+    "STRIPE_API_KEY": API_KEY,
+    "STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET,
+    "SETTLE_API_TOKENS": f"acme:{ACME_TOKEN}",
+    "SETTLE_OPERATOR_TOKENS": f"ops:{OPS_TOKEN}",
+}
+SECRETS = (API_KEY, WEBHOOK_SECRET, ACME_TOKEN, OPS_TOKEN, KAFKA_PASSWORD)
+
+
+@pytest.fixture(autouse=True)
+def _no_settings_in_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # load_settings reads the process environment too: only what a test gives may count.
+    for variable in Settings.model_fields.values():
+        if variable.alias:
+            monkeypatch.delenv(variable.alias, raising=False)
+
+
+def production(**changes: str | None) -> dict[str, str]:
+    """The accepted production environment with `changes` (None: the variable unset)."""
+    env: dict[str, str | None] = {**PRODUCTION, **changes}
+    return {k: v for k, v in env.items() if v is not None}
+
+
+def refused(environ: dict[str, str]) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ)
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"SETTLE_DATABASE_URL": DATABASE_URL.replace("verify-full", "verify-ca")},
+        {"SETTLE_DATABASE_URL": "postgresql://u:p@db:5432/settle?sslmode=verify-full"},
+        {"SETTLE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256"},
+        {
+            "SETTLE_KAFKA_SECURITY_PROTOCOL": "SSL",
+            "SETTLE_KAFKA_SASL_USERNAME": None,
+            "SETTLE_KAFKA_SASL_PASSWORD": None,
+            "SETTLE_KAFKA_SSL_CAFILE": "/etc/settle/kafka-ca.pem",
+            "SETTLE_KAFKA_SSL_CERTFILE": "/etc/settle/client.pem",
+            "SETTLE_KAFKA_SSL_KEYFILE": "/etc/settle/client.key",
+        },
+        {"STRIPE_API_BASE": "https://stripe-proxy.internal"},
+        {"STRIPE_WEBHOOK_SECRET": f"{WEBHOOK_SECRET},whsec_0d9c8b7a6f5e4d3c2b1a"},
+        {"SETTLE_API_TOKENS": f"acme:{ACME_TOKEN},acme:{ACME_TOKEN}-2,globex:g-8e1f3a5c7b9d0246"},
+        {"SETTLE_RAIL": "sim", "STRIPE_API_BASE": "https://railsim.internal"},
+    ],
+    ids=lambda changes: ",".join(changes) or "as-is",
+)
+def test_a_production_configuration_is_accepted(changes: dict[str, str | None]) -> None:
+    settings = load_settings(production(**changes))
+    assert settings.env == "production"
+
+
+@pytest.mark.parametrize(
+    ("changes", "variable", "why"),
+    [
+        ({"STRIPE_API_KEY": None}, "STRIPE_API_KEY", "is unset"),
+        ({"STRIPE_API_KEY": LOCAL_SECRETS["STRIPE_API_KEY"]}, "STRIPE_API_KEY", "local default"),
+        ({"STRIPE_API_KEY": "sk_live_1234"}, "STRIPE_API_KEY", "too short"),
+        ({"STRIPE_WEBHOOK_SECRET": None}, "STRIPE_WEBHOOK_SECRET", "is unset"),
+        (
+            {"STRIPE_WEBHOOK_SECRET": f"{WEBHOOK_SECRET},{LOCAL_SECRETS['STRIPE_WEBHOOK_SECRET']}"},
+            "STRIPE_WEBHOOK_SECRET",
+            "local default",
+        ),
+        ({"STRIPE_WEBHOOK_SECRET": "whsec_x"}, "STRIPE_WEBHOOK_SECRET", "too short"),
+        ({"SETTLE_API_TOKENS": None}, "SETTLE_API_TOKENS", "is unset"),
+        ({"SETTLE_API_TOKENS": "acme:acme-local-token"}, "SETTLE_API_TOKENS", "local default"),
+        # A tenant's public local token is refused even beside a good one (a rotation).
+        (
+            {"SETTLE_API_TOKENS": f"acme:{ACME_TOKEN},globex:acme-local-token"},
+            "SETTLE_API_TOKENS",
+            "local default",
+        ),
+        ({"SETTLE_API_TOKENS": f"acme:{ACME_TOKEN},b:tok-b"}, "SETTLE_API_TOKENS", "too short"),
+        ({"SETTLE_OPERATOR_TOKENS": None}, "SETTLE_OPERATOR_TOKENS", "is unset"),
+        ({"SETTLE_OPERATOR_TOKENS": "ops:ops-local-token"}, "SETTLE_OPERATOR_TOKENS", "default"),
+        ({"SETTLE_OPERATOR_TOKENS": "ops:letmein"}, "SETTLE_OPERATOR_TOKENS", "too short"),
+        ({"STRIPE_API_BASE": "http://stripe-proxy.internal"}, "STRIPE_API_BASE", "https://"),
+        (
+            {"SETTLE_DATABASE_URL": "postgresql://u:p@db:5432/settle"},
+            "SETTLE_DATABASE_URL",
+            "sslmode=verify-full",
+        ),
+        (
+            {"SETTLE_DATABASE_URL": "postgresql://u:p@db:5432/settle?sslmode=require"},
+            "SETTLE_DATABASE_URL",
+            "verify the server's TLS certificate",
+        ),
+        (
+            {"SETTLE_DATABASE_URL": f"{DATABASE_URL}&sslmode=prefer"},
+            "SETTLE_DATABASE_URL",
+            "verify the server's TLS certificate",
+        ),
+        (
+            {"SETTLE_KAFKA_SECURITY_PROTOCOL": None},
+            "SETTLE_KAFKA_SECURITY_PROTOCOL",
+            "is PLAINTEXT",
+        ),
+        (
+            {"SETTLE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"},
+            "SETTLE_KAFKA_SECURITY_PROTOCOL",
+            "password in clear",
+        ),
+        (
+            {"SETTLE_KAFKA_SECURITY_PROTOCOL": "SSL"},
+            "SETTLE_KAFKA_SSL_CERTFILE",
+            "client certificate",
+        ),
+        (
+            {"SETTLE_KAFKA_SECURITY_PROTOCOL": "SSL", "SETTLE_KAFKA_SSL_CERTFILE": "/c.pem"},
+            "SETTLE_KAFKA_SSL_KEYFILE",
+            "client certificate",
+        ),
+        ({"SETTLE_KAFKA_SASL_USERNAME": None}, "SETTLE_KAFKA_SASL_USERNAME", "needs a user"),
+        ({"SETTLE_KAFKA_SASL_PASSWORD": None}, "SETTLE_KAFKA_SASL_PASSWORD", "is unset"),
+        ({"SETTLE_KAFKA_SASL_PASSWORD": "hunter2"}, "SETTLE_KAFKA_SASL_PASSWORD", "too short"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_production_refuses_an_unsafe_setting_naming_its_variable(
+    changes: dict[str, str | None], variable: str, why: str
+) -> None:
+    error = refused(production(**changes))
+    assert error.variable == variable
+    assert str(error).startswith(f"{variable}: ")
+    assert why in error.problem
+    assert not any(secret in str(error) for secret in SECRETS)
+
+
+def test_unset_is_decided_by_the_environment_not_by_the_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every secret from the process environment: nothing is unset.
+    for variable, value in production().items():
+        monkeypatch.setenv(variable, value)
+    assert load_settings().stripe_api_key.get_secret_value() == API_KEY
+    monkeypatch.delenv("STRIPE_WEBHOOK_SECRET")
+    assert refused({}).variable == "STRIPE_WEBHOOK_SECRET"
+
+
+def test_the_minimum_secret_length_is_inclusive() -> None:
+    exactly = "k" * MIN_SECRET_LENGTH
+    assert load_settings(production(SETTLE_OPERATOR_TOKENS=f"ops:{exactly}"))
+    assert refused(production(SETTLE_OPERATOR_TOKENS=f"ops:{exactly[1:]}")).variable == (
+        "SETTLE_OPERATOR_TOKENS"
+    )
+
+
+def test_local_mode_keeps_its_defaults() -> None:
+    settings = load_settings({})
+    assert settings.stripe_api_key.get_secret_value() == LOCAL_SECRETS["STRIPE_API_KEY"]
+    assert settings.tenant_by_token == {LOCAL_SECRETS["SETTLE_API_TOKENS"]: "acme"}
+    assert settings.operator_by_token == {LOCAL_SECRETS["SETTLE_OPERATOR_TOKENS"]: "ops"}
+
+
+def test_stripes_own_api_refuses_local_secrets_in_local_mode() -> None:
+    error = refused({"SETTLE_RAIL": "stripe"})
+    assert error.variable == "STRIPE_API_KEY" and "real money" in error.problem
+    real = {k: PRODUCTION[k] for k in ("SETTLE_RAIL", "STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET")}
+    assert refused(real).variable == "SETTLE_API_TOKENS"
+    given = production(SETTLE_OPERATOR_TOKENS="ops:ops-local-token", SETTLE_ENV="local")
+    assert refused(given).variable == "SETTLE_OPERATOR_TOKENS"
+    # Only production asks for TLS: a local run against Stripe's API needs its secrets alone.
+    local = production(SETTLE_ENV="local", SETTLE_DATABASE_URL=None)
+    local.pop("SETTLE_KAFKA_SECURITY_PROTOCOL")
+    assert load_settings(local).rail == "stripe"
+
+
+def test_a_local_stripe_fake_over_http_keeps_the_local_defaults() -> None:
+    settings = load_settings({"SETTLE_RAIL": "stripe", "STRIPE_API_BASE": "http://127.0.0.1:12111"})
+    assert settings.stripe_api_key.get_secret_value() == LOCAL_SECRETS["STRIPE_API_KEY"]
+
+
+def test_settings_never_show_a_secret() -> None:
+    settings = load_settings(production())
+    shown = [repr(settings), str(settings), settings.model_dump_json()]
+    assert not [secret for secret in SECRETS for text in shown if secret in text]
+
+
+@pytest.mark.parametrize("command", ["migrate", "ledger", "relay", "inbox", "reconciler"])
+def test_every_service_refuses_to_start_without_a_secret(
+    monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    for variable, value in production(STRIPE_WEBHOOK_SECRET=None).items():
+        monkeypatch.setenv(variable, value)
+    result = CliRunner().invoke(cli, [command])
+    assert result.exit_code != 0
+    assert "STRIPE_WEBHOOK_SECRET: is unset" in result.output
