@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books, Windows
+from services.ledger.command_auth import command_authority
 from services.ledger.commands import CONSUMER_GROUP, CommandIntake, consume_commands
 from services.ledger.http import create_app
 from services.ledger.key_cleanup import KeyCleanup, deleted_keys_counter, retention_of
@@ -62,6 +63,12 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
     ]
     if consume:
         dlq = settings.topic(COMMANDS_DLQ)
+        authority = command_authority(settings)
+        if settings.command_signing_required and authority.unsigned_tenants():
+            log.warning(
+                "command signing is required but tenants %s have no signing secret: "
+                "their Kafka commands will be dead-lettered", authority.unsigned_tenants(),
+            )  # fmt: skip
 
         def consumer() -> AIOKafkaConsumer:
             return manual_commit_consumer(
@@ -70,7 +77,7 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
             )  # fmt: skip
 
         def intake_of(consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> CommandIntake:
-            return CommandIntake(consumer, producer, ledger, dlq, metrics=metrics)
+            return CommandIntake(consumer, producer, ledger, dlq, authority, metrics=metrics)
 
         dlq_producer = partial(idempotent_producer, settings.kafka_bootstrap, "settle-ledger-dlq")
         loops.append(consume_commands(consumer, dlq_producer, intake_of))

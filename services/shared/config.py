@@ -6,9 +6,17 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from services.shared.command_signature import CommandSigning, parse_signing_secrets
 from services.shared.domain.breaks import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_OVERLAP_SECONDS,
@@ -86,6 +94,12 @@ class Settings(BaseSettings):
     api_tokens: Annotated[dict[str, str], NoDecode] = Field(
         {"acme": "acme-local-token"}, alias="SETTLE_API_TOKENS"
     )
+    # Kafka commands: signed by their tenant (SETTLE_COMMAND_SIGNING; unset: required in
+    # production, optional locally) under its secrets (tenant:secret pairs, several per tenant).
+    command_signing: CommandSigning | None = Field(None, alias="SETTLE_COMMAND_SIGNING")
+    command_signing_secrets: Annotated[
+        dict[str, tuple[SecretStr, ...]], NoDecode, BeforeValidator(parse_signing_secrets)
+    ] = Field({}, alias="SETTLE_COMMAND_SIGNING_SECRETS")
     relay_lease_seconds: float = Field(30.0, alias="SETTLE_RELAY_LEASE_SECONDS", ge=1.0)
     idempotency_replay_seconds: int = Field(86400, alias="SETTLE_IDEMPOTENCY_REPLAY_SECONDS", gt=0)
     idempotency_tombstone_seconds: int = Field(
@@ -202,6 +216,13 @@ class Settings(BaseSettings):
     def tenant_by_token(self) -> dict[str, str]:
         """Bearer token to tenant, the lookup the HTTP layer does on every request."""
         return {token: tenant for tenant, token in self.api_tokens.items()}
+
+    @property
+    def command_signing_required(self) -> bool:
+        """Whether every Kafka command must carry its tenant's signature."""
+        if self.command_signing is None:
+            return self.env is Deployment.PRODUCTION
+        return self.command_signing is CommandSigning.REQUIRED
 
     def topic(self, name: str) -> str:
         """The Kafka topic `name` under this deployment's prefix."""
