@@ -60,6 +60,11 @@ def signature_header(secrets: Sequence[str], value: bytes, timestamp: int) -> by
     return ",".join([f"t={timestamp}", *entries]).encode()
 
 
+def signed_headers(secrets: Sequence[str], value: bytes, now: int) -> list[tuple[str, bytes]]:
+    """The Kafka headers that sign `value` at `now` under `secrets`; none without a secret."""
+    return [(SIGNATURE_HEADER, signature_header(secrets, value, now))] if secrets else []
+
+
 def verify(
     header: bytes | None,
     value: bytes,

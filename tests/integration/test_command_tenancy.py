@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import asyncpg
 import pytest
@@ -18,12 +19,14 @@ from services.ledger.command_auth import CommandAuthority
 from services.ledger.commands import CommandIntake
 from services.ledger.dead_letters import record_size
 from services.shared import avro
-from services.shared.command_signature import SIGNATURE_HEADER, signature_header
+from services.shared.command_signature import SIGNATURE_HEADER, signature_header, verify
+from services.shared.config import load_settings
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.topics import COMMANDS, COMMANDS_DLQ, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
 from tests.integration.test_ledger_books import WINDOWS
 from tests.integration.test_ledger_commands import command, drain
+from tools.run.submit import Batch, publish_commands, signing_secrets
 
 pytestmark = pytest.mark.integration
 LIMIT = 1_048_576  # the producers' max_request_size
@@ -185,3 +188,20 @@ async def test_a_command_at_the_message_limit_is_dead_lettered_as_a_stub_and_int
     assert headers["source_topic"] == f"{topic_prefix}{COMMANDS}".encode()
     assert huge.startswith(value) and len(value) > len(huge) - 4096
     assert await booked(pool, acme) == ["after"]  # the partition moved on past it
+
+
+async def test_the_demo_batch_signs_its_commands_when_its_tenant_has_a_signing_secret(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    topic = f"{topic_prefix}{COMMANDS}"
+    await ensure_topics(kafka_bootstrap, topic_prefix)
+    settings = load_settings({"SETTLE_COMMAND_SIGNING_SECRETS": "acme:csk_acme"})
+    batch = Batch(unique(), "acme", "tok", 2, signing_secrets(settings, "acme"))
+    await publish_commands(batch, range(2), kafka_bootstrap, topic)
+    await publish_commands(replace(batch, signing_secrets=()), range(2, 3), kafka_bootstrap, topic)
+
+    sent = await drain(kafka_bootstrap, topic, 4)  # the first command goes twice
+
+    now = int(time.time())
+    checks = [verify(h.get(SIGNATURE_HEADER), v, ["csk_acme"], now) for v, h in sent]
+    assert sorted(map(str, checks)) == ["None", "None", "None", "signature_missing"]
