@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import asyncpg
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
@@ -205,3 +206,32 @@ async def test_the_demo_batch_signs_its_commands_when_its_tenant_has_a_signing_s
     now = int(time.time())
     checks = [verify(h.get(SIGNATURE_HEADER), v, ["csk_acme"], now) for v, h in sent]
     assert sorted(map(str, checks)) == ["None", "None", "None", "signature_missing"]
+
+
+async def test_a_dead_letter_topic_with_a_lower_limit_gets_the_stub_without_the_value(
+    pool: asyncpg.Pool, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    # The broker, not the producer, refuses the whole dead letter: the stub must still go.
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await admin.start()
+    try:
+        limit = {"max.message.bytes": "2048"}
+        dlq = NewTopic(f"{topic_prefix}{COMMANDS_DLQ}", 1, 1, topic_configs=limit)
+        await admin.create_topics([dlq])
+    finally:
+        await admin.close()
+    await ensure_topics(kafka_bootstrap, topic_prefix)
+    acme = unique("acme-")
+    large = avro.encode("SettlementCommand", command(acme, "k-large", "r" * 8000))
+    after = avro.encode("SettlementCommand", command(acme, "k-after", "after"))
+    await publish(
+        kafka_bootstrap, f"{topic_prefix}{COMMANDS}", [(b"k", large, []), (b"k", after, [])]
+    )
+
+    authority = CommandAuthority(frozenset({acme}))
+    letters, _ = await consume(pool, kafka_bootstrap, topic_prefix, authority, dead=1)
+
+    [(value, headers)] = letters
+    assert value == b"" and headers["truncated"] == b"true"
+    assert headers["original_sha256"] == hashlib.sha256(large).hexdigest().encode()
+    assert await booked(pool, acme) == ["after"]
