@@ -139,3 +139,11 @@ def test_signing_secrets_are_tenant_secret_pairs_several_per_tenant_and_never_sh
 def test_a_malformed_signing_secret_list_names_its_variable(value: str) -> None:
     with pytest.raises(ConfigError, match="SETTLE_COMMAND_SIGNING_SECRETS"):
         load_settings({"SETTLE_COMMAND_SIGNING_SECRETS": value})
+
+
+def test_the_worked_example_in_the_schemas_readme_holds() -> None:
+    # schemas/README.md gives producers outside settle this vector to test their signer with.
+    header = signature_header(["csk_example"], b"\xc3\x01example", 1_790_000_000)
+    assert header == (
+        b"t=1790000000,v1=81e74c4947d627df3a1e6d0e84181738fab2cf17fd79e68fdbe2303ac3a45c8e"
+    )
