@@ -27,6 +27,7 @@ from services.ledger.metrics import LedgerMetrics
 log = logging.getLogger(__name__)
 Header = tuple[str, bytes]
 MAX_DETAIL_BYTES = 4096
+MIN_DETAIL_BYTES = 256  # in a stub for a topic whose limit is below the producer's
 # Room left under the limit for what an estimate may not count (a larger varint, say).
 SAFETY_BYTES = 64
 
@@ -39,11 +40,11 @@ class DeadLetter:
     code: str
     message: str
 
-    def headers(self) -> list[Header]:
+    def headers(self, detail_bytes: int = MAX_DETAIL_BYTES) -> list[Header]:
         """The reason and source headers every dead letter carries."""
         return [
             ("reason", self.code.encode()),
-            ("reason_detail", self.message.encode()[:MAX_DETAIL_BYTES]),
+            ("reason_detail", self.message.encode()[:detail_bytes]),
             ("source_topic", self.record.topic.encode()),
             ("source_partition", str(self.record.partition).encode()),
             ("source_offset", str(self.record.offset).encode()),
@@ -66,7 +67,8 @@ def record_size(key: bytes | None, value: bytes | None, headers: list[Header]) -
 def bounded(dead: DeadLetter, limit: int, keep_value: bool = True) -> DeadLetterRecord:
     """The record to dead-letter: the original whole when it fits in `limit` bytes, else a
     stub with as much of the value as fits (none without `keep_value`)."""
-    value, key, headers = dead.record.value or b"", dead.record.key, dead.headers()
+    detail = MAX_DETAIL_BYTES if keep_value else MIN_DETAIL_BYTES
+    value, key, headers = dead.record.value or b"", dead.record.key, dead.headers(detail)
     room = limit - SAFETY_BYTES
     if keep_value and record_size(key, value, headers) <= room:
         return DeadLetterRecord(key, value, headers)

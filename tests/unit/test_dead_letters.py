@@ -45,8 +45,10 @@ def test_a_command_at_the_limit_becomes_a_stub_that_fits_and_names_the_original(
 
 
 def test_without_room_for_the_value_the_stub_keeps_only_the_headers() -> None:
-    _, value, headers = bounded(dead(b"y" * 5000), LIMIT, keep_value=False)
+    long_reason = DeadLetter(dead(b"y" * 5000).record, "invalid_field", "why " * 2000)
+    _, value, headers = bounded(long_reason, LIMIT, keep_value=False)
     assert value == b"" and dict(headers)["original_bytes"] == b"5000"
+    assert record_size(b"ref-1", value, headers) < 1024  # fits even a small topic limit
 
 
 def test_a_key_as_large_as_the_limit_is_dropped_rather_than_the_dead_letter() -> None:
