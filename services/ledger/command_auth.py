@@ -17,6 +17,7 @@ from services.shared.command_signature import TOLERANCE_SECONDS, SignatureRefusa
 from services.shared.config import Settings
 
 UNKNOWN_TENANT = "unknown_tenant"
+LOG_APPEND_TIME = 1  # a Kafka record's timestamp type when the broker stamped it
 
 
 class Refusal(NamedTuple):
@@ -37,15 +38,16 @@ class CommandAuthority:
     tolerance: int = TOLERANCE_SECONDS
 
     def refusal(
-        self, tenant: object, value: bytes, signature: bytes | None, now: int
+        self, tenant: object, value: bytes, signature: bytes | None, at: int
     ) -> Refusal | None:
-        """None when the command `value` may be booked for `tenant` at unix time `now`;
-        else why not. `signature` is the record's settle-signature header, if any."""
+        """None when the command `value` may be booked for `tenant`, its signature judged at
+        unix time `at` (see `written_at`); else why not. `signature` is the record's
+        settle-signature header, if any."""
         if not isinstance(tenant, str) or tenant not in self.tenants:
             return Refusal(UNKNOWN_TENANT, "the command's tenant is not configured in settle")
         if signature is None and not self.signing_required:
             return None
-        why = verify(signature, value, self.secrets.get(tenant, ()), now, self.tolerance)
+        why = verify(signature, value, self.secrets.get(tenant, ()), at, self.tolerance)
         if why is None:
             return None
         return Refusal(str(why), _MESSAGES[why])
@@ -62,6 +64,17 @@ _MESSAGES = {
     " a signing secret of its tenant",
     SignatureRefusal.EXPIRED: "the command was signed more than the tolerance ago (or ahead)",
 }
+
+
+def written_at(timestamp_ms: int, timestamp_type: int | None, now: int) -> int:
+    """The unix time a signature's age is judged at: when the broker appended the record,
+    if the broker stamped it (a commands topic with LogAppendTime), else `now`.
+
+    The append time lets a command wait out a backlog or an outage and still book, while a
+    captured command written again gets a new append time and expires. A producer's own
+    timestamp (CreateTime) proves nothing, so without append times the age counts up to
+    now: fail closed."""
+    return timestamp_ms // 1000 if timestamp_type == LOG_APPEND_TIME else now
 
 
 def command_authority(settings: Settings) -> CommandAuthority:

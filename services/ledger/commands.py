@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
-from services.ledger.command_auth import CommandAuthority
+from services.ledger.command_auth import CommandAuthority, written_at
 from services.ledger.dead_letters import DeadLetter, DeadLetters
 from services.ledger.errors import InvalidRequest
 from services.ledger.intake import parse_settlement_command
@@ -108,7 +108,8 @@ class CommandIntake:
             return DeadLetter(record, "undecodable", str(e))
         signature = header(record.headers or (), SIGNATURE_HEADER)
         value = record.value or b""
-        refusal = self.authority.refusal(command.get("tenant"), value, signature, now)
+        at = written_at(record.timestamp, record.timestamp_type, now)
+        refusal = self.authority.refusal(command.get("tenant"), value, signature, at)
         if refusal is not None:
             self.metrics.count_request("unauthorized")
             return DeadLetter(record, refusal.code, refusal.message)

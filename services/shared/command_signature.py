@@ -7,8 +7,9 @@ A producer signs the exact bytes of the Kafka record's value, as Stripe signs we
 under the tenant's own signing secret. The header may carry several `v1=` entries (one per
 secret while a secret is rotated); any one matching a secret of the command's tenant proves
 it. The timestamp bounds how long a captured command can be replayed (TOLERANCE_SECONDS
-either side of the ledger's clock); within that window a replay carries the original's
-idempotency key, so it gets the original's answer and never books a second settlement.
+either side of when the broker appended the record, see services/ledger/command_auth.py);
+within that window a replay carries the original's idempotency key, so it gets the
+original's answer and never books a second settlement.
 
 Pure code: no Kafka, no clock; the caller passes the record's bytes and the time.
 """

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 import asyncpg
@@ -56,7 +56,12 @@ async def publish(bootstrap: str, topic: str, records: list[Record]) -> None:
 
 
 async def consume(
-    pool: asyncpg.Pool, bootstrap: str, prefix: str, authority: CommandAuthority, dead: int
+    pool: asyncpg.Pool,
+    bootstrap: str,
+    prefix: str,
+    authority: CommandAuthority,
+    dead: int,
+    clock: Callable[[], float] = time.time,
 ) -> tuple[list[tuple[bytes, dict[str, bytes]]], CommandIntake]:
     """Run the intake until `dead` dead letters are out and every offset is committed."""
     commands_topic, dlq_topic = f"{prefix}{COMMANDS}", f"{prefix}{COMMANDS_DLQ}"
@@ -65,7 +70,9 @@ async def consume(
     producer = idempotent_producer(bootstrap, "test-dlq")
     await consumer.start()
     await producer.start()
-    intake = CommandIntake(consumer, producer, ledger, dlq_topic, authority, max_records=3)
+    intake = CommandIntake(
+        consumer, producer, ledger, dlq_topic, authority, max_records=3, clock=clock
+    )
     task = asyncio.create_task(intake.run())
     try:
         letters = await drain(bootstrap, dlq_topic, dead)
@@ -235,3 +242,22 @@ async def test_a_dead_letter_topic_with_a_lower_limit_gets_the_stub_without_the_
     assert value == b"" and headers["truncated"] == b"true"
     assert headers["original_sha256"] == hashlib.sha256(large).hexdigest().encode()
     assert await booked(pool, acme) == ["after"]
+
+
+async def test_a_signed_command_consumed_long_after_it_was_written_still_books(
+    pool: asyncpg.Pool, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    # The ledger was away for an hour: the broker's append time, not the clock at
+    # consumption, is what the signature's age is judged against.
+    await ensure_topics(kafka_bootstrap, topic_prefix)
+    acme = unique("acme-")
+    authority = CommandAuthority(frozenset({acme}), {acme: ("csk_acme",)}, signing_required=True)
+    waited = avro.encode("SettlementCommand", command(acme, "k-waited", "waited"))
+    await publish(
+        kafka_bootstrap, f"{topic_prefix}{COMMANDS}", [(b"k", waited, signed(waited, "csk_acme"))]
+    )
+
+    an_hour_later = lambda: time.time() + 3600  # noqa: E731
+    await consume(pool, kafka_bootstrap, topic_prefix, authority, dead=0, clock=an_hour_later)
+
+    assert await booked(pool, acme) == ["waited"]

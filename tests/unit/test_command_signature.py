@@ -8,7 +8,7 @@ import hmac
 
 import pytest
 
-from services.ledger.command_auth import CommandAuthority, command_authority
+from services.ledger.command_auth import CommandAuthority, command_authority, written_at
 from services.shared.command_signature import (
     SignatureRefusal,
     signature_header,
@@ -147,3 +147,10 @@ def test_the_worked_example_in_the_schemas_readme_holds() -> None:
     assert header == (
         b"t=1790000000,v1=81e74c4947d627df3a1e6d0e84181738fab2cf17fd79e68fdbe2303ac3a45c8e"
     )
+
+
+def test_a_signature_is_judged_at_the_brokers_append_time_when_the_broker_stamped_it() -> None:
+    assert written_at(1_790_000_000_999, 1, now=NOW + 3600) == 1_790_000_000
+    # A producer's own timestamp (CreateTime, type 0) proves nothing: the clock decides.
+    assert written_at(1_790_000_000_999, 0, now=NOW + 3600) == NOW + 3600
+    assert written_at(-1, None, now=NOW) == NOW
