@@ -33,7 +33,8 @@ class CommandAuthority:
     command must be signed."""
 
     tenants: frozenset[str]
-    secrets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Never in a repr: an authority that ends up in a log line must not carry the secrets.
+    secrets: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     signing_required: bool = False
     tolerance: int = TOLERANCE_SECONDS
 

@@ -131,6 +131,7 @@ def test_signing_secrets_are_tenant_secret_pairs_several_per_tenant_and_never_sh
     assert "csk_new" not in repr(settings)
     auth = command_authority(settings)
     assert auth.secrets == {"acme": ("csk_new", "csk_old"), "globex": ("csk_g",)}
+    assert "csk_new" not in repr(auth)
     assert auth.tenants == {"acme", "globex"}
     assert command_authority(load_settings({})).unsigned_tenants() == ["acme"]
 

@@ -33,7 +33,8 @@ class Arrivals:
     run: str  # names this rate's references and keys
     rate: int  # settlements per second
     seconds: int
-    signing_secrets: tuple[str, ...] = ()  # the tenant's command-signing secrets, if any
+    # The tenant's command-signing secrets, if any; never in a repr.
+    signing_secrets: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def count(self) -> int:

@@ -16,7 +16,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -41,7 +41,8 @@ class Batch:
     tenant: str
     token: str  # the tenant's bearer token for HTTP
     count: int
-    signing_secrets: tuple[str, ...] = ()  # the tenant's command-signing secrets, if any
+    # The tenant's command-signing secrets, if any; never in a repr.
+    signing_secrets: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def reference_pattern(self) -> str:
