@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from services.ledger.acceptor import Ledger
 from services.ledger.admission import Admission
 from services.ledger.booking import Books, Windows
+from services.ledger.command_auth import command_authority
 from services.ledger.commands import CONSUMER_GROUP, CommandIntake, consume_commands
 from services.ledger.http import create_app
 from services.ledger.key_cleanup import KeyCleanup, deleted_keys_counter, retention_of
@@ -66,6 +67,12 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
     ]
     if consume:
         dlq = settings.topic(COMMANDS_DLQ)
+        authority = command_authority(settings)
+        if settings.command_signing_required and authority.unsigned_tenants():
+            log.warning(
+                "command signing is required but tenants %s have no signing secret: "
+                "their Kafka commands will be dead-lettered", authority.unsigned_tenants(),
+            )  # fmt: skip
 
         def consumer() -> AIOKafkaConsumer:
             return manual_commit_consumer(
@@ -75,7 +82,7 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
 
         def intake_of(consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> CommandIntake:
             return CommandIntake(
-                consumer, producer, ledger, dlq, metrics=metrics, admission=admission
+                consumer, producer, ledger, dlq, authority, metrics=metrics, admission=admission
             )
 
         dlq_producer = partial(idempotent_producer, settings.kafka_bootstrap, "settle-ledger-dlq")

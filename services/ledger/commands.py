@@ -1,9 +1,12 @@
 """Kafka intake of `settlement.commands`: the same accept core as HTTP, batch by batch.
 
-Commands pass the tenant's limits as HTTP requests do (`ledger.admission`); a refused one is
-dead-lettered with its code. They are not refused by rate or load: already queued in Kafka,
-they are fetched one batch at a time, and only while the ledger's backlog has room, so the
-consumer's pace bounds them and a loaded ledger stops fetching instead (back-pressure).
+A command is booked only for a configured tenant and, where signing is required, only with
+its tenant's signature (command_auth.py), and only within the tenant's limits, as HTTP
+requests are (`ledger.admission`). Whatever cannot be booked, a record that does not decode
+included, is dead-lettered with its reason (dead_letters.py) and passed: no record stops
+the intake. Commands are not refused by rate or load: already queued in Kafka, they are
+fetched one batch at a time, and only while the ledger's backlog has room, so the consumer's
+pace bounds them and a loaded ledger stops fetching instead (back-pressure).
 
 Offsets move only after the batch's transaction committed and its dead letters were
 acknowledged by Kafka. A crash anywhere before that redelivers the batch, and the
@@ -14,22 +17,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
 from services.ledger.admission import Admission
+from services.ledger.command_auth import CommandAuthority, written_at
+from services.ledger.dead_letters import DeadLetter, DeadLetters
 from services.ledger.errors import InvalidRequest
 from services.ledger.intake import parse_settlement_command
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.ports import Acceptor
 from services.shared import avro
+from services.shared.command_signature import SIGNATURE_HEADER
 from services.shared.errors import SchemaError
-from services.shared.kafka import run_reconnecting, started
+from services.shared.kafka import header, run_reconnecting, started
 from services.shared.store_errors import is_retriable
 
 log = logging.getLogger(__name__)
@@ -47,15 +53,6 @@ DEAD_LETTER_OUTCOMES = {
 UNAVAILABLE_BACKOFF_S = 1.0
 
 
-@dataclass(frozen=True)
-class DeadLetter:
-    """An unusable command: its original bytes and why it cannot be booked."""
-
-    record: ConsumerRecord
-    code: str
-    message: str
-
-
 class CommandIntake:
     """Consumes settlement commands into the ledger; `run` until cancelled."""
 
@@ -65,17 +62,20 @@ class CommandIntake:
         producer: AIOKafkaProducer,
         acceptor: Acceptor,
         dlq_topic: str,
+        authority: CommandAuthority,
         max_records: int = 500,
         metrics: LedgerMetrics | None = None,
         admission: Admission | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.consumer = consumer
-        self.producer = producer
         self.acceptor = acceptor
-        self.dlq_topic = dlq_topic
+        self.authority = authority
         self.max_records = max_records
         self.metrics = metrics or create_metrics()
         self.admission = admission if admission is not None else Admission()
+        self.dead_letters = DeadLetters(producer, dlq_topic, self.metrics)
+        self.clock = clock
 
     async def run(self) -> None:
         """Poll, book, dead-letter and commit, batch after batch, fetching only while the
@@ -93,19 +93,13 @@ class CommandIntake:
         """Book one polled batch, dead-letter what cannot be booked, then commit its offsets."""
         valid: list[tuple[ConsumerRecord, SettlementRequest]] = []
         dead: list[DeadLetter] = []
+        now = int(self.clock())
         for record in records:
-            try:
-                command = avro.decode(record.value or b"", "SettlementCommand")
-                request = parse_settlement_command(command)
-                self.admission.check(request)
-                valid.append((record, request))
-            except SchemaError as e:
-                dead.append(DeadLetter(record, "undecodable", str(e)))
-                self.metrics.count_request("invalid")
-            except InvalidRequest as e:
-                where = f" ({e.field})" if e.field else ""
-                dead.append(DeadLetter(record, e.code, f"{e.message}{where}"))
-                self.metrics.count_request("invalid")
+            outcome = self._admit(record, now)
+            if isinstance(outcome, DeadLetter):
+                dead.append(outcome)
+            else:
+                valid.append((record, outcome))
         results = await self._book_until_done([request for _, request in valid])
         for (record, _), result in zip(valid, results, strict=True):
             self.metrics.count_request(str(result.outcome))
@@ -114,8 +108,32 @@ class CommandIntake:
             code = DEAD_LETTER_OUTCOMES.get(result.outcome)
             if code is not None:
                 dead.append(DeadLetter(record, code, result.body.decode()))
-        await self._dead_letter(dead)
+        await self.dead_letters.send_all(dead)
         await self._commit(records)
+
+    def _admit(self, record: ConsumerRecord, now: int) -> SettlementRequest | DeadLetter:
+        # Who sent it is settled before what it says: a sender that cannot prove its tenant
+        # learns nothing from the validation of its commands.
+        try:
+            command = avro.decode(record.value or b"", "SettlementCommand")
+        except SchemaError as e:
+            self.metrics.count_request("invalid")
+            return DeadLetter(record, "undecodable", str(e))
+        signature = header(record.headers or (), SIGNATURE_HEADER)
+        value = record.value or b""
+        at = written_at(record.timestamp, record.timestamp_type, now)
+        refusal = self.authority.refusal(command.get("tenant"), value, signature, at)
+        if refusal is not None:
+            self.metrics.count_request("unauthorized")
+            return DeadLetter(record, refusal.code, refusal.message)
+        try:
+            request = parse_settlement_command(command)
+            self.admission.check(request)
+        except InvalidRequest as e:
+            self.metrics.count_request("invalid")
+            where = f" ({e.field})" if e.field else ""
+            return DeadLetter(record, e.code, f"{e.message}{where}")
+        return request
 
     async def _book_until_done(self, requests: list[SettlementRequest]) -> list[AcceptResult]:
         # PostgreSQL down or contended: hold the batch and its offsets, retry until it books
@@ -140,26 +158,6 @@ class CommandIntake:
             if todo:
                 await asyncio.sleep(result.retry_after or 1)
         return [r for r in results if r is not None]
-
-    async def _dead_letter(self, dead: list[DeadLetter]) -> None:
-        sends = [
-            await self.producer.send(
-                self.dlq_topic,
-                d.record.value,
-                key=d.record.key,
-                headers=[
-                    ("reason", d.code.encode()),
-                    ("reason_detail", d.message.encode()[:4096]),
-                    ("source_topic", d.record.topic.encode()),
-                    ("source_partition", str(d.record.partition).encode()),
-                    ("source_offset", str(d.record.offset).encode()),
-                ],
-            )
-            for d in dead
-        ]
-        for sent, d in zip(sends, dead, strict=True):
-            await sent  # acknowledged by all replicas before the offset may move
-            self.metrics.dlq.labels(reason=d.code).inc()
 
     async def _commit(self, records: Sequence[ConsumerRecord]) -> None:
         offsets: dict[TopicPartition, int] = {}

@@ -106,7 +106,7 @@ async def serve(settings: Settings, host: str, port: int) -> None:
         await run_until_first_exits(
             server.serve(),
             publish_forever(producer, outbox_of),
-            trigger_dispatch(consumer, dispatcher),
+            trigger_dispatch(consumer, dispatcher, metrics),
             every(SWEEP_SECONDS, dispatcher.sweep, "pass 2"),
             every(PRUNE_SECONDS, prune, "pruning published outbox rows"),
         )

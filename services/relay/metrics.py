@@ -13,6 +13,7 @@ from starlette.routing import Route
 from services.shared.metrics import mount_metrics
 
 RAIL_OUTCOMES = ("accepted", "refused", "retryable", "ambiguous")
+POISON_REASONS = ("undecodable", "invalid_settlement_id")
 BATCH_BUCKETS = (1, 5, 10, 50, 100, 200, 500, 1000, 2000)
 CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -33,6 +34,7 @@ class RelayMetrics:
     reclaims: Counter  # settle_relay_reclaims_total: leases taken over by pass 2
     fence_rejections: Counter  # settle_relay_fence_rejections_total: stale writes refused
     lookups: Counter  # settle_relay_lookups_total{found}: rail searched before a re-issue
+    poison: Counter  # settle_relay_poison_events_total{reason}: event records passed over
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> RelayMetrics:
@@ -48,6 +50,12 @@ def create_metrics(registry: CollectorRegistry | None = None) -> RelayMetrics:
     )
     for found in ("true", "false"):
         lookups.labels(found=found)
+    poison = Counter(
+        "settle_relay_poison_events_total", "Event records passed over as unusable.",
+        ["reason"], registry=r,
+    )  # fmt: skip
+    for reason in POISON_REASONS:
+        poison.labels(reason=reason)
     return RelayMetrics(
         registry=r,
         outbox_lag=Gauge(
@@ -83,6 +91,7 @@ def create_metrics(registry: CollectorRegistry | None = None) -> RelayMetrics:
             "settle_relay_fence_rejections_total", "Writes refused by the fence.", registry=r
         ),
         lookups=lookups,
+        poison=poison,
     )  # fmt: skip
 
 

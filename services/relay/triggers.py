@@ -7,9 +7,13 @@ are durable, at most once a second:
 an event read again after a restart or a rebalance claims nothing that was claimed already,
 so a commit per batch would buy nothing but a Kafka round trip. A chunk that failed with a
 retriable error (PostgreSQL away or busy, a rail lookup failing) is only logged: its claims
-wait for pass 2, so nothing is lost by moving on. Any other error (a settlement changed under
-its row lock, data the database refuses) is a bug or a manual edit: it stops the relay rather
-than being skipped, and the uncommitted offsets bring the events back after the restart.
+wait for pass 2, so nothing is lost by moving on. A record that does not decode, or a
+`created` event whose settlement id is not a UUID, is poison: logged with its partition and
+offset, counted (settle_relay_poison_events_total) and passed over with its batch, never
+retried (the relay has no dead-letter topic). Any other error (a settlement changed under
+its row lock, data the database refuses) is a bug or a manual edit: it stops the relay
+rather than being skipped, and the uncommitted offsets bring the events back after the
+restart.
 """
 
 from __future__ import annotations
@@ -17,18 +21,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence, Set
 from contextlib import AsyncExitStack
 from functools import cache
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from services.relay.event_kind import EVENT, EventKinds
+from services.relay.metrics import RelayMetrics, create_metrics
 from services.shared import avro
 from services.shared.errors import SchemaError
 from services.shared.kafka import run_reconnecting, started
+from services.shared.poison import Poison, log_poison, poison
 from services.shared.store_errors import is_retriable
 
 log = logging.getLogger(__name__)
@@ -72,9 +79,19 @@ class DispatchesMany(Protocol):
         ...
 
 
-def created_settlements(records: Iterable[ConsumerRecord]) -> list[str]:
-    """The settlement ids of the `created` events among `records`; undecodable ones skipped."""
-    created = []
+class Created(NamedTuple):
+    """What a polled batch asks of pass 1, and what in it could not be read."""
+
+    settlement_ids: list[str]  # of the `created` events, in canonical UUID form
+    poison: list[Poison]  # records that do not decode, or `created` ones without a UUID
+
+
+def created_settlements(records: Iterable[ConsumerRecord]) -> Created:
+    """The settlement ids of the `created` events among `records`, and the poison records
+    passed over. Other types, known or not (the contract says new ones may come), are not
+    pass 1's business."""
+    created: list[str] = []
+    passed: list[Poison] = []
     kinds = _event_kinds()
     for record in records:
         if kinds.kind(record.value or b"") not in (b"created", None):
@@ -82,11 +99,16 @@ def created_settlements(records: Iterable[ConsumerRecord]) -> list[str]:
         try:
             event = avro.decode(record.value or b"", EVENT)
         except SchemaError as e:
-            log.warning("undecodable settlement event skipped: %s", e)
+            passed.append(poison(record, "undecodable", str(e)))
             continue
-        if event["type"] == "created":
-            created.append(str(event["settlement_id"]))
-    return created
+        if event["type"] != "created":
+            continue
+        try:
+            created.append(str(uuid.UUID(event["settlement_id"])))
+        except ValueError:
+            why = f"settlement_id {event['settlement_id']!r} is not a UUID"
+            passed.append(poison(record, "invalid_settlement_id", why))
+    return Created(created, passed)
 
 
 @cache
@@ -168,10 +190,14 @@ class DispatchesInOrder:
 
 
 async def trigger_dispatch(
-    consumer_of: Callable[[], AIOKafkaConsumer], dispatcher: DispatchesMany
+    consumer_of: Callable[[], AIOKafkaConsumer],
+    dispatcher: DispatchesMany,
+    metrics: RelayMetrics | None = None,
 ) -> None:
     """Pass 1 on every `created` event until cancelled; offsets move once each claim is
-    durable, and the consumer is made afresh whenever Kafka fails it."""
+    durable, poison records are logged, counted and passed over, and the consumer is made
+    afresh whenever Kafka fails it."""
+    poison_count = (metrics or create_metrics()).poison
 
     async def session(clients: AsyncExitStack) -> None:
         consumer = await started(clients, consumer_of())
@@ -183,8 +209,12 @@ async def trigger_dispatch(
             if batches:
                 records = [record for part in batches.values() for record in part]
                 next_offsets = {tp: part[-1].offset + 1 for tp, part in batches.items()}
+                created = created_settlements(records)
+                for passed in created.poison:
+                    log_poison(log, passed)
+                    poison_count.labels(reason=passed.reason).inc()
                 batches_out.start(
-                    dispatch_created(dispatcher, created_settlements(records)), next_offsets
+                    dispatch_created(dispatcher, created.settlement_ids), next_offsets
                 )
             if await batches_out.settle():
                 commits.dispatched()

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Annotated
 
 from pydantic import (
+    BeforeValidator,
     Field,
     InstanceOf,
     SecretStr,
@@ -17,6 +18,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from services.shared.command_signature import CommandSigning, parse_signing_secrets
 from services.shared.domain.breaks import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_OVERLAP_SECONDS,
@@ -106,6 +108,12 @@ class Settings(BaseSettings):
     api_tokens: Annotated[dict[str, tuple[SecretStr, ...]], NoDecode] = Field(
         {"acme": (SecretStr(LOCAL_SECRETS["SETTLE_API_TOKENS"]),)}, alias="SETTLE_API_TOKENS"
     )
+    # Kafka commands: signed by their tenant (SETTLE_COMMAND_SIGNING; unset: required in
+    # production, optional locally) under its secrets (tenant:secret pairs, several per tenant).
+    command_signing: CommandSigning | None = Field(None, alias="SETTLE_COMMAND_SIGNING")
+    command_signing_secrets: Annotated[
+        dict[str, tuple[SecretStr, ...]], NoDecode, BeforeValidator(parse_signing_secrets)
+    ] = Field({}, alias="SETTLE_COMMAND_SIGNING_SECRETS")
     relay_lease_seconds: float = Field(30.0, alias="SETTLE_RELAY_LEASE_SECONDS", ge=1.0)
     idempotency_replay_seconds: int = Field(86400, alias="SETTLE_IDEMPOTENCY_REPLAY_SECONDS", gt=0)
     idempotency_tombstone_seconds: int = Field(
@@ -231,6 +239,13 @@ class Settings(BaseSettings):
     def operator_by_token(self) -> dict[str, str]:
         """Bearer token to operator name, for the operator endpoints."""
         return by_token(self.operator_tokens)
+
+    @property
+    def command_signing_required(self) -> bool:
+        """Whether every Kafka command must carry its tenant's signature."""
+        if self.command_signing is None:
+            return self.env is Deployment.PRODUCTION
+        return self.command_signing is CommandSigning.REQUIRED
 
     def topic(self, name: str) -> str:
         """The Kafka topic `name` under this deployment's prefix."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -21,14 +21,20 @@ READY_TIMEOUT_S = 30.0
 
 @dataclass(frozen=True)
 class TopicSpec:
-    """A topic by its unprefixed name and partition count."""
+    """A topic by its unprefixed name, partition count and topic-level configuration."""
 
     name: str
     partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
 
+
+# The broker stamps each command with its append time: a signature's age is judged against
+# it, so a command waiting in a backlog stays valid and a captured one written again later
+# does not (services/ledger/command_auth.py).
+APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
 
 TOPICS: tuple[TopicSpec, ...] = (
-    TopicSpec(COMMANDS, 6),
+    TopicSpec(COMMANDS, 6, APPEND_TIME),
     TopicSpec(COMMANDS_DLQ, 3),
     TopicSpec(EVENTS, 6),
 )
@@ -64,7 +70,10 @@ async def ensure_topics(bootstrap: str, prefix: str = "", replication_factor: in
         missing = [t for t in TOPICS if f"{prefix}{t.name}" not in existing]
         if not missing:
             return []
-        new = [NewTopic(f"{prefix}{t.name}", t.partitions, replication_factor) for t in missing]
+        new = [
+            NewTopic(f"{prefix}{t.name}", t.partitions, replication_factor, topic_configs=t.configs)
+            for t in missing
+        ]
         response = await admin.create_topics(new, timeout_ms=30_000)
         created: list[str] = []
         for entry in response.topic_errors:

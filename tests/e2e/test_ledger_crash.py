@@ -111,8 +111,10 @@ async def test_sigkill_mid_stream_books_each_command_once(
     finally:
         await producer.stop()
 
+    # The ledger books commands only for tenants it knows.
     env = {**os.environ, "SETTLE_DATABASE_URL": database_url,
-           "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap, "SETTLE_TOPIC_PREFIX": prefix}  # fmt: skip
+           "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap, "SETTLE_TOPIC_PREFIX": prefix,
+           "SETTLE_API_TOKENS": f"{tenant}:crash-token"}  # fmt: skip
     log = tmp_path / "ledger.log"
     killed_at: list[tuple[int | None, int]] = []  # (exit status, settlements booked by then)
     for threshold in (DISTINCT // 5, DISTINCT // 2):

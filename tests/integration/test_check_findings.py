@@ -70,8 +70,13 @@ async def plant_unknown_settlement(world: World) -> str:
 
 
 async def plant_undecodable(world: World) -> list[str]:
-    """A message that is not Avro and a tombstone (no value); where they are."""
-    return await send_to_events(world, b"not an Avro message", None)
+    """A message that is not Avro, a tombstone (no value) and an event of no settlement (its
+    settlement_id not a UUID); where they are."""
+    event = {"event_id": str(uuid.uuid4()), "settlement_id": "settlement-42", "tenant": TENANT,
+             "reference": "ref-poison", "type": "created", "sequence": 1, "amount": 700,
+             "currency": "EUR", "occurred_at": datetime.now(UTC), "status": "accepted"}  # fmt: skip
+    poison = avro.encode("SettlementEvent", event)
+    return await send_to_events(world, b"not an Avro message", None, poison)
 
 
 async def test_a_webhook_left_unapplied_beyond_the_bound_is_caught(world: World) -> None:
@@ -100,7 +105,7 @@ async def test_an_event_of_a_settlement_the_books_do_not_hold_is_caught(world: W
 async def test_a_message_that_is_no_settlement_event_is_caught(world: World) -> None:
     where = await plant_undecodable(world)
     result = broken_only(await world.check(), "events_complete")
-    assert finding(result, "undecodable_messages") == (2, tuple(sorted(where)))
+    assert finding(result, "undecodable_messages") == (3, tuple(sorted(where)))
     assert result.offenders == tuple(sorted(where))
 
 
@@ -122,4 +127,4 @@ async def test_settle_check_exits_1_naming_every_planted_finding(world: World) -
     assert broken == {"nothing_lost", "events_complete"}
     for (name, what), ids in planted.items():
         assert body[name]["detail"][what] == {"count": len(ids), "first": ids}, what
-    assert body["nothing_lost"]["count"] == 4 and body["events_complete"]["count"] == 3
+    assert body["nothing_lost"]["count"] == 4 and body["events_complete"]["count"] == 4

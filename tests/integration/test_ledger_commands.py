@@ -14,6 +14,7 @@ from aiokafka import TopicPartition
 from services.ledger.acceptor import Ledger
 from services.ledger.admission import Admission
 from services.ledger.booking import Books
+from services.ledger.command_auth import CommandAuthority
 from services.ledger.commands import CommandIntake
 from services.shared import avro
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
@@ -84,7 +85,8 @@ async def test_commands_are_booked_once_and_bad_ones_dead_lettered(
     producer = idempotent_producer(kafka_bootstrap, "test-dlq")
     await consumer.start()
     await producer.start()
-    intake = CommandIntake(consumer, producer, ledger, dlq_topic, max_records=7)
+    authority = CommandAuthority(frozenset({tenant}))
+    intake = CommandIntake(consumer, producer, ledger, dlq_topic, authority, max_records=7)
     task = asyncio.create_task(intake.run())
     try:
         dead = await drain(kafka_bootstrap, dlq_topic, 3)

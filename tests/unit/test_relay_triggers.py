@@ -1,4 +1,4 @@
-"""Pass 1's trigger reads only `created` events, skips what it cannot decode, keeps polling
+"""Pass 1's trigger reads only `created` events, passes poison over, keeps polling
 while earlier events are at the rail, and commits no offset past an undispatched event."""
 
 from __future__ import annotations
@@ -40,7 +40,24 @@ def test_only_created_events_trigger_dispatch_and_garbage_is_skipped() -> None:
         record(event(paid, "paid")),
         record(event(second, "created")),
     ]
-    assert created_settlements(records) == [first, second]
+    assert created_settlements(records).settlement_ids == [first, second]
+
+
+def test_poison_is_passed_over_with_where_it_sits_and_why_and_the_rest_still_dispatches() -> None:
+    good = str(uuid.uuid4())
+    records = [
+        record(event("settlement-42", "created"), partition=3, offset=17),
+        record(event(str(uuid.uuid4()), "created")[:-9], partition=3, offset=18),
+        record(event(str(uuid.uuid4()), "refund_scheduled"), partition=3, offset=19),
+        record(event(good.upper(), "created"), partition=3, offset=20),
+    ]
+    created = created_settlements(records)
+    assert created.settlement_ids == [good]  # in canonical form, as the books hold it
+    assert [(p.partition, p.offset, p.reason) for p in created.poison] == [
+        (3, 17, "invalid_settlement_id"),
+        (3, 18, "undecodable"),
+    ]
+    assert "settlement-42" in created.poison[0].detail
 
 
 class Clock:

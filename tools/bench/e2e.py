@@ -49,6 +49,7 @@ from tools.run.supervisor import Supervisor, SupervisorError
 from tools.run.topology import Ports, StackOptions, service_specs
 
 TOKEN = "bench-e2e-token"
+SIGNING_SECRET = "bench-e2e-signing-secret"  # commands are signed, as production requires
 STACK = ("ledger", "relay", "inbox", "reconciler", "postgres", "kafka")  # the product's CPU
 # Reported beside the stack, not in it. "postgres sessions" is the part of "postgres" spent
 # by the backends serving the bench database (the server is shared; its background writers
@@ -133,7 +134,8 @@ async def _one_rate(
     stack: _Stack, rate: int, seconds: int
 ) -> tuple[list[Figure], list[Figure], float | None]:
     """The rate's figures, its breakdown (rows and statements) and its p99 accepted -> paid."""
-    load = Arrivals(stack.tenant, TOKEN, f"e2e-{rate}-{uuid.uuid4().hex[:6]}", rate, seconds)
+    run = f"e2e-{rate}-{uuid.uuid4().hex[:6]}"
+    load = Arrivals(stack.tenant, TOKEN, run, rate, seconds, (SIGNING_SECRET,))
     groups, conn, topic = (
         _process_groups(stack.supervisor),
         stack.conn,
@@ -179,6 +181,7 @@ async def _measure(
     env = {**os.environ, "SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": settings.topic_prefix,
            "SETTLE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
            "SETTLE_API_TOKENS": f"{tenant}:{TOKEN}",
+           "SETTLE_COMMAND_SIGNING_SECRETS": f"{tenant}:{SIGNING_SECRET}",
            # Runs every 5 s (settle run's pace) read again 30 s, not 5 minutes: in production
            # (every 5 minutes, 5 minutes of overlap) an object is listed about twice, not 60 times.
            "SETTLE_RECONCILE_OVERLAP_SECONDS": "30"}  # fmt: skip

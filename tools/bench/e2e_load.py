@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from aiokafka import AIOKafkaProducer
 
 from services.shared import avro
+from services.shared.command_signature import signed_headers
 from services.shared.kafka import idempotent_producer
 from tools.bench.http_load import exchange
 
@@ -32,6 +33,8 @@ class Arrivals:
     run: str  # names this rate's references and keys
     rate: int  # settlements per second
     seconds: int
+    # The tenant's command-signing secrets, if any; never in a repr.
+    signing_secrets: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def count(self) -> int:
@@ -114,7 +117,10 @@ async def _publish(load: Arrivals, n: int, producer: AIOKafkaProducer, topic: st
     command = {**_body(load, n), "tenant": load.tenant, "rail": None, "metadata": {},
                "idempotency_key": f"{load.run}-k{n:07d}"}  # fmt: skip
     value = avro.encode("SettlementCommand", command)
-    acknowledged = await producer.send(topic, value, key=str(command["reference"]).encode())
+    headers = signed_headers(load.signing_secrets, value, int(time.time()))
+    acknowledged = await producer.send(
+        topic, value, key=str(command["reference"]).encode(), headers=headers
+    )
     await acknowledged
 
 

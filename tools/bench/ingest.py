@@ -18,6 +18,7 @@ import asyncpg
 import psutil
 
 from services.shared import avro
+from services.shared.command_signature import signed_headers
 from services.shared.config import Settings, libpq_dsn
 from services.shared.kafka import idempotent_producer
 from services.shared.topics import COMMANDS, ensure_topics
@@ -31,12 +32,13 @@ from tools.bench.services import running
 from tools.infra.paths import run_paths
 
 TOKEN = "bench-ingest-token"
+SIGNING_SECRET = "bench-ingest-signing-secret"  # commands are signed, as production requires
 # Compared between pre-filled sizes: what a user gets, throughput and tail latency.
 COMPARED = ("kafka accept", "http accept", "http latency p99")
 
 
-def _command(tenant: str, n: int) -> bytes:
-    return avro.encode(
+def _command(tenant: str, n: int) -> tuple[bytes, list[tuple[str, bytes]]]:
+    value = avro.encode(
         "SettlementCommand",
         {
             "tenant": tenant, "idempotency_key": f"k-{n}", "reference": f"r-{n}",
@@ -44,6 +46,7 @@ def _command(tenant: str, n: int) -> bytes:
             "currency": "USD", "rail": None, "metadata": {"run": tenant},
         },
     )  # fmt: skip
+    return value, signed_headers([SIGNING_SECRET], value, int(time.time()))
 
 
 async def _wait_booked(dsn: str, tenant: str, count: int, timeout_s: float) -> float:
@@ -66,8 +69,9 @@ async def _through_kafka(settings: Settings, dsn: str, tenant: str, count: int) 
     await producer.start()
     try:
         started = time.monotonic()
-        sends = [await producer.send(settings.topic(COMMANDS), c, key=str(n).encode())
-                 for n, c in enumerate(commands)]  # fmt: skip
+        sends = [await producer.send(settings.topic(COMMANDS), c, key=str(n).encode(),
+                                     headers=headers)
+                 for n, (c, headers) in enumerate(commands)]  # fmt: skip
         await asyncio.gather(*sends)
         published = time.monotonic()
     finally:
@@ -126,7 +130,8 @@ def _ingest_once(
     asyncio.run(ensure_topics(settings.kafka_bootstrap, prefix))
     env = {"SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": prefix,
            "SETTLE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-           "SETTLE_API_TOKENS": f"{tenant}:{TOKEN}"}  # fmt: skip
+           "SETTLE_API_TOKENS": f"{tenant}:{TOKEN}",
+           "SETTLE_COMMAND_SIGNING_SECRETS": f"{tenant}:{SIGNING_SECRET}"}  # fmt: skip
     log = run_paths().run / "bench" / "ledger-ingest.log"
     bench_settings = settings.model_copy(update={"topic_prefix": prefix})
     with running(["ledger"], env, log) as ledger:

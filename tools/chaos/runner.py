@@ -36,7 +36,7 @@ from tools.check.run import CheckOptions, run_check
 from tools.infra import kafka, postgres
 from tools.infra.procs import free_ports
 from tools.run.demo import FINAL, STATUS_COUNTS
-from tools.run.submit import Batch
+from tools.run.submit import Batch, signing_secrets
 from tools.run.supervisor import Supervisor
 from tools.run.topology import Ports, StackOptions, service_specs
 
@@ -141,7 +141,8 @@ async def _stack(
     settings = load_settings(env)
     ports = await _start_services(options, infra, supervisor, env, say)
     token, tenant = next(iter(settings.tenant_by_token.items()))
-    batch = Batch(f"chaos{options.seed}-{uuid.uuid4().hex[:6]}", tenant, token, options.count)
+    run, secrets = f"chaos{options.seed}-{uuid.uuid4().hex[:6]}", signing_secrets(settings, tenant)
+    batch = Batch(run, tenant, token, options.count, secrets)
     rail_url = ports.url(ports.railsim)
     schedule = fault_schedule(options.seed, options.seconds, LEASE_S)
     began = time.monotonic()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -92,12 +93,14 @@ async def _read(consumer: AIOKafkaConsumer, topic: str, spill: FactSpill) -> Eve
 
 
 def _row(value: bytes | None) -> EventRow | None:
-    """The fields kept of one message, or None when it is not a SettlementEvent."""
+    """The fields kept of one message, or None when it is not a SettlementEvent of a
+    settlement (its settlement_id a UUID): such a message is reported, never checked."""
     if value is None:
         return None
     try:
         event = avro.decode(value, "SettlementEvent")
-    except SchemaError:
+        uuid.UUID(event["settlement_id"])
+    except (SchemaError, ValueError):
         return None
     with contextlib.suppress(KeyError):
         return (

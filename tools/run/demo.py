@@ -36,7 +36,7 @@ from tools.check.run import CheckOptions, Report, run_check
 from tools.run.latency import LatencySplit, split
 from tools.run.pace import AT_ONCE, DEFAULT_RATE, Pace
 from tools.run.ready import wait_for_group
-from tools.run.submit import Batch, post_settlements, publish_commands
+from tools.run.submit import Batch, post_settlements, publish_commands, signing_secrets
 
 FINAL = ("paid", "partly_reversed", "failed", "reversed", "needs_review")
 STATES = ("accepted", "dispatching", "submitted", *FINAL)
@@ -173,7 +173,9 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
     """Submit the batch, follow it to final states, check the invariants; the report."""
     began = time.monotonic()
     token, tenant = next(iter(settings.tenant_by_token.items()))
-    batch = Batch(uuid.uuid4().hex[:8], tenant, token, options.count)
+    batch = Batch(
+        uuid.uuid4().hex[:8], tenant, token, options.count, signing_secrets(settings, tenant)
+    )
     if options.fault_profile is not None:
         await set_fault_profile(options.rail_url, options.fault_profile)
     group = settings.topic(CONSUMER_GROUP)

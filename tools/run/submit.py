@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
 from services.shared import avro
+from services.shared.command_signature import signed_headers
+from services.shared.config import Settings
 from services.shared.kafka import idempotent_producer
 from tools.run.pace import AT_ONCE, Pace
 
@@ -38,11 +41,18 @@ class Batch:
     tenant: str
     token: str  # the tenant's bearer token for HTTP
     count: int
+    # The tenant's command-signing secrets, if any; never in a repr.
+    signing_secrets: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def reference_pattern(self) -> str:
         """A SQL LIKE pattern matching the batch's references."""
         return f"demo-{self.run_id}-%"
+
+
+def signing_secrets(settings: Settings, tenant: str) -> tuple[str, ...]:
+    """The secrets `tenant` signs its Kafka commands with (none: commands go unsigned)."""
+    return tuple(s.get_secret_value() for s in settings.command_signing_secrets.get(tenant, ()))
 
 
 def body(batch: Batch, n: int) -> dict[str, object]:
@@ -76,8 +86,11 @@ async def publish_commands(
             command = {**body(batch, n), "tenant": batch.tenant, "idempotency_key": key(batch, n)}
             command["rail"] = None
             value = avro.encode("SettlementCommand", command)
+            headers = signed_headers(batch.signing_secrets, value, int(time.time()))
             for _ in range(2 if n % KAFKA_REPEAT_EVERY == 0 else 1):
-                await producer.send(topic, value, key=str(command["reference"]).encode())
+                await producer.send(
+                    topic, value, key=str(command["reference"]).encode(), headers=headers
+                )
                 sent += 1
         await producer.flush()
     finally:
