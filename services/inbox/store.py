@@ -50,6 +50,8 @@ CLAIM_STORED = (
    FOR UPDATE
 """
 )
+# A mismatch gives up its change key: the change it claimed was not this event's to make, and
+# the rail's own event for it (or reconciliation's proof) must still be stored and applied.
 # The rows of one month, found in that month's partition alone: with the month a single
 # parameter, PostgreSQL prunes the other months before it plans the join, so the update is an
 # index probe per row; with each row's month in the unnest instead, the planner costs a probe
@@ -59,7 +61,8 @@ UPDATE inbox_events AS e
    SET status = u.status, attempts = e.attempts + 1, reason = u.reason,
        settlement_id = coalesce(u.settlement_id, e.settlement_id),
        applied_at = CASE WHEN u.status = 'applied' THEN $1::timestamptz END,
-       next_attempt_at = u.due, mismatch = u.mismatch::jsonb
+       next_attempt_at = u.due, mismatch = u.mismatch::jsonb,
+       change_key = CASE WHEN u.status = 'mismatch' THEN NULL ELSE e.change_key END
   FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[],
               $9::text[])
        AS u(id, claimed, status, reason, settlement_id, due, mismatch)

@@ -46,12 +46,13 @@ def _status_check(statuses: str, valid: str) -> list[str]:
 
 
 def upgrade() -> None:
+    # Every operand is tested for NULL first: a CHECK that comes to NULL passes.
     op.execute("ALTER TABLE inbox_events ADD COLUMN mismatch jsonb")
     for statement in _status_check(f"{OLD_STATUSES}, 'mismatch'", " NOT VALID"):
         op.execute(statement)
     op.execute(
         f"""ALTER TABLE inbox_events ADD CONSTRAINT {MISMATCH_CHECK}
-              CHECK (status <> 'mismatch' OR (reason IS NOT NULL
+              CHECK (status <> 'mismatch' OR (reason IS NOT NULL AND mismatch IS NOT NULL
                      AND jsonb_typeof(mismatch) = 'array' AND mismatch <> '[]'::jsonb))
               NOT VALID"""
     )
