@@ -52,6 +52,8 @@ CLAIM_STORED = (
 )
 # A mismatch gives up its change key: the change it claimed was not this event's to make, and
 # the rail's own event for it (or reconciliation's proof) must still be stored and applied.
+# The rail's event arriving while the mismatch is still `received` is answered as its twin and
+# not stored; the settlement then drifts from the rail, and reconciliation heals it.
 # The rows of one month, found in that month's partition alone: with the month a single
 # parameter, PostgreSQL prunes the other months before it plans the join, so the update is an
 # index probe per row; with each row's month in the unnest instead, the planner costs a probe
