@@ -2,7 +2,9 @@
 
 A settlement is found by rail reference (the relay recorded the rail's answer) or, when
 the webhook came first, by our settlement id in the object's metadata. Its row is locked,
-`plan` decides the moves from its status now, and the moves go through a `TransitionBatch`
+the event's object is matched against what the settlement sent (`webhook_match`: an event
+that differs is a `mismatch`, never applied), `plan` decides the moves from its status now,
+and the moves go through a `TransitionBatch`
 (guarded update, postings, audit row, outbox event). The caller records the inbox rows'
 outcomes in the same transaction, so a change is applied and marked together or not at all.
 One event is a batch of one.
@@ -27,6 +29,13 @@ from services.inbox.decision import (
 )
 from services.inbox.store import StoredEvent
 from services.shared.domain.settlement import SettlementStatus
+from services.shared.domain.webhook_match import (
+    Difference,
+    Reported,
+    Sent,
+    describe,
+    differences,
+)
 from services.shared.transitions import TransitionBatch, TransitionConflict
 
 ACTOR = "inbox"
@@ -38,15 +47,18 @@ SELECT id FROM settlements WHERE rail_reference = ANY($1::text[])
 UNION
 SELECT id FROM settlements WHERE id = ANY($2::uuid[])
 """
+# What a row whose body no longer reads as an event reports: nothing, so it matches nothing.
+UNREADABLE = Reported(None, None, None, None, None)
 
 
 class Outcome(NamedTuple):
     """What one attempt did, for the inbox row and the metrics."""
 
-    status: InboxStatus  # applied, ignored, parked (retry later) or dead (operator)
+    status: InboxStatus  # applied, ignored, parked (retry later), dead or mismatch (operator)
     reason: str | None  # why, for anything but a plain apply
     settlement_id: uuid.UUID | None = None
     moves: tuple[SettlementStatus, ...] = ()  # transitions made; () when already there
+    mismatch: tuple[Difference, ...] = ()  # for a mismatch: each field with both sides
 
 
 async def apply_events(
@@ -102,17 +114,11 @@ def _apply_one(
             f"{event.settlement_id or '(none in metadata)'} yet",
         )
     s = batch.settlements[sid]
-    if s.rail_reference not in (None, event.object_id):
-        return Outcome(
-            InboxStatus.DEAD,
-            f"settlement {sid} went out as {s.rail_reference}, not {event.object_id}",
-            sid,
-        )
+    sent = Sent(s.amount, s.currency, s.destination or "", s.rail_reference)
+    found = differences(sent, event.reported or UNREADABLE)
+    if found:
+        return Outcome(InboxStatus.MISMATCH, describe(found), sid, mismatch=found)
     reported = event.amount_reversed
-    if reported is not None and reported > s.amount:
-        return Outcome(
-            InboxStatus.DEAD, f"{event.event_type} reports {reported} back of {s.amount}", sid
-        )
     current, before = s.status, s.amount_reversed
     moves = plan(
         current, signal, None if reported is None else Reversal(s.amount, before, reported)

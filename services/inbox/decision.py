@@ -34,7 +34,9 @@ former as a reversal of the whole amount, so a returned payout ends `reversed` w
 its two events comes first, and one that never paid ends `failed`.
 
 The inbox row's own states (SPEC 4.4): received -> applied | ignored | parked -> dead, with
-`rejected` for a signed body that is not an event.
+`rejected` for a signed body that is not an event, and `mismatch` (final) for an event whose
+object differs from what its settlement sent (`webhook_match`): never applied nor replayed,
+a break for reconciliation and an operator.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class InboxStatus(StrEnum):
     PARKED = "parked"
     DEAD = "dead"
     REJECTED = "rejected"
+    MISMATCH = "mismatch"
 
 
 SIGNALS: dict[str, Signal] = {

@@ -5,6 +5,7 @@ InboxError (ApiError)       base; `status` and `code` are what the HTTP edge sen
 ├── MalformedEvent          400: signed, but not an event; stored `rejected` with the reason
 ├── NotFound                404: no inbox event with that id
 ├── NotReplayable           409: the event is not dead or parked
+│   └── MismatchNotReplayable   409: a mismatch: its object differs from what was sent
 └── ClaimedEventChanged     an inbox row changed while a worker held it; never retried
 
 PostgreSQL out of reach is the shared StoreUnavailable (services.shared.errors): 503 with
@@ -46,6 +47,12 @@ class NotReplayable(InboxError):
 
     status = 409
     code = "not_replayable"
+
+
+class MismatchNotReplayable(NotReplayable):
+    """A mismatch is never applied: replaying it cannot make the rail's object match."""
+
+    code = "mismatch_not_replayable"
 
 
 class ClaimedEventChanged(InboxError):

@@ -9,6 +9,7 @@ import orjson
 
 from services.inbox.decision import signal_of
 from services.inbox.errors import MalformedEvent
+from services.shared.domain.webhook_match import Reported, Value
 
 
 class RailEvent(NamedTuple):
@@ -22,6 +23,9 @@ class RailEvent(NamedTuple):
     # Minor units come back in all: a transfer's cumulative `amount_reversed` on
     # transfer.reversed, a returned payout's whole amount on payout.failed; else None.
     amount_reversed: int | None = None
+    # What the event says of its object's money, matched against the settlement before
+    # anything is applied (`webhook_match`).
+    reported: Reported | None = None
 
     @property
     def change_key(self) -> str | None:
@@ -58,14 +62,32 @@ def parse_event(body: bytes) -> RailEvent:
         raise MalformedEvent(f"{event_type} must carry `data.object.id`")
     metadata = obj.get("metadata")
     meta_id = metadata.get("settlement_id") if isinstance(metadata, dict) else None
+    object_id = object_id if isinstance(object_id, str) and object_id else None
+    amount_back = _amount_back(event_type, obj, created)
+    reported = Reported(
+        object_id, _value(obj.get("amount")), _value(obj.get("currency")),
+        _value(obj.get("destination")), _value(data.get("account")), amount_back,
+    )  # fmt: skip
     return RailEvent(
-        event_id,
-        event_type,
-        object_id if isinstance(object_id, str) and object_id else None,
-        _uuid(meta_id),
-        created,
-        _amount_back(event_type, obj, created),
+        event_id, event_type, object_id, _uuid(meta_id), created, amount_back, reported
     )
+
+
+def reported_in(body: bytes) -> Reported | None:
+    """What the stored event in `body` says of its object's money; None if the body is no
+    longer readable as an event (then it matches nothing)."""
+    try:
+        return parse_event(body).reported
+    except MalformedEvent:
+        return None
+
+
+def _value(value: object) -> Value:
+    """A reported value as it came, if it is an integer or a string; else None (a float is
+    never read as money)."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return None
 
 
 def _amount_back(event_type: str, obj: dict[str, Any], created: int) -> int | None:

@@ -149,7 +149,7 @@ def stored_event(arrival: Arrival, row_id: int) -> StoredEvent:
     e = arrival.event
     return StoredEvent(
         row_id, e.event_id, e.event_type, e.object_id, e.settlement_id, 0, InboxStatus.RECEIVED,
-        arrival.now, e.amount_reversed,
+        arrival.now, e.amount_reversed, e.reported,
     )  # fmt: skip
 
 

@@ -27,6 +27,7 @@ class InboxMetrics:
     applied: Counter  # settle_inbox_applied_total{event_type}: events applied
     parked: Counter  # settle_inbox_parked_total: attempts that found no settlement yet
     dead: Counter  # settle_inbox_dead_total: events given up, waiting for an operator
+    mismatched: Counter  # settle_inbox_mismatched_total: events that differ from what was sent
     apply_seconds: Histogram  # settle_inbox_apply_seconds: one apply transaction
     left_to_worker: Counter  # settle_inbox_left_to_worker_total: applies as stored that failed
     oldest_parked: Gauge  # settle_inbox_oldest_parked_seconds: age of the oldest parked event
@@ -67,6 +68,11 @@ def create_metrics(registry: CollectorRegistry | None = None) -> InboxMetrics:
             "settle_inbox_parked_total", "Apply attempts that found no settlement.", registry=r
         ),
         dead=Counter("settle_inbox_dead_total", "Events given up after their budget.", registry=r),
+        mismatched=Counter(
+            "settle_inbox_mismatched_total",
+            "Events set aside as mismatch: their object differs from what the settlement sent.",
+            registry=r,
+        ),
         apply_seconds=Histogram(
             "settle_inbox_apply_seconds", "Duration of one apply transaction.",
             buckets=APPLY_BUCKETS, registry=r,

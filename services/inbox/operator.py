@@ -2,6 +2,9 @@
 
 A replay puts the row back to `received` with a fresh attempt budget and writes an
 `operator_actions` row (who, what, the status and reason it had) in the same transaction.
+A `mismatch` (an event whose object differs from what its settlement sent) is listed with
+both sides of each differing field and never replayed: the rail's object would differ again,
+so it is a break to settle with the rail (reconciliation, `settle breaks`), not to apply.
 """
 
 from __future__ import annotations
@@ -13,13 +16,13 @@ from typing import Any
 import asyncpg
 
 from services.inbox.decision import REPLAYABLE, InboxStatus
-from services.inbox.errors import NotFound, NotReplayable
+from services.inbox.errors import MismatchNotReplayable, NotFound, NotReplayable
 
 MAX_PAGE = 200
 
 LIST_EVENTS = """
 SELECT id, rail, rail_event_id, event_type, object_id, settlement_id, status, attempts,
-       next_attempt_at, reason, received_at, applied_at
+       next_attempt_at, reason, received_at, applied_at, mismatch
   FROM inbox_events
  WHERE status = $1 AND id > $2
  ORDER BY id
@@ -46,6 +49,8 @@ def _wire(row: asyncpg.Record) -> dict[str, Any]:
     for key in ("next_attempt_at", "received_at", "applied_at"):
         item[key] = item[key].isoformat() if item[key] else None
     item["settlement_id"] = str(item["settlement_id"]) if item["settlement_id"] else None
+    # jsonb comes as its text: [{"field", "expected", "received"}, ...] for a mismatch
+    item["mismatch"] = json.loads(item["mismatch"]) if item["mismatch"] else None
     return item
 
 
@@ -67,6 +72,11 @@ async def replay(conn: asyncpg.Connection, event: str, actor: str, now: datetime
         if row is None:
             raise NotFound(f"no inbox event {event}")
         status = InboxStatus(row["status"])
+        if status is InboxStatus.MISMATCH:
+            raise MismatchNotReplayable(
+                f"inbox event {event} does not match what its settlement sent; a mismatch is "
+                "a break for reconciliation, never applied"
+            )
         if status not in REPLAYABLE:
             raise NotReplayable(f"inbox event {event} is {status}; only dead or parked replay")
         await conn.execute(REPLAY, row["id"], status, now)

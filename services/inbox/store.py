@@ -6,7 +6,9 @@ Every write is guarded by the status it expects, and the claim takes rows with
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -14,6 +16,8 @@ import asyncpg
 
 from services.inbox.decision import InboxStatus
 from services.inbox.errors import ClaimedEventChanged
+from services.inbox.events import reported_in
+from services.shared.domain.webhook_match import Difference, Reported
 from services.shared.history_months import month_start
 
 RAIL = "stripe"
@@ -23,10 +27,11 @@ INSERT INTO inbox_events (rail, payload, status, reason, received_at, received_m
 VALUES ($1, $2, 'rejected', $3, $4, $5)
 RETURNING id
 """
-# What a claim reads of a row: the fields of StoredEvent, in its order.
+# What a claim reads of a row: the fields of StoredEvent, and the body, read again for what
+# it reports (`events.reported_in`): the row keeps no copy of it.
 _CLAIMED = """
 SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts, received_at,
-       amount_reversed
+       amount_reversed, payload
   FROM inbox_events
 """
 # Up to $2 due rows, oldest first; a row another replica holds is skipped, not waited for.
@@ -45,6 +50,10 @@ CLAIM_STORED = (
    FOR UPDATE
 """
 )
+# A mismatch gives up its change key: the change it claimed was not this event's to make, and
+# the rail's own event for it (or reconciliation's proof) must still be stored and applied.
+# The rail's event arriving while the mismatch is still `received` is answered as its twin and
+# not stored; the settlement then drifts from the rail, and reconciliation heals it.
 # The rows of one month, found in that month's partition alone: with the month a single
 # parameter, PostgreSQL prunes the other months before it plans the join, so the update is an
 # index probe per row; with each row's month in the unnest instead, the planner costs a probe
@@ -54,9 +63,11 @@ UPDATE inbox_events AS e
    SET status = u.status, attempts = e.attempts + 1, reason = u.reason,
        settlement_id = coalesce(u.settlement_id, e.settlement_id),
        applied_at = CASE WHEN u.status = 'applied' THEN $1::timestamptz END,
-       next_attempt_at = u.due
-  FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[])
-       AS u(id, claimed, status, reason, settlement_id, due)
+       next_attempt_at = u.due, mismatch = u.mismatch::jsonb,
+       change_key = CASE WHEN u.status = 'mismatch' THEN NULL ELSE e.change_key END
+  FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[],
+              $9::text[])
+       AS u(id, claimed, status, reason, settlement_id, due, mismatch)
  WHERE e.received_month = $2 AND e.id = u.id AND e.status = u.claimed
 """
 OLDEST_PARKED = "SELECT min(received_at) FROM inbox_events WHERE status = 'parked'"
@@ -74,6 +85,7 @@ class StoredEvent(NamedTuple):
     status: InboxStatus  # the status it was claimed in: received or parked
     received_at: datetime
     amount_reversed: int | None = None  # what a reversal reported as back in all (RailEvent)
+    reported: Reported | None = None  # what the event says of its object (RailEvent)
 
 
 async def store_rejected(
@@ -87,7 +99,7 @@ def _stored(row: asyncpg.Record) -> StoredEvent:
     return StoredEvent(
         row["id"], row["rail_event_id"], row["event_type"], row["object_id"],
         row["settlement_id"], row["attempts"], InboxStatus(row["status"]), row["received_at"],
-        row["amount_reversed"],
+        row["amount_reversed"], reported_in(row["payload"]),
     )  # fmt: skip
 
 
@@ -112,6 +124,12 @@ class Recorded(NamedTuple):
     reason: str | None
     settlement_id: uuid.UUID | None
     next_attempt_at: datetime | None
+    mismatch: Sequence[Difference] = ()  # for a `mismatch`: each field with both sides
+
+
+def mismatch_json(found: Sequence[Difference]) -> str | None:
+    """The `mismatch` column of a row: [{"field", "expected", "received"}, ...], or None."""
+    return json.dumps([d._asdict() for d in found]) if found else None
 
 
 async def record_many(conn: asyncpg.Connection, outcomes: list[Recorded], now: datetime) -> None:
@@ -124,7 +142,7 @@ async def record_many(conn: asyncpg.Connection, outcomes: list[Recorded], now: d
         done = await conn.execute(
             RECORD_MONTH, now, month, [o.event.id for o in rows], [o.event.status for o in rows],
             [o.status for o in rows], [o.reason for o in rows], [o.settlement_id for o in rows],
-            [o.next_attempt_at for o in rows],
+            [o.next_attempt_at for o in rows], [mismatch_json(o.mismatch) for o in rows],
         )  # fmt: skip
         if done != f"UPDATE {len(rows)}":
             raise ClaimedEventChanged(f"inbox events changed while claimed ({done} of {len(rows)})")

@@ -224,7 +224,9 @@ class InboxWorker:
                 outcome = outcome._replace(status=InboxStatus.DEAD, reason=reason)
             else:
                 due = now + timedelta(seconds=self._policy.delay(attempt, self._rng))
-        recorded = Recorded(event, outcome.status, outcome.reason, outcome.settlement_id, due)
+        recorded = Recorded(
+            event, outcome.status, outcome.reason, outcome.settlement_id, due, outcome.mismatch
+        )
         return recorded, outcome
 
     def _count(self, event: StoredEvent, outcome: Outcome) -> None:
@@ -236,6 +238,8 @@ class InboxWorker:
             m.parked.inc()
         elif outcome.status is InboxStatus.DEAD:
             m.dead.inc()
+        elif outcome.status is InboxStatus.MISMATCH:
+            m.mismatched.inc()
 
 
 async def _apply_or_park(conn: asyncpg.Connection, event: StoredEvent, now: datetime) -> Outcome:

@@ -131,3 +131,4 @@ class LockedSettlement:
     locked_version: int
     reason: str | None = None  # the latest step's reason, if any gave one
     amount_reversed: int = 0  # minor units come back so far, after the steps planned so far
+    destination: str | None = None  # where the money was sent (the inbox matches webhooks to it)

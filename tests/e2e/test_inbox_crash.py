@@ -47,11 +47,11 @@ async def rail_history(pool: asyncpg.Pool) -> tuple[dict[str, str], list[Deliver
     deliveries: list[Delivery] = []
     for n in range(COUNT):
         reverse = n % 4 == 0
-        sid = await settlement(pool, S.DISPATCHING)
+        destination = "acct_reverse_1" if reverse else "acct_ok_1"
+        sid = await settlement(pool, S.DISPATCHING, destination=destination)
         reply = sim.create(
             Kind.TRANSFER,
-            [("amount", "900"), ("currency", "usd"),
-             ("destination", "acct_reverse_1" if reverse else "acct_ok_1"),
+            [("amount", "900"), ("currency", "usd"), ("destination", destination),
              ("metadata[settlement_id]", sid)],
             idempotency_key=sid,
         )  # fmt: skip

@@ -21,14 +21,16 @@ from services.inbox.signature import SignatureCheck
 from services.inbox.worker import InboxWorker, RetryPolicy
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
+from services.ledger.intake import parse_settlement_body
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.edge import BearerAuth
 from services.shared.transitions import apply_transition
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
-from tests.integration.test_ledger_books import WINDOWS, request
+from tests.integration.test_ledger_books import WINDOWS
 
 SECRET = "whsec_inbox_test"
+DESTINATION = "acct_1Q2w3E"  # where `request` (and so `settlement`) sends the money
 OPERATOR_TOKEN = "ops-test-token"
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -94,14 +96,19 @@ class Inbox:
 
 
 def rail_event(
-    type_: str, object_id: str, settlement_id: str | None, *, amount: int = 900
-) -> bytes:
-    """A rail event body as the simulator (and Stripe) render it, with a fresh event id."""
+    type_: str, object_id: str, settlement_id: str | None, *, amount: int = 900,
+    currency: object = "usd", destination: object = DESTINATION, account: str | None = None,
+) -> bytes:  # fmt: skip
+    """A rail event body as the simulator (and Stripe) render it, with a fresh event id: by
+    default about the money `settlement` sends; `account` makes it a connected account's."""
     kind = "payout" if type_.startswith("payout.") else "transfer"
     metadata = {"settlement_id": settlement_id} if settlement_id else {}
-    obj = {"id": object_id, "object": kind, "amount": amount, "currency": "usd",
-           "metadata": metadata}  # fmt: skip
-    return json_bytes(event(type_, obj, int(time.time())))
+    obj = {"id": object_id, "object": kind, "amount": amount, "currency": currency,
+           "destination": destination, "metadata": metadata}  # fmt: skip
+    body = event(type_, obj, int(time.time()))
+    if account is not None:
+        body["account"] = account
+    return json_bytes(body)
 
 
 def event_id(body: bytes) -> str:
@@ -109,11 +116,16 @@ def event_id(body: bytes) -> str:
     return str(json.loads(body)["id"])
 
 
-async def settlement(pool: asyncpg.Pool, *path: S, rail_reference: str | None = None) -> str:
-    """A new settlement (900 USD) moved along `path`; the last move records `rail_reference`."""
-    results = await Ledger(pool, Books(WINDOWS)).accept_many(
-        [request(unique("t"), amount=900, currency="USD")]
-    )
+async def settlement(
+    pool: asyncpg.Pool, *path: S, rail_reference: str | None = None,
+    destination: str = DESTINATION,
+) -> str:  # fmt: skip
+    """A new settlement (900 USD to `destination`) moved along `path`; the last move records
+    `rail_reference`."""
+    body = {"reference": unique("ref-"), "payee": "payee-7", "destination": destination,
+            "amount": 900, "currency": "USD"}  # fmt: skip
+    booked = parse_settlement_body(unique("t"), unique("key-"), json.dumps(body).encode())
+    results = await Ledger(pool, Books(WINDOWS)).accept_many([booked])
     sid = str(json.loads(results[0].body)["id"])
     async with pool.acquire() as conn, conn.transaction():
         for n, target in enumerate(path):

@@ -48,6 +48,17 @@ async def plant_set_aside_without_reason(world: World) -> list[str]:
                    await store_webhook(world, "dead", "", 0)])  # fmt: skip
 
 
+async def store_mismatch(world: World, reason: str) -> str:
+    """A webhook kept as `mismatch` with both sides and `reason`; its rail event id."""
+    rail_event_id = await store_webhook(world, "parked", "settlement not known yet", 0)
+    await world.pool.execute(
+        "UPDATE inbox_events SET status = 'mismatch', reason = $2, mismatch = $3::jsonb "
+        "WHERE rail_event_id = $1",
+        rail_event_id, reason, '[{"field": "amount", "expected": 700, "received": 1}]',
+    )  # fmt: skip
+    return rail_event_id
+
+
 async def send_to_events(world: World, *values: bytes | None) -> list[str]:
     """Each value sent to the world's events topic; "partition:offset" of each, in order."""
     producer = idempotent_producer(world.bootstrap, unique("check-stray-"))
@@ -93,6 +104,18 @@ async def test_a_webhook_set_aside_without_a_reason_is_caught(world: World) -> N
     result = broken_only(await world.check(), "nothing_lost")
     assert finding(result, "webhooks_set_aside_without_reason") == (2, tuple(silent))
     assert result.offenders == tuple(silent)
+
+
+async def test_a_mismatch_with_its_reason_is_accounted_for_and_a_blank_one_is_caught(
+    world: World,
+) -> None:
+    """A mismatch is never applied and never comes due: with its reason and both sides it is
+    set aside, not lost, for reconciliation and an operator."""
+    await store_mismatch(world, "does not match what was sent: amount 1 (sent 700)")
+    assert (await world.check(inbox_bound_s=0)).ok
+    silent = await store_mismatch(world, " ")
+    result = broken_only(await world.check(), "nothing_lost")
+    assert finding(result, "webhooks_set_aside_without_reason") == (1, (silent,))
 
 
 async def test_an_event_of_a_settlement_the_books_do_not_hold_is_caught(world: World) -> None:

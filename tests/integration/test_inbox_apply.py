@@ -3,6 +3,7 @@ in the state the rail last reported, with each posting rule booked once."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 
@@ -136,15 +137,20 @@ async def test_an_event_nobody_claims_is_dead_after_its_budget_with_the_reason(
     assert inbox.metrics.registry.get_sample_value("settle_inbox_dead_total") == 1
 
 
-async def test_an_event_for_another_object_of_the_settlement_is_dead_not_booked(
+async def test_an_event_for_another_object_of_the_settlement_is_a_mismatch_not_booked(
     pool: asyncpg.Pool,
 ) -> None:
     inbox = Inbox(pool)
-    sid = await settlement(pool, S.DISPATCHING, S.SUBMITTED, rail_reference=ref())
-    body = rail_event("transfer.created", ref(), sid)
+    sent_as = ref()
+    sid = await settlement(pool, S.DISPATCHING, S.SUBMITTED, rail_reference=sent_as)
+    other = ref()
+    body = rail_event("transfer.created", other, sid)
     await inbox.deliver(body)
     [row] = await inbox_rows(pool, event_id(body))
-    assert row["status"] == "dead" and "went out as" in row["reason"]
+    assert row["status"] == "mismatch"
+    assert json.loads(row["mismatch"]) == [
+        {"field": "object", "expected": sent_as, "received": other}
+    ]
     assert await status_of(pool, sid) == "submitted"
 
 
@@ -152,7 +158,7 @@ async def test_simulator_events_with_twins_duplicates_and_a_reversal(pool: async
     clock = ManualClock()
     sim = RailSim(clock=clock, faults=Faults(webhook_twin=1.0, webhook_duplicate=1.0))
     inbox = Inbox(pool)
-    sid = await settlement(pool, S.DISPATCHING)
+    sid = await settlement(pool, S.DISPATCHING, destination="acct_reverse_1")
     reply = sim.create(
         Kind.TRANSFER,
         [("amount", "900"), ("currency", "usd"), ("destination", "acct_reverse_1"),

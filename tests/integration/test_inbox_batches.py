@@ -172,7 +172,9 @@ async def check_each_change_once(
         len([t for t in CASES[n % 6][2] if t != "payout.created"]) for n in range(len(made))
     )
     ignored = sum("payout.created" in CASES[n % 6][2] for n in range(len(made)))
-    assert rows == {"applied": changes, "ignored": ignored, "parked": 5, "dead": 2}
+    assert rows == {"applied": changes, "ignored": ignored, "parked": 5, "mismatch": 2}
+    mismatched = [m.registry.get_sample_value("settle_inbox_mismatched_total") for m in metrics]
+    assert sum(v or 0 for v in mismatched) == 2
     applied = [
         sum(s.value for metric in m.applied.collect() for s in metric.samples
             if s.name.endswith("_total"))

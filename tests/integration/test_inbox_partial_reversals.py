@@ -15,7 +15,15 @@ from hypothesis import strategies as st
 
 from railsim.objects import event, json_bytes
 from services.shared.domain.settlement import SettlementStatus as S
-from tests.integration.inbox_support import Inbox, moves, nets, pool, settlement, status_of
+from tests.integration.inbox_support import (
+    DESTINATION,
+    Inbox,
+    moves,
+    nets,
+    pool,
+    settlement,
+    status_of,
+)
 
 pytestmark = pytest.mark.integration
 __all__ = ["pool"]
@@ -25,15 +33,16 @@ AMOUNT = 900  # what inbox_support's settlements are for
 def reversed_by(transfer: str, sid: str, amount_reversed: int) -> bytes:
     """transfer.reversed as Stripe sends it: the transfer, with its cumulative amount reversed."""
     obj = {"id": transfer, "object": "transfer", "amount": AMOUNT, "currency": "usd",
-           "amount_reversed": amount_reversed, "reversed": amount_reversed == AMOUNT,
-           "metadata": {"settlement_id": sid}}  # fmt: skip
+           "destination": DESTINATION, "amount_reversed": amount_reversed,
+           "reversed": amount_reversed == AMOUNT, "metadata": {"settlement_id": sid}}  # fmt: skip
     return json_bytes(event("transfer.reversed", obj, int(time.time())))
 
 
 def payout_event(type_: str, payout: str, sid: str, *, created: int, arrival: int) -> bytes:
     """A payout event created at `created` for a payout due at the bank at `arrival`."""
     obj = {"id": payout, "object": "payout", "amount": AMOUNT, "currency": "usd",
-           "arrival_date": arrival, "metadata": {"settlement_id": sid}}  # fmt: skip
+           "destination": DESTINATION, "arrival_date": arrival,
+           "metadata": {"settlement_id": sid}}  # fmt: skip
     return json_bytes(event(type_, obj, created))
 
 
@@ -128,7 +137,7 @@ async def test_an_older_reversal_arriving_after_a_newer_one_is_applied_as_a_no_o
     assert await nets(pool, sid) == {"funding": -400, "paid_out": 400}
 
 
-async def test_more_reversed_than_the_settlement_is_dead_and_books_nothing(
+async def test_more_reversed_than_the_settlement_is_a_mismatch_and_books_nothing(
     pool: asyncpg.Pool,
 ) -> None:
     inbox = Inbox(pool)
@@ -137,9 +146,13 @@ async def test_more_reversed_than_the_settlement_is_dead_and_books_nothing(
     body = reversed_by(tr, sid, AMOUNT + 1)
     await inbox.deliver(body)
     row = await pool.fetchrow(
-        "SELECT status, reason FROM inbox_events WHERE rail_event_id = $1", json.loads(body)["id"]
+        "SELECT status, mismatch FROM inbox_events WHERE rail_event_id = $1",
+        json.loads(body)["id"],
     )
-    assert row["status"] == "dead" and "901 back of 900" in row["reason"]
+    assert row["status"] == "mismatch"
+    assert json.loads(row["mismatch"]) == [
+        {"field": "amount_reversed", "expected": AMOUNT, "received": AMOUNT + 1}
+    ]
     assert await status_of(pool, sid) == "paid"
 
 

@@ -49,8 +49,8 @@ async def test_a_breaks_lineage_names_each_of_its_parts(world: World) -> None:
     # names no settlement: found by the settlement, and by the rail object.
     inbox = Inbox(world.pool)
     await inbox.deliver(
-        rail_event("transfer.created", sent, sid, amount=700),
-        rail_event("transfer.updated", extra.id, None, amount=700),
+        rail_event("transfer.created", sent, sid, amount=700, currency="eur"),
+        rail_event("transfer.updated", extra.id, None, amount=700, currency="eur"),
     )
     today = datetime.now(UTC).date().isoformat()
     status, report = await settle_reconcile(world, "--day", today)

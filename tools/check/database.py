@@ -61,9 +61,12 @@ SELECT coalesce(rail_event_id, 'inbox:' || id) FROM inbox_events
  WHERE status = 'received' AND coalesce(btrim(reason), '') = ''
    AND received_at < now() - make_interval(secs => $1)
 """
+# Set aside is accounted for only with its reason; a mismatch (never applied, final) also
+# with both sides of what differs, for reconciliation and an operator to read.
 UNEXPLAINED_WEBHOOKS = """
 SELECT coalesce(rail_event_id, 'inbox:' || id) FROM inbox_events
- WHERE status IN ('parked', 'dead') AND coalesce(btrim(reason), '') = ''
+ WHERE (status IN ('parked', 'dead', 'mismatch') AND coalesce(btrim(reason), '') = '')
+    OR (status = 'mismatch' AND coalesce(jsonb_array_length(mismatch), 0) = 0)
 """
 UNBALANCED_CURRENCIES = "SELECT currency::text FROM postings GROUP BY 1 HAVING sum(amount) <> 0"
 UNBALANCED_ENTRIES = """

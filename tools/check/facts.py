@@ -61,7 +61,7 @@ class DatabaseFacts:
     first_unpublished: Mapping[str, int]  # settlement id -> lowest unpublished outbox sequence
     stale_outbox: Offenders  # unpublished outbox rows older than the bound (event ids)
     unapplied_webhooks: Offenders  # inbox rows `received`, no reason, older than the bound
-    unexplained_webhooks: Offenders  # parked/dead inbox rows without a reason
+    unexplained_webhooks: Offenders  # parked/dead/mismatch rows without a reason (or sides)
     unbalanced_currencies: Offenders  # currencies whose postings do not sum to zero
     unbalanced_entries: Offenders  # journal entries not summing to zero per currency
     balance_mismatches: Offenders  # accounts whose shard sum differs from their postings

@@ -1,0 +1,160 @@
+"""Webhooks that do not match what was sent, on the real PostgreSQL through the inbox's HTTP
+app: a correctly signed event whose amount, currency, destination or account differs from its
+settlement is stored, set aside as `mismatch` with both sides and never applied, whichever
+path applies it; the rail's own event for the same change is applied as before; an operator
+lists mismatches and cannot replay one."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import asyncpg
+import pytest
+
+from services.shared.domain.settlement import SettlementStatus as S
+from tests.integration.inbox_support import (
+    DESTINATION,
+    OPERATOR_TOKEN,
+    Inbox,
+    event_id,
+    inbox_rows,
+    moves,
+    nets,
+    pool,
+    rail_event,
+    settlement,
+    status_of,
+)
+
+pytestmark = pytest.mark.integration
+__all__ = ["pool"]
+AUTH = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+
+# Each way a signed event can differ from its settlement (900 USD to DESTINATION, sent from
+# the platform's own account): what the body carries, and the difference recorded.
+DIFFERING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "amount": ({"amount": 90_000}, {"expected": 900, "received": 90_000}),
+    "currency": ({"currency": "eur"}, {"expected": "USD", "received": "eur"}),
+    "destination": ({"destination": "acct_thief"}, {"expected": DESTINATION,
+                                                    "received": "acct_thief"}),
+    "account": ({"account": DESTINATION}, {"expected": None, "received": DESTINATION}),
+}  # fmt: skip
+
+
+def ref(prefix: str = "tr") -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def mismatched(inbox: Inbox) -> float:
+    value = inbox.metrics.registry.get_sample_value("settle_inbox_mismatched_total")
+    return value or 0.0
+
+
+@pytest.mark.parametrize("as_stored", [True, False], ids=["as_stored", "by_worker"])
+@pytest.mark.parametrize("field", DIFFERING)
+async def test_a_signed_webhook_that_differs_is_kept_as_mismatch_and_the_rails_own_applies(
+    pool: asyncpg.Pool, field: str, as_stored: bool
+) -> None:
+    inbox = Inbox(pool, as_stored=as_stored)
+    tr = ref()
+    sid = await settlement(pool, S.DISPATCHING, S.SUBMITTED, rail_reference=tr)
+    before = (await moves(pool, sid), await nets(pool, sid))
+    carried, sides = DIFFERING[field]
+    forged = rail_event("transfer.created", tr, sid, **carried)
+
+    await inbox.deliver(forged)
+
+    [row] = await inbox_rows(pool, event_id(forged))
+    assert row["status"] == "mismatch" and row["payload"] == forged
+    assert json.loads(row["mismatch"]) == [{"field": field, **sides}]
+    assert "does not match what was sent" in row["reason"] and row["applied_at"] is None
+    assert (await status_of(pool, sid), await moves(pool, sid), await nets(pool, sid)) == (
+        "submitted", *before,
+    )  # fmt: skip
+    assert mismatched(inbox) == 1
+    # Nothing comes back due: a mismatch is final.
+    inbox.clock.advance(hours=1)
+    assert await inbox.worker.drain() == 0
+
+    # The rail's own event for that change still gets in and is applied as before.
+    genuine = rail_event("transfer.created", tr, sid)
+    await inbox.deliver(genuine)
+    [applied] = await inbox_rows(pool, event_id(genuine))
+    assert applied["status"] == "applied" and applied["mismatch"] is None
+    assert await status_of(pool, sid) == "paid"
+    assert (await moves(pool, sid)).count("paid") == 1
+
+
+async def test_a_connected_accounts_payout_failure_naming_our_settlement_books_nothing(
+    pool: asyncpg.Pool,
+) -> None:
+    """A payee's own payout, made on its connected account with our settlement id in its
+    metadata, fails: Stripe reports it to a Connect endpoint. It is not our money coming back."""
+    inbox = Inbox(pool)
+    sid = await settlement(pool, S.DISPATCHING, S.SUBMITTED, S.PAID, rail_reference=ref())
+    theirs = rail_event("payout.failed", ref("po"), sid, destination="ba_theirs",
+                        account=DESTINATION)  # fmt: skip
+    await inbox.deliver(theirs)
+    [row] = await inbox_rows(pool, event_id(theirs))
+    assert row["status"] == "mismatch"
+    assert {d["field"] for d in json.loads(row["mismatch"])} == {
+        "object", "destination", "account",
+    }  # fmt: skip
+    assert await status_of(pool, sid) == "paid"
+
+
+async def test_before_the_relays_record_a_differing_event_is_not_applied_either(
+    pool: asyncpg.Pool,
+) -> None:
+    inbox = Inbox(pool)
+    sid = await settlement(pool, S.DISPATCHING)
+    booked = await nets(pool, sid)
+    forged = rail_event("transfer.created", ref(), sid, amount=1)
+    await inbox.deliver(forged)
+    [row] = await inbox_rows(pool, event_id(forged))
+    assert row["status"] == "mismatch"
+    assert json.loads(row["mismatch"]) == [{"field": "amount", "expected": 900, "received": 1}]
+    assert (await status_of(pool, sid), await nets(pool, sid)) == ("dispatching", booked)
+    row = await pool.fetchrow("SELECT rail_reference FROM settlements WHERE id = $1",
+                              uuid.UUID(sid))  # fmt: skip
+    assert row["rail_reference"] is None  # the forged object was not adopted as ours
+
+
+async def test_an_operator_lists_mismatches_with_both_sides_and_cannot_replay_one(
+    pool: asyncpg.Pool,
+) -> None:
+    inbox = Inbox(pool)
+    tr = ref()
+    sid = await settlement(pool, S.DISPATCHING, S.SUBMITTED, rail_reference=tr)
+    forged = rail_event("transfer.created", tr, sid, currency="eur")
+    await inbox.deliver(forged)
+
+    page = (await inbox.http.get("/v1/inbox?status=mismatch&limit=200", headers=AUTH)).json()
+    [item] = [i for i in page["data"] if i["rail_event_id"] == event_id(forged)]
+    assert item["status"] == "mismatch" and item["settlement_id"] == sid
+    assert item["mismatch"] == [{"field": "currency", "expected": "USD", "received": "eur"}]
+
+    for target in (str(item["id"]), event_id(forged)):
+        refused = await inbox.http.post(f"/v1/inbox/{target}/replay", headers=AUTH)
+        assert refused.status_code == 409
+        assert refused.json()["error"]["code"] == "mismatch_not_replayable"
+    [row] = await inbox_rows(pool, event_id(forged))
+    assert row["status"] == "mismatch"
+    assert await pool.fetchval(
+        "SELECT count(*) FROM operator_actions WHERE target = $1", str(item["id"])
+    ) == 0  # fmt: skip
+    assert await status_of(pool, sid) == "submitted"
+
+
+async def test_the_database_refuses_a_mismatch_without_both_sides(pool: asyncpg.Pool) -> None:
+    inbox = Inbox(pool)
+    body = rail_event("transfer.created", ref(), str(uuid.uuid4()))
+    await inbox.deliver(body)  # parked: no such settlement
+    for sides in (None, "[]"):
+        with pytest.raises(asyncpg.CheckViolationError):
+            await pool.execute(
+                "UPDATE inbox_events SET status = 'mismatch', mismatch = $2::jsonb "
+                "WHERE rail_event_id = $1", event_id(body), sides,
+            )  # fmt: skip
