@@ -13,7 +13,7 @@ from services.shared.errors import ConfigError, SettleError
 
 def _settings() -> Settings:
     try:
-        return load_settings()
+        return load_settings(service="inbox")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
 

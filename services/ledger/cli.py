@@ -19,7 +19,7 @@ def ledger(host: str, port: int, no_kafka: bool) -> None:
     from services.ledger.app import serve
 
     try:
-        settings = load_settings()
+        settings = load_settings(service="ledger")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")

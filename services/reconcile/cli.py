@@ -23,7 +23,7 @@ def reconciler(host: str, port: int) -> None:
     from services.reconcile.service import serve
 
     try:
-        settings = load_settings()
+        settings = load_settings(service="reconciler")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")

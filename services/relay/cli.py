@@ -26,7 +26,7 @@ def relay(host: str, port: int) -> None:
     from services.relay.app import serve
 
     try:
-        settings = load_settings()
+        settings = load_settings(service="relay")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")

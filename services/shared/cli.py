@@ -23,7 +23,7 @@ def migrate(skip_topics: bool, replication_factor: int) -> None:
     from services.shared.topics import ensure_topics
 
     try:
-        settings = load_settings()
+        settings = load_settings(service="migrate")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
     started = time.monotonic()

@@ -6,6 +6,11 @@ verify the server's certificate, and Kafka without client authentication over TL
 driving Stripe's own API (`SETTLE_RAIL=stripe`, no `STRIPE_API_BASE`) moves real money in any
 mode, so the secrets' refusals hold for it even when `SETTLE_ENV` is local; a local Stripe
 fake named by `STRIPE_API_BASE` keeps working with the local defaults.
+
+Each service holds only the secrets it uses (`SERVICE_SECRETS`), so a deployment gives each
+pod only its own: a secret the service does not use may be left unset, and is then emptied
+(`without_unused_secrets`), so that nothing in that process can authenticate with the public
+local default. A secret that is given is refused when weak, whoever holds it.
 """
 
 from __future__ import annotations
@@ -25,35 +30,87 @@ VERIFYING_SSLMODES = ("verify-full", "verify-ca")
 KAFKA_AUTH = "SASL_SSL with a user and password, or SSL with a client certificate and key"
 
 
-def refusal(settings: Settings, given: Collection[str]) -> ConfigError | None:
+# The secrets each service uses; commands and tools not named here use them all.
+SERVICE_SECRETS: dict[str, frozenset[str]] = {
+    "ledger": frozenset({"SETTLE_API_TOKENS", "SETTLE_COMMAND_SIGNING_SECRETS"}),
+    "relay": frozenset({"STRIPE_API_KEY"}),
+    "inbox": frozenset({"STRIPE_WEBHOOK_SECRET", "SETTLE_OPERATOR_TOKENS"}),
+    "reconciler": frozenset({"STRIPE_API_KEY", "SETTLE_API_TOKENS", "SETTLE_OPERATOR_TOKENS"}),
+    "migrate": frozenset(),
+}
+ALL_SECRETS = frozenset().union(*SERVICE_SECRETS.values())
+# What an unused, unset secret becomes: nothing that can authenticate.
+EMPTY_SECRETS: dict[str, tuple[str, object]] = {
+    "STRIPE_API_KEY": ("stripe_api_key", SecretStr("")),
+    "STRIPE_WEBHOOK_SECRET": ("stripe_webhook_secret", ()),
+    "SETTLE_API_TOKENS": ("api_tokens", {}),
+    "SETTLE_OPERATOR_TOKENS": ("operator_tokens", {}),
+    "SETTLE_COMMAND_SIGNING_SECRETS": ("command_signing_secrets", {}),
+}
+
+
+def secrets_of(service: str | None) -> frozenset[str]:
+    """The secret variables `service` uses (every one for None or a tool)."""
+    return SERVICE_SECRETS.get(service or "", ALL_SECRETS)
+
+
+def without_unused_secrets(
+    settings: Settings, given: Collection[str], uses: Collection[str]
+) -> Settings:
+    """In production, `settings` with each unset secret outside `uses` emptied."""
+    if settings.env is not Deployment.PRODUCTION:
+        return settings
+    empty = dict(v for k, v in EMPTY_SECRETS.items() if k not in uses and k not in given)
+    return settings.model_copy(update=empty) if empty else settings
+
+
+def refusal(
+    settings: Settings, given: Collection[str], uses: Collection[str] = ALL_SECRETS
+) -> ConfigError | None:
     """The first setting `settings` may not run with, as the ConfigError naming its variable
-    (`given`: the variables the environment set); None when nothing is refused."""
+    (`given`: the variables the environment set; `uses`: the secrets the service uses);
+    None when nothing is refused."""
     production = settings.env is Deployment.PRODUCTION
     real_money = settings.rail is RailKind.STRIPE and settings.stripe_api_base is None
     if not (production or real_money):
         return None
     mode = "production mode" if production else "Stripe's own API (real money)"
-    found = [_secrets(settings, given, mode)]
+    found = [_secrets(settings, given, uses, mode)]
     if production:
         found += [_stripe_base(settings), _database_tls(settings), _kafka_auth(settings)]
     return next((problem for problem in found if problem is not None), None)
 
 
-def _secrets(settings: Settings, given: Collection[str], mode: str) -> ConfigError | None:
+def _secrets(
+    settings: Settings, given: Collection[str], uses: Collection[str], mode: str
+) -> ConfigError | None:
     held = {
         "STRIPE_API_KEY": [settings.stripe_api_key],
         "STRIPE_WEBHOOK_SECRET": list(settings.stripe_webhook_secret),
         "SETTLE_API_TOKENS": [t for ts in settings.api_tokens.values() for t in ts],
         "SETTLE_OPERATOR_TOKENS": [t for ts in settings.operator_tokens.values() for t in ts],
+        "SETTLE_COMMAND_SIGNING_SECRETS": [
+            s for ss in settings.command_signing_secrets.values() for s in ss
+        ],
     }
     for variable, secrets in held.items():
         # Decided by presence, not value: an unset variable takes the public local default.
         if variable not in given:
-            return ConfigError(variable, f"is unset, and {mode} needs a secret of its own")
+            if variable in uses and _needed(settings, variable):
+                return ConfigError(variable, f"is unset, and {mode} needs a secret of its own")
+            continue
         problem = _weak(secrets, mode)
         if problem is not None:
             return ConfigError(variable, problem)
     return None
+
+
+def _needed(settings: Settings, variable: str) -> bool:
+    # Command signing secrets are needed where commands must be signed; then every tenant
+    # that may send commands needs one (checked by the ledger when it starts).
+    if variable == "SETTLE_COMMAND_SIGNING_SECRETS":
+        return settings.command_signing_required
+    return True
 
 
 def _weak(secrets: list[SecretStr], mode: str) -> str | None:

@@ -34,13 +34,13 @@ def _environment(**given: str) -> dict[str, str]:
 
 
 def test_settle_ledger_in_production_without_a_secret_exits_naming_it() -> None:
-    env = _environment(SETTLE_ENV="production", **{**SECRETS, "STRIPE_API_KEY": ""})
-    del env["STRIPE_API_KEY"]
+    env = _environment(SETTLE_ENV="production", **{**SECRETS, "SETTLE_API_TOKENS": ""})
+    del env["SETTLE_API_TOKENS"]
     done = subprocess.run(
         [SETTLE, "ledger"], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode != 0
-    assert "STRIPE_API_KEY: is unset" in done.stderr
+    assert "SETTLE_API_TOKENS: is unset" in done.stderr
 
 
 def _serve_until_healthy(args: list[str], port: int, env: dict[str, str]) -> str:

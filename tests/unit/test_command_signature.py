@@ -16,6 +16,7 @@ from services.shared.command_signature import (
 )
 from services.shared.config import load_settings
 from services.shared.errors import ConfigError
+from tests.production_env import production as production_env
 
 VALUE = b"\xc3\x01avro bytes of a SettlementCommand"
 NOW = 1_790_000_000
@@ -113,7 +114,7 @@ def test_optional_signing_accepts_unsigned_but_still_refuses_a_bad_signature() -
 
 def test_signing_is_required_by_default_in_production_and_optional_locally() -> None:
     assert not load_settings({}).command_signing_required
-    production = {"SETTLE_ENV": "production"}
+    production = production_env(SETTLE_COMMAND_SIGNING_SECRETS=f"acme:{'s' * 32}")
     assert load_settings(production).command_signing_required
     assert not load_settings(
         {**production, "SETTLE_COMMAND_SIGNING": "optional"}

@@ -5,33 +5,22 @@ any mode."""
 from __future__ import annotations
 
 import pytest
+from pydantic import SecretStr
 
 from services.shared.config import LOCAL_SECRETS, Settings, load_settings
 from services.shared.errors import ConfigError
 from services.shared.production import MIN_SECRET_LENGTH
-
-API_KEY = "sk_live_51Hq7c2eZvKYlo2C0aNx4f8"
-WEBHOOK_SECRET = "whsec_5b1e0c87d4a2f96e3b70c1d8"
-ACME_TOKEN = "acme-7f3a9c2e51b04d68"
-OPS_TOKEN = "ops-c41d8e7b2a9f0635"
-KAFKA_PASSWORD = "kafka-3e9b71c05d2a48f6"
-DATABASE_URL = (
-    "postgresql+asyncpg://settle_app:pw@db.internal:5432/settle"
-    "?sslmode=verify-full&sslrootcert=/etc/settle/pg-ca.pem"
+from tests.production_env import (
+    ACME_TOKEN,
+    API_KEY,
+    DATABASE_URL,
+    KAFKA_PASSWORD,
+    OPS_TOKEN,
+    PRODUCTION,
+    WEBHOOK_SECRET,
+    production,
 )
 
-PRODUCTION = {
-    "SETTLE_ENV": "production",
-    "SETTLE_DATABASE_URL": DATABASE_URL,
-    "SETTLE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-    "SETTLE_KAFKA_SASL_USERNAME": "settle",
-    "SETTLE_KAFKA_SASL_PASSWORD": KAFKA_PASSWORD,
-    "SETTLE_RAIL": "stripe",
-    "STRIPE_API_KEY": API_KEY,
-    "STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET,
-    "SETTLE_API_TOKENS": f"acme:{ACME_TOKEN}",
-    "SETTLE_OPERATOR_TOKENS": f"ops:{OPS_TOKEN}",
-}
 SECRETS = (API_KEY, WEBHOOK_SECRET, ACME_TOKEN, OPS_TOKEN, KAFKA_PASSWORD)
 
 
@@ -41,12 +30,6 @@ def _no_settings_in_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> 
     for variable in Settings.model_fields.values():
         if variable.alias:
             monkeypatch.delenv(variable.alias, raising=False)
-
-
-def production(**changes: str | None) -> dict[str, str]:
-    """The accepted production environment with `changes` (None: the variable unset)."""
-    env: dict[str, str | None] = {**PRODUCTION, **changes}
-    return {k: v for k, v in env.items() if v is not None}
 
 
 def refused(environ: dict[str, str]) -> ConfigError:
@@ -209,16 +192,63 @@ def test_settings_never_show_a_secret() -> None:
     assert not [secret for secret in SECRETS for text in shown if secret in text]
 
 
-@pytest.mark.parametrize("command", ["migrate", "ledger", "relay", "inbox", "reconciler"])
-def test_every_service_refuses_to_start_without_a_secret(
-    monkeypatch: pytest.MonkeyPatch, command: str
+@pytest.mark.parametrize(
+    ("command", "missing"),
+    [
+        ("ledger", "SETTLE_API_TOKENS"),
+        ("ledger", "SETTLE_COMMAND_SIGNING_SECRETS"),
+        ("relay", "STRIPE_API_KEY"),
+        ("inbox", "STRIPE_WEBHOOK_SECRET"),
+        ("inbox", "SETTLE_OPERATOR_TOKENS"),
+        ("reconciler", "STRIPE_API_KEY"),
+    ],
+)
+def test_every_service_refuses_to_start_without_a_secret_it_uses(
+    monkeypatch: pytest.MonkeyPatch, command: str, missing: str
 ) -> None:
     from click.testing import CliRunner
 
     from tools.cli import cli
 
-    for variable, value in production(STRIPE_WEBHOOK_SECRET=None).items():
+    for variable, value in production(**{missing: None}).items():
         monkeypatch.setenv(variable, value)
     result = CliRunner().invoke(cli, [command])
     assert result.exit_code != 0
-    assert "STRIPE_WEBHOOK_SECRET: is unset" in result.output
+    assert f"{missing}: is unset" in result.output
+
+
+def test_migrate_refuses_a_local_default_it_is_given_though_it_uses_no_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    environ = production(STRIPE_API_KEY=LOCAL_SECRETS["STRIPE_API_KEY"], SETTLE_API_TOKENS=None)
+    for variable, value in environ.items():
+        monkeypatch.setenv(variable, value)
+    result = CliRunner().invoke(cli, ["migrate"])
+    assert result.exit_code != 0
+    assert "STRIPE_API_KEY: holds a local default" in result.output
+
+
+@pytest.mark.parametrize(
+    ("service", "unset", "emptied"),
+    [
+        ("relay", "STRIPE_WEBHOOK_SECRET", "stripe_webhook_secret"),
+        ("relay", "SETTLE_API_TOKENS", "api_tokens"),
+        ("inbox", "STRIPE_API_KEY", "stripe_api_key"),
+        ("ledger", "SETTLE_OPERATOR_TOKENS", "operator_tokens"),
+        ("reconciler", "STRIPE_WEBHOOK_SECRET", "stripe_webhook_secret"),
+    ],
+)
+def test_a_pod_gets_only_its_own_secrets_and_holds_nothing_usable_for_the_others(
+    service: str, unset: str, emptied: str
+) -> None:
+    settings = load_settings(production(**{unset: None}), service=service)
+    held = getattr(settings, emptied)
+    value = held.get_secret_value() if isinstance(held, SecretStr) else held
+    assert not value  # never the public local default
+    # Locally the defaults stay, so `make run` needs no secrets at all.
+    local = load_settings({}, service=service)
+    assert getattr(local, emptied)
