@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import click
 
@@ -77,6 +78,21 @@ def status(as_json: bool) -> None:
     for c in components:
         line = f"{c.name:<10} {c.state:<9} {c.pid or '-'!s:<8} {c.address or '-':<16} {c.url}"
         click.echo(line + (f"  ({c.detail})" if c.detail else ""))
+
+
+@infra.command("kafka-tls")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--name", "names", multiple=True, required=True, help="A broker host name or IP.")
+def kafka_tls(directory: Path, names: tuple[str, ...]) -> None:
+    """Make a CA (ca.pem) and a broker key and certificate for NAMEs (broker.pem, PEM keystore)
+    in DIRECTORY, as `up --kafka-security sasl_ssl` does for the local broker."""
+    from tools.infra.kafka_secure import ca_file, ensure_certificates, keystore_file
+
+    try:
+        ensure_certificates(directory, names)
+    except InfrastructureError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"{ca_file(directory)}\n{keystore_file(directory)}")
 
 
 @infra.command()

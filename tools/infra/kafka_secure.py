@@ -10,8 +10,10 @@ stay PLAINTEXT on loopback: only clients use the secure one.
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import SecretStr
@@ -26,6 +28,7 @@ USERNAME = "settle"
 MECHANISM = SaslMechanism.SCRAM_SHA_512
 LISTENER = "SASL_SSL"
 CA_DAYS, BROKER_DAYS = 3650, 825
+LOCAL_NAMES = ("127.0.0.1", "localhost")  # what clients of the local broker connect to
 OPENSSL_TIMEOUT_S = 60
 
 
@@ -44,8 +47,9 @@ def password_file(directory: Path) -> Path:
     return directory / "scram-password"
 
 
-def ensure_certificates(directory: Path) -> None:
-    """Make the CA and the broker's certificate under `directory` unless they are there."""
+def ensure_certificates(directory: Path, names: Sequence[str] = LOCAL_NAMES) -> None:
+    """Make the CA and a broker certificate for the host `names` (addresses or DNS names)
+    under `directory`, unless they are there."""
     if ca_file(directory).exists() and keystore_file(directory).exists():
         return
     directory.mkdir(parents=True, exist_ok=True)
@@ -54,7 +58,7 @@ def ensure_certificates(directory: Path) -> None:
     ca_key, key, csr = directory / "ca.key", directory / "broker.key", directory / "broker.csr"
     extensions = directory / "broker.ext"
     extensions.write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+        f"subjectAltName={_alt_names(names)}\nextendedKeyUsage=serverAuth\n"
         "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
     )
     new_key = ["-newkey", "rsa:2048", "-nodes"]
@@ -63,7 +67,7 @@ def ensure_certificates(directory: Path) -> None:
              "-addext", "basicConstraints=critical,CA:TRUE",
              "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
     _openssl(openssl, "req", *new_key, "-keyout", str(key), "-out", str(csr),
-             "-subj", "/CN=localhost")  # fmt: skip
+             "-subj", f"/CN={names[0]}")  # fmt: skip
     cert = directory / "broker.crt"
     _openssl(openssl, "x509", "-req", "-in", str(csr), "-CA", str(ca_file(directory)),
              "-CAkey", str(ca_key), "-CAcreateserial", "-out", str(cert),
@@ -72,8 +76,21 @@ def ensure_certificates(directory: Path) -> None:
     pem = key.read_text() + cert.read_text() + ca_file(directory).read_text()
     keystore_file(directory).write_text(pem)
     keystore_file(directory).chmod(0o600)
-    for scratch in (csr, extensions, cert):
-        scratch.unlink()
+    for scratch in (csr, extensions, cert, key, directory / "ca.srl"):
+        scratch.unlink(missing_ok=True)
+
+
+def _alt_names(names: Sequence[str]) -> str:
+    """openssl's subjectAltName value: IP: for addresses, DNS: for names."""
+
+    def kind(name: str) -> str:
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return "DNS"
+        return "IP"
+
+    return ",".join(f"{kind(name)}:{name}" for name in names)
 
 
 def _openssl(openssl: str, *args: str) -> None:
