@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest
 from aiokafka.errors import KafkaConnectionError
 from pydantic import SecretStr
@@ -26,7 +27,11 @@ from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import COMMANDS, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
 from tests.e2e.test_ledger_crash import SETTLE, free_port
-from tests.e2e.test_relay_crash import database, process  # noqa: F401 - fixture
+from tests.e2e.test_relay_crash import (  # noqa: F401 - fixture
+    database,
+    process,
+    wait_healthy,
+)
 from tools.infra import kafka
 from tools.infra.kafka_secure import client_env
 from tools.infra.paths import RunPaths, run_paths
@@ -130,7 +135,10 @@ async def test_a_command_is_booked_dispatched_and_checked_over_sasl_ssl(
 
 
 async def test_a_wrong_password_and_a_plaintext_client_are_refused(
-    secure_broker: KafkaAccess, caplog: pytest.LogCaptureFixture
+    database: str,  # noqa: F811 - fixture
+    secure_broker: KafkaAccess,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
 ) -> None:
     assert secure_broker.login is not None
     wrong = replace(secure_broker, login=replace(secure_broker.login, password=SecretStr("nope")))
@@ -141,5 +149,21 @@ async def test_a_wrong_password_and_a_plaintext_client_are_refused(
     with caplog.at_level(logging.ERROR), pytest.raises(KafkaConnectionError):
         await kafka.broker_count(KafkaAccess(secure_broker.bootstrap), timeout_s=10)
     assert f'Unable connect to "{secure_broker.bootstrap}"' in caplog.text
-    # The login that is refused nothing above answers, so the refusals are the broker's.
+    # The right login is answered, so the refusals above are the broker's.
     assert await kafka.broker_count(secure_broker, timeout_s=10) == 1
+    # A settle command with the wrong password gives no verdict and says why.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
+    env |= client_env(wrong) | {"SETTLE_DATABASE_URL": database}
+    sim_port = free_port()
+    rail_url = f"http://127.0.0.1:{sim_port}"
+    with process(["railsim", "--port", str(sim_port)], env, tmp_path / "railsim.log"):
+        async with httpx.AsyncClient(base_url=rail_url) as rail:
+            await wait_healthy(rail)  # so that Kafka, not the rail, is what the check misses
+        checking = await asyncio.create_subprocess_exec(
+            SETTLE, "check", "--json", "--rail-url", rail_url, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await checking.communicate()
+    assert await checking.wait() == 2, out
+    assert json.loads(out)["error"]["source"] == "kafka"
+    assert b"SaslAuthenticationFailed" in err
