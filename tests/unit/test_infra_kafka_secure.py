@@ -10,7 +10,9 @@ import pytest
 from pydantic import SecretStr
 
 from services.shared.config import KafkaProtocol, load_settings
+from services.shared.errors import InfrastructureError
 from services.shared.kafka_access import KafkaAccess, SaslLogin, TlsFiles, kafka_access
+from tools.infra import kafka
 from tools.infra.kafka_secure import (
     MECHANISM,
     USERNAME,
@@ -23,7 +25,7 @@ from tools.infra.kafka_secure import (
     scram_format_args,
 )
 from tools.infra.kafka_setup import render_server_properties
-from tools.infra.paths import kafka_endpoint
+from tools.infra.paths import RunPaths, kafka_endpoint
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +118,16 @@ def test_clients_get_the_login_formatted_into_the_broker(tmp_path: Path, tls: Pa
     )  # fmt: skip
     # What `settle infra env --kafka-security sasl_ssl` prints reads back as the same access.
     assert kafka_access(load_settings(client_env(access))) == access
+
+
+def test_a_running_broker_without_the_listener_is_not_taken_for_a_secure_one(
+    tls: Path, tmp_path: Path
+) -> None:
+    paths = RunPaths(root=tmp_path, run=tmp_path, kafka_sasl_ssl=True)
+    paths.kafka.mkdir()
+    endpoint = kafka_endpoint(paths.kafka_bootstrap)
+    paths.kafka_props.write_text(render_server_properties(endpoint, paths.kafka_data))
+    with pytest.raises(InfrastructureError, match="runs without its SASL_SSL listener"):
+        kafka._require_secure_listener(paths)
+    paths.kafka_props.write_text(render_server_properties(endpoint, paths.kafka_data, tls))
+    kafka._require_secure_listener(paths)

@@ -120,8 +120,8 @@ def _scram_login(paths: RunPaths) -> list[str]:
         return []
     kafka_secure.ensure_certificates(paths.kafka_secure)
     if formatted(paths):
-        kafka_secure.client_access(kafka_endpoint(paths.kafka_bootstrap), paths.kafka_secure)
-        return []  # the login is in the metadata already (client_access raised otherwise)
+        kafka_secure.formatted_password(paths.kafka_secure)  # raises unless formatted with it
+        return []
     return kafka_secure.scram_format_args(kafka_secure.new_password(paths.kafka_secure))
 
 
@@ -138,10 +138,12 @@ def _answers(access: KafkaAccess) -> bool:
     return run_sync(lambda: broker_count(access)) > 0
 
 
-def _has_secure_listener(paths: RunPaths) -> None:
+def _require_secure_listener(paths: RunPaths) -> None:
     # server.properties is written at launch: it says which listeners the running JVM opened.
-    listens = f"{kafka_secure.LISTENER}://" in paths.kafka_props.read_text()
-    if paths.kafka_sasl_ssl and not listens:
+    if not paths.kafka_sasl_ssl:
+        return
+    props = paths.kafka_props.read_text() if paths.kafka_props.exists() else ""
+    if f"{kafka_secure.LISTENER}://" not in props:
         raise InfrastructureError(
             "the local broker runs without its SASL_SSL listener; stop it (`settle infra down`) "
             "and start it again with `settle infra up --kafka-security sasl_ssl`"
@@ -176,7 +178,7 @@ def start(paths: RunPaths) -> tuple[bool, int]:
     pid = broker_pid(paths)
     if pid is not None:
         paths.kafka_pid.write_text(f"{pid}\n")
-        _has_secure_listener(paths)
+        _require_secure_listener(paths)
         if port_open(endpoint.host, endpoint.port):
             return False, pid
         _wait_ready(paths, pid, READY_TIMEOUT_S)

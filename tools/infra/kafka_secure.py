@@ -132,16 +132,21 @@ def listener_properties(endpoint: KafkaEndpoint, directory: Path) -> dict[str, s
     }
 
 
-def client_access(endpoint: KafkaEndpoint, directory: Path) -> KafkaAccess:
-    """How a client reaches the SASL_SSL listener as USERNAME, trusting the local CA."""
+def formatted_password(directory: Path) -> str:
+    """The SCRAM password the broker's storage was formatted with; InfrastructureError if it
+    was formatted without one (a login cannot be added to it here)."""
     try:
-        password = password_file(directory).read_text().strip()
+        return password_file(directory).read_text().strip()
     except FileNotFoundError as e:
         raise InfrastructureError(
             f"no SCRAM login at {password_file(directory)}: the broker was formatted without "
             "one; `settle infra down --purge`, then `settle infra up --kafka-security sasl_ssl`"
         ) from e
-    login = SaslLogin(MECHANISM, USERNAME, SecretStr(password))
+
+
+def client_access(endpoint: KafkaEndpoint, directory: Path) -> KafkaAccess:
+    """How a client reaches the SASL_SSL listener as USERNAME, trusting the local CA."""
+    login = SaslLogin(MECHANISM, USERNAME, SecretStr(formatted_password(directory)))
     tls = TlsFiles(cafile=str(ca_file(directory)))
     return KafkaAccess(
         f"{endpoint.host}:{endpoint.secure_port}", KafkaProtocol.SASL_SSL, login, tls
