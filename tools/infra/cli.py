@@ -53,6 +53,8 @@ def up(quiet: bool, kafka_security: str) -> None:
         click.echo(f"topics created: {', '.join(report.topics_created)}")
     if not report.started and all(c.outcome is Outcome.ALREADY_RUNNING for c in report.components):
         click.echo("both were already running; nothing to do")
+    if kafka_security == "sasl_ssl" and report.kafka.outcome is not Outcome.EXTERNAL:
+        click.echo('clients over SASL_SSL: eval "$(settle infra env --kafka-security sasl_ssl)"')
     click.echo(f"infra up in {report.seconds:.1f} s")
 
 
