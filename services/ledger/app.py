@@ -26,6 +26,7 @@ from services.ledger.reads import SettlementReads
 from services.shared.config import Settings
 from services.shared.database import create_pool
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
+from services.shared.kafka_access import kafka_access
 from services.shared.running import every, run_until_first_exits
 from services.shared.topics import COMMANDS, COMMANDS_DLQ
 
@@ -42,6 +43,7 @@ def windows(settings: Settings) -> Windows:
 
 async def serve(settings: Settings, host: str, port: int, consume: bool = True) -> None:
     """Run the ledger's HTTP API (and, with `consume`, its Kafka intake) until cancelled."""
+    access = kafka_access(settings)  # a bad setting stops the start, before any connection
     metrics = create_metrics()
     # The ledger keeps no session state: a batch gives its connection back without the
     # full reset's extra round trip.
@@ -76,7 +78,7 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
 
         def consumer() -> AIOKafkaConsumer:
             return manual_commit_consumer(
-                settings.kafka_bootstrap, settings.topic(CONSUMER_GROUP),
+                access, settings.topic(CONSUMER_GROUP),
                 [settings.topic(COMMANDS)],
             )  # fmt: skip
 
@@ -85,7 +87,7 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
                 consumer, producer, ledger, dlq, authority, metrics=metrics, admission=admission
             )
 
-        dlq_producer = partial(idempotent_producer, settings.kafka_bootstrap, "settle-ledger-dlq")
+        dlq_producer = partial(idempotent_producer, access, "settle-ledger-dlq")
         loops.append(consume_commands(consumer, dlq_producer, intake_of))
     try:
         await run_until_first_exits(*loops)

@@ -26,4 +26,7 @@ def ledger(host: str, port: int, no_kafka: bool) -> None:
     click.echo(f"ledger listening on http://{host}:{port}", err=True)
     import uvloop  # event-loop and socket work dominate; uvloop halves its cost
 
-    uvloop.run(serve(settings, host, port, consume=not no_kafka))
+    try:
+        uvloop.run(serve(settings, host, port, consume=not no_kafka))
+    except ConfigError as e:  # a combination of settings the composition root refuses
+        raise click.ClickException(str(e)) from e

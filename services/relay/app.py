@@ -28,6 +28,7 @@ from services.relay.triggers import CONSUMER_GROUP, trigger_dispatch
 from services.shared.config import RailKind, Settings
 from services.shared.database import create_pool
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
+from services.shared.kafka_access import kafka_access
 from services.shared.running import every, run_until_first_exits
 from services.shared.topics import EVENTS
 
@@ -72,6 +73,7 @@ def dispatch_policy(settings: Settings) -> DispatchPolicy:
 async def serve(settings: Settings, host: str, port: int) -> None:
     """Run the relay until cancelled, with /metrics on `port`."""
     stripe.enable_telemetry = False  # nothing about our calls leaves but the calls
+    access = kafka_access(settings)  # a bad setting stops the start, before any connection
     metrics = create_metrics()
     pool = await relay_pool(settings)
     if settings.rail is RailKind.SIM and settings.stripe_api_base is None:
@@ -82,7 +84,7 @@ async def serve(settings: Settings, host: str, port: int) -> None:
 
     def producer() -> AIOKafkaProducer:
         return idempotent_producer(
-            settings.kafka_bootstrap, "settle-relay-outbox", max_batch_bytes=PUBLISH_BATCH_BYTES
+            access, "settle-relay-outbox", max_batch_bytes=PUBLISH_BATCH_BYTES
         )
 
     def outbox_of(producer: AIOKafkaProducer) -> OutboxPublisher:
@@ -93,7 +95,7 @@ async def serve(settings: Settings, host: str, port: int) -> None:
 
     def consumer() -> AIOKafkaConsumer:
         return manual_commit_consumer(
-            settings.kafka_bootstrap, settings.topic(CONSUMER_GROUP), [settings.topic(EVENTS)]
+            access, settings.topic(CONSUMER_GROUP), [settings.topic(EVENTS)]
         )
 
     async def prune() -> int:

@@ -35,4 +35,7 @@ def relay(host: str, port: int) -> None:
     click.echo(f"relay metrics on http://{host}:{port}/metrics", err=True)
     import uvloop  # event-loop and socket work dominate; uvloop halves its cost
 
-    uvloop.run(serve(settings, host, port))
+    try:
+        uvloop.run(serve(settings, host, port))
+    except ConfigError as e:  # a combination of settings the composition root refuses
+        raise click.ClickException(str(e)) from e

@@ -9,6 +9,7 @@ import click
 
 from services.shared.config import load_settings
 from services.shared.errors import ConfigError
+from services.shared.kafka_access import kafka_access
 from services.shared.migrate import upgrade
 
 
@@ -24,13 +25,12 @@ def migrate(skip_topics: bool, replication_factor: int) -> None:
 
     try:
         settings = load_settings(service="migrate")
+        access = kafka_access(settings)
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
     started = time.monotonic()
     upgrade(settings.database_url)
     click.echo(f"database migrated to head ({time.monotonic() - started:.1f}s)")
     if not skip_topics:
-        created = asyncio.run(
-            ensure_topics(settings.kafka_bootstrap, settings.topic_prefix, replication_factor)
-        )
+        created = asyncio.run(ensure_topics(access, settings.topic_prefix, replication_factor))
         click.echo(f"topics created: {', '.join(created) if created else 'none (all exist)'}")

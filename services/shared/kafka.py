@@ -1,5 +1,7 @@
 """Kafka clients configured the one way settle uses them, and kept connected the one way.
 
+Every client reaches the brokers through a `KafkaAccess` (services.shared.kafka_access): the
+bootstrap servers, TLS and SASL come from one place, so no client can connect another way.
 Producers are idempotent with ``acks=all``: a retried send never duplicates or reorders a
 partition's messages. Consumers never auto-commit: offsets move only after the work they
 stand for is durable. A service's Kafka loop is a session (`run_reconnecting`): it starts its
@@ -16,12 +18,15 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
+from aiokafka.helpers import create_ssl_context
 
 from services.shared.backoff import backoff
+from services.shared.kafka_access import KafkaAccess
 from services.shared.store_errors import is_retriable
 
 log = logging.getLogger(__name__)
@@ -48,12 +53,30 @@ class KafkaClient(Protocol):
 C = TypeVar("C", bound=KafkaClient)
 
 
+def connection_options(access: KafkaAccess) -> dict[str, Any]:
+    """aiokafka's keyword arguments that reach the brokers the way `access` says."""
+    options: dict[str, Any] = {
+        "bootstrap_servers": access.bootstrap,
+        "security_protocol": access.protocol.value,
+    }
+    if access.tls is not None:
+        # Hostname checking is always on: the broker's certificate must name the address.
+        options["ssl_context"] = create_ssl_context(
+            cafile=access.tls.cafile, certfile=access.tls.certfile, keyfile=access.tls.keyfile
+        )
+    if access.login is not None:
+        options["sasl_mechanism"] = access.login.mechanism.value
+        options["sasl_plain_username"] = access.login.username
+        options["sasl_plain_password"] = access.login.password.get_secret_value()
+    return options
+
+
 def idempotent_producer(
-    bootstrap: str, client_id: str, linger_ms: int = 5, max_batch_bytes: int = 16_384
+    access: KafkaAccess, client_id: str, linger_ms: int = 5, max_batch_bytes: int = 16_384
 ) -> AIOKafkaProducer:
     """A producer that writes each message once per partition, acknowledged by all replicas."""
     return AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
+        **connection_options(access),
         client_id=client_id,
         acks="all",
         enable_idempotence=True,
@@ -64,17 +87,43 @@ def idempotent_producer(
 
 
 def manual_commit_consumer(
-    bootstrap: str, group_id: str, topics: Iterable[str], client_id: str | None = None
+    access: KafkaAccess, group_id: str, topics: Iterable[str], client_id: str | None = None
 ) -> AIOKafkaConsumer:
     """A consumer-group member that starts from the earliest offset and commits only when told."""
     return AIOKafkaConsumer(
         *topics,
-        bootstrap_servers=bootstrap,
+        **connection_options(access),
         group_id=group_id,
         client_id=client_id or group_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         isolation_level="read_committed",
+    )
+
+
+def log_reader(
+    access: KafkaAccess, client_id: str, *, fetch_max_bytes: int = 52_428_800,
+    max_partition_fetch_bytes: int = 1_048_576,
+) -> AIOKafkaConsumer:  # fmt: skip
+    """A consumer outside any group that the caller assigns partitions to; it never commits,
+    so reading changes nothing for anyone."""
+    return AIOKafkaConsumer(
+        **connection_options(access),
+        client_id=client_id,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_bytes=fetch_max_bytes,
+        max_partition_fetch_bytes=max_partition_fetch_bytes,
+    )
+
+
+def admin_client(
+    access: KafkaAccess, client_id: str, request_timeout_ms: int = 40_000
+) -> AIOKafkaAdminClient:
+    """An admin client (topics, groups, cluster metadata); started before use, closed after."""
+    return AIOKafkaAdminClient(
+        **connection_options(access), client_id=client_id, request_timeout_ms=request_timeout_ms
     )
 
 

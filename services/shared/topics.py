@@ -8,10 +8,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from services.shared.errors import InfrastructureError
+from services.shared.kafka import admin_client
+from services.shared.kafka_access import KafkaAccess
 
 COMMANDS = "settlement.commands"
 COMMANDS_DLQ = "settlement.commands.dlq"
@@ -61,9 +63,11 @@ async def _wait_led(admin: Any, wanted: dict[str, int], timeout_s: float) -> Non
         await asyncio.sleep(0.2)
 
 
-async def ensure_topics(bootstrap: str, prefix: str = "", replication_factor: int = 1) -> list[str]:
+async def ensure_topics(
+    access: KafkaAccess, prefix: str = "", replication_factor: int = 1
+) -> list[str]:
     """Create whichever of TOPICS (named prefix+name) are missing; the names this call created."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="settle-topics")
+    admin = admin_client(access, "settle-topics")
     try:
         await admin.start()
         existing = set(await admin.list_topics())

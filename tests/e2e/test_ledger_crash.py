@@ -19,7 +19,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from services.ledger.commands import CONSUMER_GROUP
 from services.shared import avro
-from services.shared.kafka import idempotent_producer
+from services.shared.kafka import admin_client, idempotent_producer, log_reader
+from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import COMMANDS, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
 
@@ -73,8 +74,8 @@ async def committed_behind_end(
 
 async def wait_committed_to_end(bootstrap: str, group: str, topic: str, seconds: float) -> None:
     """Return once `group` has committed every partition of `topic` up to its end offset."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    admin = admin_client(KafkaAccess(bootstrap), "test-admin")
+    reader = log_reader(KafkaAccess(bootstrap), "test-reader")
     await admin.start()
     await reader.start()
     try:
@@ -90,7 +91,7 @@ async def test_sigkill_mid_stream_books_each_command_once(
     db: asyncpg.Connection, database_url: str, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     prefix, tenant = unique("t") + ".", unique("crash")
-    await ensure_topics(kafka_bootstrap, prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), prefix)
     commands = [
         avro.encode("SettlementCommand", {
             "tenant": tenant, "idempotency_key": f"key-{n}", "reference": f"ref-{n}",
@@ -99,7 +100,7 @@ async def test_sigkill_mid_stream_books_each_command_once(
         })
         for n in range(DISTINCT)
     ]  # fmt: skip
-    producer = idempotent_producer(kafka_bootstrap, "crash-upstream", linger_ms=20)
+    producer = idempotent_producer(KafkaAccess(kafka_bootstrap), "crash-upstream", linger_ms=20)
     await producer.start()
     try:
         # Every command, then the first third again, as an upstream retrying after a timeout.

@@ -21,6 +21,7 @@ import pytest
 
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
+from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import ensure_topics
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.e2e.test_ledger_crash import free_port
@@ -92,7 +93,7 @@ async def stage(
     database: str, kafka_bootstrap: str, *, lease: float, honours_keys: bool = True
 ) -> Stage:
     prefix = unique("t") + "."
-    await ensure_topics(kafka_bootstrap, prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), prefix)
     sim_port = free_port()
     sim_url = f"http://127.0.0.1:{sim_port}"
     env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.shared import avro
+from services.shared.kafka import log_reader
+from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import EVENTS, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
 from tests.e2e.test_ledger_crash import free_port
@@ -61,7 +63,7 @@ def private_broker(tmp_path: Path) -> Iterator[RunPaths]:
 
 
 async def read_events(bootstrap: str, topic: str) -> list[dict[str, object]]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = log_reader(KafkaAccess(bootstrap), "test-reader")
     await consumer.start()
     try:
         parts = [TopicPartition(topic, p) for p in range(6)]  # as ensure_topics makes it
@@ -85,7 +87,7 @@ async def test_broker_restart_while_publishing_loses_no_event(
 ) -> None:
     bootstrap = private_broker.kafka_bootstrap
     prefix = unique("t") + "."
-    await ensure_topics(bootstrap, prefix)
+    await ensure_topics(KafkaAccess(bootstrap), prefix)
     nowhere = f"http://127.0.0.1:{free_port()}"  # no rail: this test is about publishing
     env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": bootstrap,
            "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": nowhere}  # fmt: skip

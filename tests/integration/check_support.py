@@ -32,6 +32,7 @@ from services.relay.metrics import create_metrics
 from services.relay.outbox import OutboxPublisher
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.kafka import idempotent_producer
+from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import EVENTS, ensure_topics
 from services.shared.transitions import apply_transition
 from tests.conftest import asyncpg_dsn, create_database, drop_database, migrate, unique
@@ -68,7 +69,7 @@ class World:
 
     async def check(self, **options: float) -> Report:
         return await run_check(
-            self.url, self.bootstrap, self.topic, SimulatorEffects(self.sim_url),
+            self.url, KafkaAccess(self.bootstrap), self.topic, SimulatorEffects(self.sim_url),
             CheckOptions(**options),
         )  # fmt: skip
 
@@ -103,7 +104,7 @@ class World:
         await Dispatcher(self.pool, rail, create_metrics(), unique("w"), True, FAST).dispatch(sid)
 
     async def publish(self) -> int:
-        producer = idempotent_producer(self.bootstrap, unique("check-relay-"))
+        producer = idempotent_producer(KafkaAccess(self.bootstrap), unique("check-relay-"))
         await producer.start()
         try:
             publisher = OutboxPublisher(self.pool, producer, create_metrics(), self.prefix)
@@ -128,7 +129,7 @@ async def world(infra: Servers, template: str, kafka_bootstrap: str) -> AsyncIte
     name = unique("settle_check_")
     url = await create_database(infra.database_url, name, template)
     prefix = unique("t") + "."
-    await ensure_topics(kafka_bootstrap, prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), prefix)
     pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
     sim = RailSim()
     try:

@@ -11,6 +11,7 @@ import pytest
 
 from services.shared import avro
 from services.shared.kafka import idempotent_producer
+from services.shared.kafka_access import KafkaAccess
 from tests.conftest import unique
 from tests.integration.check_support import TENANT, World, broken_only, finding, template, world
 
@@ -61,7 +62,7 @@ async def store_mismatch(world: World, reason: str) -> str:
 
 async def send_to_events(world: World, *values: bytes | None) -> list[str]:
     """Each value sent to the world's events topic; "partition:offset" of each, in order."""
-    producer = idempotent_producer(world.bootstrap, unique("check-stray-"))
+    producer = idempotent_producer(KafkaAccess(world.bootstrap), unique("check-stray-"))
     await producer.start()
     try:
         sent = [await producer.send_and_wait(world.topic, v, key=b"stray") for v in values]

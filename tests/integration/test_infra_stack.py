@@ -7,8 +7,9 @@ import os
 import time
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient
 
+from services.shared.kafka import admin_client
+from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import TOPICS, ensure_topics
 from tools.infra import stack
 from tools.infra.model import Outcome, State
@@ -51,8 +52,8 @@ async def test_topics_exist_with_their_partition_counts() -> None:
     await asyncio.to_thread(stack.up)
     prefix = os.environ.get("SETTLE_TOPIC_PREFIX", "")
     bootstrap = stack.kafka_bootstrap()
-    assert await ensure_topics(bootstrap, prefix) == []
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    assert await ensure_topics(KafkaAccess(bootstrap), prefix) == []
+    admin = admin_client(KafkaAccess(bootstrap), "test-admin")
     await admin.start()
     try:
         described = await admin.describe_topics([f"{prefix}{t.name}" for t in TOPICS])

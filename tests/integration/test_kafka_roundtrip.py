@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 
 from services.shared import avro
-from services.shared.kafka import header, idempotent_producer, manual_commit_consumer
+from services.shared.kafka import admin_client, header, idempotent_producer, manual_commit_consumer
+from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import EVENTS, TOPICS, ensure_topics
 from tests.conftest import unique
 
@@ -38,10 +38,10 @@ def settlement_event(settlement_id: str, sequence: int, kind: str) -> dict[str, 
 async def test_topics_are_created_with_their_partition_counts(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    created = await ensure_topics(kafka_bootstrap, topic_prefix)
+    created = await ensure_topics(KafkaAccess(kafka_bootstrap), topic_prefix)
     assert created == sorted(f"{topic_prefix}{t.name}" for t in TOPICS)
-    assert await ensure_topics(kafka_bootstrap, topic_prefix) == []
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    assert await ensure_topics(KafkaAccess(kafka_bootstrap), topic_prefix) == []
+    admin = admin_client(KafkaAccess(kafka_bootstrap), "test-admin")
     await admin.start()
     try:
         described = await admin.describe_topics([f"{topic_prefix}{t.name}" for t in TOPICS])
@@ -54,12 +54,12 @@ async def test_topics_are_created_with_their_partition_counts(
 async def test_settlement_event_round_trip_through_a_consumer_group(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    await ensure_topics(kafka_bootstrap, topic_prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), topic_prefix)
     topic = f"{topic_prefix}{EVENTS}"
     settlement_id = str(uuid.uuid4())
     sent = [settlement_event(settlement_id, n, k) for n, k in enumerate(("created", "paid"), 1)]
 
-    producer = idempotent_producer(kafka_bootstrap, "test-producer")
+    producer = idempotent_producer(KafkaAccess(kafka_bootstrap), "test-producer")
     await producer.start()
     try:
         for event in sent:
@@ -73,7 +73,7 @@ async def test_settlement_event_round_trip_through_a_consumer_group(
         await producer.stop()
 
     group = unique("group-")
-    consumer = manual_commit_consumer(kafka_bootstrap, group, [topic])
+    consumer = manual_commit_consumer(KafkaAccess(kafka_bootstrap), group, [topic])
     await consumer.start()
     try:
         batches = await consumer.getmany(timeout_ms=10_000, max_records=10)
@@ -97,7 +97,7 @@ async def test_settlement_event_round_trip_through_a_consumer_group(
     assert committed == records[-1].offset + 1
 
     # A new member of the same group resumes after the committed offset: nothing is redelivered.
-    again = manual_commit_consumer(kafka_bootstrap, group, [topic])
+    again = manual_commit_consumer(KafkaAccess(kafka_bootstrap), group, [topic])
     await again.start()
     try:
         assert await again.getmany(timeout_ms=2_000) == {}

@@ -18,6 +18,7 @@ from services.ledger.command_auth import CommandAuthority
 from services.ledger.commands import CommandIntake
 from services.shared import avro
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
+from services.shared.kafka_access import KafkaAccess
 from services.shared.tenant_limits import Rate, TenantLimits, TenantPolicy
 from services.shared.topics import COMMANDS, COMMANDS_DLQ, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
@@ -42,7 +43,7 @@ def command(tenant: str, key: str, reference: str, amount: int = 700) -> dict[st
 
 
 async def publish(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = idempotent_producer(bootstrap, "test-upstream")
+    producer = idempotent_producer(KafkaAccess(bootstrap), "test-upstream")
     await producer.start()
     try:
         for n, value in enumerate(values):
@@ -52,7 +53,7 @@ async def publish(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 async def drain(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes, dict[str, bytes]]]:
-    consumer = manual_commit_consumer(bootstrap, unique("reader-"), [topic])
+    consumer = manual_commit_consumer(KafkaAccess(bootstrap), unique("reader-"), [topic])
     await consumer.start()
     got: list[tuple[bytes, dict[str, bytes]]] = []
     try:
@@ -68,7 +69,7 @@ async def drain(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes, 
 async def test_commands_are_booked_once_and_bad_ones_dead_lettered(
     pool: asyncpg.Pool, kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    await ensure_topics(kafka_bootstrap, topic_prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), topic_prefix)
     commands_topic, dlq_topic = f"{topic_prefix}{COMMANDS}", f"{topic_prefix}{COMMANDS_DLQ}"
     tenant = unique("t")
     good = [command(tenant, f"k{n}", f"r{n}", amount=100 + n) for n in range(20)]
@@ -81,8 +82,8 @@ async def test_commands_are_booked_once_and_bad_ones_dead_lettered(
 
     group = unique("ledger-")
     ledger = Ledger(pool, Books(WINDOWS))
-    consumer = manual_commit_consumer(kafka_bootstrap, group, [commands_topic])
-    producer = idempotent_producer(kafka_bootstrap, "test-dlq")
+    consumer = manual_commit_consumer(KafkaAccess(kafka_bootstrap), group, [commands_topic])
+    producer = idempotent_producer(KafkaAccess(kafka_bootstrap), "test-dlq")
     await consumer.start()
     await producer.start()
     authority = CommandAuthority(frozenset({tenant}))

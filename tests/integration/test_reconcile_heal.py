@@ -45,6 +45,7 @@ from services.shared.domain.breaks import BreakType
 from services.shared.domain.payout import PayoutMethod
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.edge import BearerAuth
+from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import ensure_topics
 from services.shared.transitions import apply_transition
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
@@ -139,7 +140,7 @@ async def dropping(infra: Servers, template: str, kafka_bootstrap: str) -> Async
     name = unique("settle_heal_")
     url = await create_database(infra.database_url, name, template)
     prefix = unique("t") + "."
-    await ensure_topics(kafka_bootstrap, prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), prefix)
     pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=6)
     metrics = create_metrics()
     inbox = inbox_app(

@@ -16,6 +16,7 @@ import pytest
 from services.relay.metrics import create_metrics
 from services.relay.outbox import CLAIM, OutboxPublisher, prune_published
 from services.shared.kafka import header, idempotent_producer, manual_commit_consumer
+from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import EVENTS, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
 
@@ -47,7 +48,7 @@ async def fill_outbox(pool: asyncpg.Pool, settlements: int, events_each: int) ->
 
 
 async def read_events(bootstrap: str, topic: str, expected: int) -> list[tuple[str, bytes]]:
-    consumer = manual_commit_consumer(bootstrap, unique("reader-"), [topic])
+    consumer = manual_commit_consumer(KafkaAccess(bootstrap), unique("reader-"), [topic])
     await consumer.start()
     seen: list[tuple[str, bytes]] = []
     try:
@@ -67,10 +68,10 @@ async def test_two_publishers_deliver_every_row_in_order_per_settlement(
     pool: asyncpg.Pool, kafka_bootstrap: str
 ) -> None:
     prefix = unique("t") + "."
-    await ensure_topics(kafka_bootstrap, prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), prefix)
     # Rows of other tests share the table; publish them too, under this prefix, harmlessly.
     event_ids = await fill_outbox(pool, settlements=60, events_each=4)
-    producers = [idempotent_producer(kafka_bootstrap, f"relay-{n}") for n in range(2)]
+    producers = [idempotent_producer(KafkaAccess(kafka_bootstrap), f"relay-{n}") for n in range(2)]
     for producer in producers:
         await producer.start()
     try:
@@ -106,8 +107,8 @@ async def test_notify_wakes_the_publisher_within_milliseconds(
     pool: asyncpg.Pool, kafka_bootstrap: str
 ) -> None:
     prefix = unique("t") + "."
-    await ensure_topics(kafka_bootstrap, prefix)
-    producer = idempotent_producer(kafka_bootstrap, "relay-notify")
+    await ensure_topics(KafkaAccess(kafka_bootstrap), prefix)
+    producer = idempotent_producer(KafkaAccess(kafka_bootstrap), "relay-notify")
     await producer.start()
     metrics = create_metrics()
     publisher = OutboxPublisher(pool, producer, metrics, topic_prefix=prefix, poll_seconds=30)
@@ -151,8 +152,8 @@ async def test_a_wake_up_for_a_few_rows_costs_one_claim_and_takes_the_next_event
 ) -> None:
     pool, claimed = claims
     prefix = unique("t") + "."
-    await ensure_topics(kafka_bootstrap, prefix)
-    producer = idempotent_producer(kafka_bootstrap, "relay-claims")
+    await ensure_topics(KafkaAccess(kafka_bootstrap), prefix)
+    producer = idempotent_producer(KafkaAccess(kafka_bootstrap), "relay-claims")
     await producer.start()
     try:
         publisher = OutboxPublisher(pool, producer, create_metrics(), topic_prefix=prefix)
@@ -183,8 +184,8 @@ async def test_a_replica_that_found_nothing_answers_the_next_notifications_toget
 ) -> None:
     pool, claimed = claims
     prefix = unique("t") + "."
-    await ensure_topics(kafka_bootstrap, prefix)
-    producer = idempotent_producer(kafka_bootstrap, "relay-standby")
+    await ensure_topics(KafkaAccess(kafka_bootstrap), prefix)
+    producer = idempotent_producer(KafkaAccess(kafka_bootstrap), "relay-standby")
     await producer.start()
     publisher = OutboxPublisher(
         pool, producer, create_metrics(), topic_prefix=prefix, poll_seconds=30,

@@ -21,6 +21,7 @@ from pathlib import Path
 import asyncpg
 
 from services.shared.config import Settings, libpq_dsn
+from services.shared.kafka_access import kafka_access
 from services.shared.topics import COMMANDS, ensure_topics
 from tools.bench import e2e_pgstats as pgstats
 from tools.bench import e2e_probe as probe
@@ -147,7 +148,7 @@ async def _one_rate(
     before, db_before = probe.sample_groups(groups), await pgstats.database_counters(conn)
     pids = {name: stack.supervisor.pid(name) for name in profile.SERVICES}
     async with profile.recording(stack.profile, rate, pids, seconds):
-        offered = await offer(load, stack.ledger_url, stack.settings.kafka_bootstrap, topic)
+        offered = await offer(load, stack.ledger_url, kafka_access(stack.settings), topic)
     accepted = offered.kafka_sent + offered.accepted_http
     if accepted < load.count:
         raise BenchError(
@@ -219,7 +220,7 @@ def _run_once(
     url = bench_database(settings.database_url)
     filled = asyncio.run(fills.fill_database(url, fill)) if fill else None
     prefix, tenant = f"bench-{uuid.uuid4().hex[:8]}.", f"bench{uuid.uuid4().hex[:8]}"
-    asyncio.run(ensure_topics(settings.kafka_bootstrap, prefix))
+    asyncio.run(ensure_topics(kafka_access(settings), prefix))
     bench_settings = settings.model_copy(update={"topic_prefix": prefix})
     figures, breakdown = asyncio.run(_measure(bench_settings, options, url, tenant))
     return figures, breakdown, filled

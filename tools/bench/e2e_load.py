@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaProducer
 from services.shared import avro
 from services.shared.command_signature import signed_headers
 from services.shared.kafka import idempotent_producer
+from services.shared.kafka_access import KafkaAccess
 from tools.bench.http_load import exchange
 
 TICK_S = 0.005  # how often the scheduler wakes to send what has fallen due
@@ -124,11 +125,11 @@ async def _publish(load: Arrivals, n: int, producer: AIOKafkaProducer, topic: st
     await acknowledged
 
 
-async def offer(load: Arrivals, ledger_url: str, bootstrap: str, topic: str) -> Offered:
+async def offer(load: Arrivals, ledger_url: str, kafka: KafkaAccess, topic: str) -> Offered:
     """Send `load.count` settlements on schedule; returns once every one is answered."""
     out = Offered()
     pool = _Connections(ledger_url)
-    producer = idempotent_producer(bootstrap, f"settle-bench-{load.run}")
+    producer = idempotent_producer(kafka, f"settle-bench-{load.run}")
     inflight: list[asyncio.Task[None]] = []
     acks: list[asyncio.Future[object]] = []
     try:

@@ -21,6 +21,7 @@ from services.shared import avro
 from services.shared.command_signature import signed_headers
 from services.shared.config import Settings, libpq_dsn
 from services.shared.kafka import idempotent_producer
+from services.shared.kafka_access import kafka_access
 from services.shared.topics import COMMANDS, ensure_topics
 from tools.bench import fills
 from tools.bench.database import bench_database
@@ -65,7 +66,7 @@ async def _wait_booked(dsn: str, tenant: str, count: int, timeout_s: float) -> f
 
 async def _through_kafka(settings: Settings, dsn: str, tenant: str, count: int) -> dict[str, float]:
     commands = [_command(tenant, n) for n in range(count)]
-    producer = idempotent_producer(settings.kafka_bootstrap, "bench-upstream", linger_ms=10)
+    producer = idempotent_producer(kafka_access(settings), "bench-upstream", linger_ms=10)
     await producer.start()
     try:
         started = time.monotonic()
@@ -127,7 +128,7 @@ def _ingest_once(
     filled = asyncio.run(fills.fill_database(url, fill)) if fill else None
     dsn = libpq_dsn(url)
     prefix, tenant = f"bench-{uuid.uuid4().hex[:8]}.", f"bench{uuid.uuid4().hex[:8]}"
-    asyncio.run(ensure_topics(settings.kafka_bootstrap, prefix))
+    asyncio.run(ensure_topics(kafka_access(settings), prefix))
     env = {"SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": prefix,
            "SETTLE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
            "SETTLE_API_TOKENS": f"{tenant}:{TOKEN}",

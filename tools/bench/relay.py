@@ -25,6 +25,7 @@ from services.relay.stripe_rail import StripeRail
 from services.relay.triggers import DISPATCH_CHUNK
 from services.shared.config import Settings, libpq_dsn
 from services.shared.kafka import idempotent_producer
+from services.shared.kafka_access import kafka_access
 from services.shared.topics import EVENTS, ensure_topics
 from tools.bench.database import bench_database, book_settlements
 from tools.bench.report import BenchResult, Figure
@@ -38,7 +39,7 @@ BATCH = 2000
 
 async def _publish(settings: Settings, dsn: str, count: int) -> float:
     prefix = f"bench-{uuid.uuid4().hex[:8]}."
-    await ensure_topics(settings.kafka_bootstrap, prefix)
+    await ensure_topics(kafka_access(settings), prefix)
     pool = await asyncpg.create_pool(dsn, min_size=2, max_size=4)
     try:
         async with pool.acquire() as conn:
@@ -56,7 +57,7 @@ async def _publish(settings: Settings, dsn: str, count: int) -> float:
             await conn.execute("ANALYZE outbox")
             waiting = await conn.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
         producer = idempotent_producer(
-            settings.kafka_bootstrap,
+            kafka_access(settings),
             "bench-relay",
             linger_ms=5,
             max_batch_bytes=PUBLISH_BATCH_BYTES,

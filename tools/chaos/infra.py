@@ -11,6 +11,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import ensure_topics
 from tools.infra import kafka, postgres
 from tools.infra.paths import RunPaths, run_paths
@@ -36,6 +37,11 @@ class PrivateInfra:
     def bootstrap(self) -> str:
         """The private broker's host:port."""
         return self.paths.kafka_bootstrap
+
+    @property
+    def kafka(self) -> KafkaAccess:
+        """How clients reach the private broker: PLAINTEXT, like every broker a run starts."""
+        return KafkaAccess(self.bootstrap)
 
 
 def plan(seed: int) -> PrivateInfra:
@@ -71,7 +77,7 @@ def start(infra: PrivateInfra) -> None:
     """Start both servers and create the topics (blocking; run it in a thread)."""
     postgres.start(infra.paths)
     kafka.start(infra.paths)
-    kafka.run_sync(lambda: ensure_topics(infra.bootstrap, infra.topic_prefix))
+    kafka.run_sync(lambda: ensure_topics(infra.kafka, infra.topic_prefix))
 
 
 def stop(infra: PrivateInfra) -> None:

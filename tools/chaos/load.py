@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import httpx
 from aiokafka.errors import KafkaError
 
+from services.shared.kafka_access import KafkaAccess
 from tools.run.submit import Batch, post_settlements, publish_commands
 
 TICK_S = 1.0
@@ -40,13 +41,13 @@ def _slices(numbers: range, ticks: int) -> list[range]:
 
 
 async def _publish(
-    batch: Batch, numbers: range, bootstrap: str, topic: str, out: Submitted
+    batch: Batch, numbers: range, kafka: KafkaAccess, topic: str, out: Submitted
 ) -> None:
     while True:
         try:
             # Awaited first, added after: `x += await ...` would add to a stale value.
             sent = await asyncio.wait_for(
-                publish_commands(batch, numbers, bootstrap, topic), KAFKA_ATTEMPT_S
+                publish_commands(batch, numbers, kafka, topic), KAFKA_ATTEMPT_S
             )
             out.kafka_messages += sent
             return
@@ -65,7 +66,7 @@ async def _post(batch: Batch, numbers: range, ledger_url: str, out: Submitted) -
 
 
 async def submit(
-    batch: Batch, window_s: float, ledger_url: str, bootstrap: str, topic: str
+    batch: Batch, window_s: float, ledger_url: str, kafka: KafkaAccess, topic: str
 ) -> Submitted:
     """Send the batch over `window_s` seconds; returns once every slice is acknowledged."""
     out = Submitted()
@@ -79,7 +80,7 @@ async def submit(
         for tick in range(max(len(commands), len(requests))):
             await asyncio.sleep(max(0.0, began + tick * TICK_S - time.monotonic()))
             if tick < len(commands):
-                work = _publish(batch, commands[tick], bootstrap, topic, out)
+                work = _publish(batch, commands[tick], kafka, topic, out)
                 sending.append(asyncio.create_task(work))
             if tick < len(requests):
                 sending.append(asyncio.create_task(_post(batch, requests[tick], ledger_url, out)))

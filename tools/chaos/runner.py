@@ -22,6 +22,7 @@ from typing import Any
 import asyncpg
 
 from services.shared.config import Settings, libpq_dsn, load_settings
+from services.shared.kafka_access import SECURITY_VARIABLES
 from services.shared.migrate import upgrade
 from services.shared.topics import COMMANDS, EVENTS
 from tools.chaos import infra as private
@@ -64,7 +65,11 @@ class ChaosOptions:
 
 def child_env(infra: private.PrivateInfra) -> dict[str, str]:
     """The services' environment: the private servers, a short relay lease, no failpoints."""
-    env = {k: v for k, v in os.environ.items() if k != "SETTLE_FAILPOINTS"}
+    # The private broker speaks PLAINTEXT: security settings meant for another broker stay out.
+    env = {
+        k: v for k, v in os.environ.items()
+        if k != "SETTLE_FAILPOINTS" and k not in SECURITY_VARIABLES
+    }  # fmt: skip
     env.update(
         SETTLE_DATABASE_URL=infra.database_url,
         SETTLE_KAFKA_BOOTSTRAP=infra.bootstrap,
@@ -151,7 +156,7 @@ async def _stack(
             batch,
             options.seconds * LOAD_SHARE,
             ports.url(ports.ledger),
-            infra.bootstrap,
+            infra.kafka,
             settings.topic(COMMANDS),
         )
     )
@@ -167,7 +172,7 @@ async def _stack(
     await _settle(settings, batch, options.settle_timeout_s, say)
     say(f"checking the invariants (waiting up to {options.quiet_timeout_s:.0f} s for quiet)")
     check = await run_check(
-        settings.database_url, settings.kafka_bootstrap, settings.topic(EVENTS),
+        settings.database_url, infra.kafka, settings.topic(EVENTS),
         effect_source(settings, rail_url), CheckOptions(wait_quiet_s=options.quiet_timeout_s),
     )  # fmt: skip
     reconciled = await reconciliation_verdict(settings, rail_url)

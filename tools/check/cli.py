@@ -16,6 +16,7 @@ from rich.console import Console
 
 from services.shared.config import RailKind, Settings, load_settings
 from services.shared.errors import ConfigError
+from services.shared.kafka_access import kafka_access
 from services.shared.topics import EVENTS
 from tools.check.errors import SourceUnavailable
 
@@ -79,6 +80,7 @@ def check(
 
     try:
         settings = load_settings()
+        kafka = kafka_access(settings)
     except ConfigError as e:
         _fail(as_json, "config", str(e))
     options = CheckOptions(wait_quiet_s, outbox_bound_s, inbox_bound_s, page_size=page_size)
@@ -86,7 +88,7 @@ def check(
         report = asyncio.run(
             run_check(
                 settings.database_url,
-                settings.kafka_bootstrap,
+                kafka,
                 settings.topic(EVENTS),
                 effect_source(settings, rail_url),
                 options,

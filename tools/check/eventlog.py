@@ -16,6 +16,8 @@ from aiokafka.errors import KafkaError
 
 from services.shared import avro
 from services.shared.errors import SchemaError
+from services.shared.kafka import log_reader
+from services.shared.kafka_access import KafkaAccess
 from tools.check.errors import SourceUnavailable
 from tools.check.facts import EventLogFacts
 from tools.check.spill import EventRow, FactSpill
@@ -25,19 +27,14 @@ MAX_FETCH_BYTES = 16 * 1024 * 1024
 
 
 async def read_events(
-    bootstrap: str, topic: str, spill: FactSpill, timeout_s: float = 300.0
+    kafka: KafkaAccess, topic: str, spill: FactSpill, timeout_s: float = 300.0
 ) -> EventLogFacts:
     """Every SettlementEvent on `topic` now, written to `spill`; the facts say how many were
     read and which could not be decoded (their events are in the spill, not in the facts)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        client_id="settle-check",
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        fetch_max_bytes=MAX_FETCH_BYTES,
+    consumer = log_reader(
+        kafka, "settle-check", fetch_max_bytes=MAX_FETCH_BYTES,
         max_partition_fetch_bytes=MAX_FETCH_BYTES // 4,
-    )
+    )  # fmt: skip
     try:
         async with asyncio.timeout(timeout_s):
             await consumer.start()

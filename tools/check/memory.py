@@ -28,7 +28,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 import click
-from aiokafka.admin import AIOKafkaAdminClient
 from sqlalchemy.engine import make_url
 
 from services.shared import avro
@@ -36,7 +35,8 @@ from services.shared.config import libpq_dsn, load_settings
 from services.shared.domain.postings import expected_net
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.domain.settlement import step_event_type
-from services.shared.kafka import idempotent_producer
+from services.shared.kafka import admin_client, idempotent_producer
+from services.shared.kafka_access import KafkaAccess, kafka_access
 from services.shared.migrate import upgrade
 from services.shared.topics import EVENTS, TOPICS, ensure_topics
 
@@ -104,9 +104,11 @@ async def fill(url: str, settlements: int) -> list[tuple[str, str]]:
     return [(r[0], r[1]) for r in rows]
 
 
-async def publish_events(bootstrap: str, topic: str, settlements: list[tuple[str, str]]) -> None:
+async def publish_events(
+    kafka: KafkaAccess, topic: str, settlements: list[tuple[str, str]]
+) -> None:
     """Each settlement's events, in order, as the relay would publish them."""
-    producer = idempotent_producer(bootstrap, f"check-memory-{uuid.uuid4()}", linger_ms=20,
+    producer = idempotent_producer(kafka, f"check-memory-{uuid.uuid4()}", linger_ms=20,
                                    max_batch_bytes=512 * 1024)  # fmt: skip
     await producer.start()
     try:
@@ -180,7 +182,7 @@ def measure(settle: str, args: list[str], env: dict[str, str]) -> dict[str, obje
             "report_sha256": hashlib.sha256(printed).hexdigest()[:16]}  # fmt: skip
 
 
-async def _create(server_url: str, bootstrap: str) -> tuple[str, str]:
+async def _create(server_url: str, kafka: KafkaAccess) -> tuple[str, str]:
     """A throwaway database migrated to head and its topics; its URL and topic prefix."""
     name = f"settle_check_memory_{uuid.uuid4().hex[:8]}"
     conn = await asyncpg.connect(libpq_dsn(server_url))
@@ -190,25 +192,25 @@ async def _create(server_url: str, bootstrap: str) -> tuple[str, str]:
         await conn.close()
     url = str(make_url(server_url).set(database=name).render_as_string(hide_password=False))
     await asyncio.to_thread(upgrade, url)
-    await ensure_topics(bootstrap, f"{name}.")
+    await ensure_topics(kafka, f"{name}.")
     return url, f"{name}."
 
 
-async def _populate(url: str, bootstrap: str, prefix: str, size: int) -> list[tuple[str, str]]:
+async def _populate(url: str, kafka: KafkaAccess, prefix: str, size: int) -> list[tuple[str, str]]:
     """`size` settlements in the database and their events on the topic."""
     settlements = await fill(url, size)
-    await publish_events(bootstrap, f"{prefix}{EVENTS}", settlements)
+    await publish_events(kafka, f"{prefix}{EVENTS}", settlements)
     return settlements
 
 
-async def _drop(server_url: str, bootstrap: str, url: str, prefix: str) -> None:
+async def _drop(server_url: str, kafka: KafkaAccess, url: str, prefix: str) -> None:
     """The throwaway database and topics gone."""
     conn = await asyncpg.connect(libpq_dsn(server_url))
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
     finally:
         await conn.close()
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="check-memory")
+    admin = admin_client(kafka, "check-memory")
     await admin.start()
     try:
         await admin.delete_topics([f"{prefix}{t.name}" for t in TOPICS])
@@ -239,12 +241,13 @@ async def _drop(server_url: str, bootstrap: str, url: str, prefix: str) -> None:
 def main(sizes: str, builds: tuple[str, ...], page_size: int | None) -> None:
     """Peak memory of `settle check` per ledger size and build, one JSON line each."""
     settings = load_settings()
+    kafka = kafka_access(settings)
     default = str(Path(sys.executable).parent / "settle")
     args = ["--page-size", str(page_size)] if page_size else []
     for size in (int(n) for n in sizes.split(",")):
-        url, prefix = asyncio.run(_create(settings.database_url, settings.kafka_bootstrap))
+        url, prefix = asyncio.run(_create(settings.database_url, kafka))
         try:
-            settlements = asyncio.run(_populate(url, settings.kafka_bootstrap, prefix, size))
+            settlements = asyncio.run(_populate(url, kafka, prefix, size))
             with effects_served(settlements) as rail_url:
                 del settlements
                 env = {**os.environ, "SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": prefix}
@@ -252,7 +255,7 @@ def main(sizes: str, builds: tuple[str, ...], page_size: int | None) -> None:
                     figures = measure(settle, [*args, "--rail-url", rail_url], env)
                     click.echo(json.dumps({"settlements": size, "settle": settle, **figures}))
         finally:
-            asyncio.run(_drop(settings.database_url, settings.kafka_bootstrap, url, prefix))
+            asyncio.run(_drop(settings.database_url, kafka, url, prefix))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import asyncpg
 from sqlalchemy.engine import make_url
 
+from services.shared.kafka_access import KafkaAccess
 from tools.check.database import connect, in_flight, read_ledger_wide, read_page, snapshot
 from tools.check.eventlog import read_events
 from tools.check.facts import DatabaseFacts, EventLogFacts, RailFacts
@@ -76,7 +77,7 @@ async def wait_quiet(database_url: str, seconds: float) -> tuple[bool, dict[str,
 
 async def run_check(
     database_url: str,
-    bootstrap: str,
+    kafka: KafkaAccess,
     topic: str,
     rail: EffectSource,
     options: CheckOptions = CheckOptions(),
@@ -92,7 +93,7 @@ async def run_check(
             async with snapshot(conn):
                 wide = await read_ledger_wide(conn, options.outbox_bound_s, options.inbox_bound_s)
                 effects = await _spill_effects(rail, spill)
-                log = await read_events(bootstrap, topic, spill, options.kafka_timeout_s)
+                log = await read_events(kafka, topic, spill, options.kafka_timeout_s)
                 spill.seal()
                 results, settlements = await _judge_pages(
                     conn, wide, log, effects, spill, options.page_size

@@ -10,11 +10,19 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from services.shared.errors import InfrastructureError
-from tools.infra.kafka_setup import ensure_jars, format_storage, java, render_server_properties
+from services.shared.kafka import admin_client
+from services.shared.kafka_access import KafkaAccess
+from tools.infra import kafka_secure
+from tools.infra.kafka_setup import (
+    ensure_jars,
+    format_storage,
+    formatted,
+    java,
+    render_server_properties,
+)
 from tools.infra.model import ComponentStatus, State
 from tools.infra.paths import RunPaths, kafka_endpoint, log_tail
 from tools.infra.procs import live_pid, pids_matching, port_open, terminate
@@ -51,13 +59,9 @@ def run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
         return pool.submit(asyncio.run, main()).result()
 
 
-async def broker_count(bootstrap: str, timeout_s: float = 5.0) -> int:
-    """Number of brokers a metadata request to `bootstrap` returns; raises KafkaError if none."""
-    admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap,
-        client_id="settle-infra",
-        request_timeout_ms=int(timeout_s * 1000),
-    )
+async def broker_count(access: KafkaAccess, timeout_s: float = 5.0) -> int:
+    """Number of brokers a metadata request through `access` returns; raises KafkaError if none."""
+    admin = admin_client(access, "settle-infra", request_timeout_ms=int(timeout_s * 1000))
     try:
         await asyncio.wait_for(admin.start(), timeout_s)
         cluster = await asyncio.wait_for(admin.describe_cluster(), timeout_s)
@@ -85,8 +89,9 @@ def _launch(paths: RunPaths) -> int:
     lib = ensure_jars(paths)
     endpoint = kafka_endpoint(paths.kafka_bootstrap)
     paths.kafka_data.mkdir(parents=True, exist_ok=True)
-    paths.kafka_props.write_text(render_server_properties(endpoint, paths.kafka_data))
-    format_storage(paths, lib)
+    secure = paths.kafka_secure if paths.kafka_sasl_ssl else None
+    paths.kafka_props.write_text(render_server_properties(endpoint, paths.kafka_data, secure))
+    format_storage(paths, lib, _scram_login(paths))
     args = [java(), *JVM_FLAGS, "-cp", f"{lib}/*", f"-Dlog4j2.configurationFile={paths.log4j}"]
     args += ["kafka.Kafka", str(paths.kafka_props)]
     # sh backgrounds the JVM and exits, so the broker is nobody's child and outlives the CLI.
@@ -109,6 +114,42 @@ def _launch(paths: RunPaths) -> int:
     return pid
 
 
+def _scram_login(paths: RunPaths) -> list[str]:
+    """Format arguments creating the SASL_SSL listener's SCRAM login, when it is asked for."""
+    if not paths.kafka_sasl_ssl:
+        return []
+    kafka_secure.ensure_certificates(paths.kafka_secure)
+    if formatted(paths):
+        kafka_secure.formatted_password(paths.kafka_secure)  # raises unless formatted with it
+        return []
+    return kafka_secure.scram_format_args(kafka_secure.new_password(paths.kafka_secure))
+
+
+def accesses(paths: RunPaths) -> list[KafkaAccess]:
+    """How clients reach our broker: PLAINTEXT, and SASL_SSL when it listens for that too."""
+    endpoint = kafka_endpoint(paths.kafka_bootstrap)
+    found = [KafkaAccess(endpoint.bootstrap)]
+    if paths.kafka_sasl_ssl:
+        found.append(kafka_secure.client_access(endpoint, paths.kafka_secure))
+    return found
+
+
+def _answers(access: KafkaAccess) -> bool:
+    return run_sync(lambda: broker_count(access)) > 0
+
+
+def _require_secure_listener(paths: RunPaths) -> None:
+    # server.properties is written at launch: it says which listeners the running JVM opened.
+    if not paths.kafka_sasl_ssl:
+        return
+    props = paths.kafka_props.read_text() if paths.kafka_props.exists() else ""
+    if f"{kafka_secure.LISTENER}://" not in props:
+        raise InfrastructureError(
+            "the local broker runs without its SASL_SSL listener; stop it (`settle infra down`) "
+            "and start it again with `settle infra up --kafka-security sasl_ssl`"
+        )
+
+
 def _wait_ready(paths: RunPaths, pid: int, timeout: float) -> None:
     endpoint = kafka_endpoint(paths.kafka_bootstrap)
     deadline = time.monotonic() + timeout
@@ -118,7 +159,7 @@ def _wait_ready(paths: RunPaths, pid: int, timeout: float) -> None:
             raise InfrastructureError(f"the Kafka broker exited\n{log_tail(paths.kafka_log)}")
         if port_open(endpoint.host, endpoint.port):
             try:
-                if run_sync(lambda: broker_count(endpoint.bootstrap)) > 0:
+                if all(_answers(access) for access in accesses(paths)):
                     return
                 last = "metadata lists no broker yet"
             except (TimeoutError, KafkaError, OSError) as e:
@@ -137,17 +178,18 @@ def start(paths: RunPaths) -> tuple[bool, int]:
     pid = broker_pid(paths)
     if pid is not None:
         paths.kafka_pid.write_text(f"{pid}\n")
+        _require_secure_listener(paths)
         if port_open(endpoint.host, endpoint.port):
             return False, pid
         _wait_ready(paths, pid, READY_TIMEOUT_S)
         return False, pid
     paths.kafka_pid.unlink(missing_ok=True)
-    if port_open(endpoint.host, endpoint.port) or port_open(
-        endpoint.host, endpoint.controller_port
-    ):
+    ports = [endpoint.port, endpoint.controller_port]
+    ports += [endpoint.secure_port] if paths.kafka_sasl_ssl else []
+    if any(port_open(endpoint.host, port) for port in ports):
         raise InfrastructureError(
-            f"port {endpoint.port} or {endpoint.controller_port} on {endpoint.host} is taken by a "
-            "process that is not our broker; stop it or set SETTLE_KAFKA_BOOTSTRAP to use it"
+            f"a port of {ports} on {endpoint.host} is taken by a process that is not our "
+            "broker; stop it or set SETTLE_KAFKA_BOOTSTRAP to use it"
         )
     pid = _launch(paths)
     try:

@@ -8,9 +8,11 @@ import os
 import shutil
 import subprocess
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from services.shared.errors import InfrastructureError
+from tools.infra import kafka_secure
 from tools.infra.paths import KafkaEndpoint, RunPaths
 from tools.infra.procs import run_logged, tool
 
@@ -77,17 +79,25 @@ def ensure_jars(paths: RunPaths) -> Path:
     return paths.kafka_lib
 
 
-def render_server_properties(endpoint: KafkaEndpoint, data_dir: Path) -> str:
-    """server.properties of a single combined broker+controller node in KRaft mode."""
+def render_server_properties(
+    endpoint: KafkaEndpoint, data_dir: Path, secure_dir: Path | None = None
+) -> str:
+    """server.properties of a single combined broker+controller node in KRaft mode; with
+    `secure_dir`, a SASL_SSL client listener too (its files there, see kafka_secure)."""
     host, port, ctl = endpoint.host, endpoint.port, endpoint.controller_port
+    listeners = [f"PLAINTEXT://{host}:{port}"]
+    protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+    if secure_dir is not None:
+        listeners.append(f"{kafka_secure.LISTENER}://{host}:{endpoint.secure_port}")
+        protocols.append(f"{kafka_secure.LISTENER}:{kafka_secure.LISTENER}")
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.voters": f"1@{host}:{ctl}",
-        "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{ctl}",
-        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+        "listeners": ",".join([*listeners, f"CONTROLLER://{host}:{ctl}"]),
+        "advertised.listeners": ",".join(listeners),
         "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": ",".join(protocols),
         "log.dirs": str(data_dir).replace("\\", "\\\\"),
         "num.partitions": "1",
         "offsets.topic.replication.factor": "1",
@@ -102,6 +112,8 @@ def render_server_properties(endpoint: KafkaEndpoint, data_dir: Path) -> str:
         # are 50 more logs to open, checkpoint and recover after every restart.
         "offsets.topic.num.partitions": "6",
     }
+    if secure_dir is not None:
+        settings |= kafka_secure.listener_properties(endpoint, secure_dir)
     lines = ["# Written by `settle infra up` on every start; edits are lost."]
     lines += [f"{key}={value}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"
@@ -116,13 +128,19 @@ def new_cluster_id() -> str:
             return candidate
 
 
-def format_storage(paths: RunPaths, lib: Path) -> bool:
-    """Format the data dir once (no meta.properties yet); whether this call formatted it."""
-    if (paths.kafka_data / "meta.properties").exists():
+def formatted(paths: RunPaths) -> bool:
+    """Whether the broker's data dir has been formatted."""
+    return (paths.kafka_data / "meta.properties").exists()
+
+
+def format_storage(paths: RunPaths, lib: Path, extra: Sequence[str] = ()) -> bool:
+    """Format the data dir once (no meta.properties yet), with `extra` arguments (a SCRAM
+    login); whether this call formatted it."""
+    if formatted(paths):
         return False
     args = [java(), "-cp", f"{lib}/*", f"-Dlog4j2.configurationFile={paths.log4j}"]
     args += ["kafka.tools.StorageTool", "format", "-t", new_cluster_id()]
-    args += ["-c", str(paths.kafka_props)]
+    args += ["-c", str(paths.kafka_props), *extra]
     done = subprocess.run(
         args, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120, check=False
     )

@@ -34,7 +34,8 @@ class PgEndpoint:
 
 @dataclass(frozen=True)
 class KafkaEndpoint:
-    """Host and ports of the local broker; the controller listens on the port after the broker."""
+    """Host and ports of the local broker; the controller listens on the port after the
+    broker's, and the SASL_SSL listener, when there is one, on the port after that."""
 
     host: str
     port: int
@@ -43,6 +44,11 @@ class KafkaEndpoint:
     def controller_port(self) -> int:
         """Port of the KRaft controller listener."""
         return self.port + 1
+
+    @property
+    def secure_port(self) -> int:
+        """Port of the SASL_SSL client listener (`settle infra up --kafka-security sasl_ssl`)."""
+        return self.port + 2
 
     @property
     def bootstrap(self) -> str:
@@ -86,6 +92,8 @@ class RunPaths:
     # Where the cluster listens and which role and database it serves; another value runs a
     # private cluster beside the usual one, as `settle chaos` does.
     database_url: str = LOCAL_DATABASE_URL
+    # Whether the broker also listens for clients with SASL_SSL (see tools.infra.kafka_secure).
+    kafka_sasl_ssl: bool = False
 
     @property
     def lock(self) -> Path:
@@ -141,6 +149,11 @@ class RunPaths:
     def kafka_props(self) -> Path:
         """server.properties written on every start."""
         return self.kafka / "server.properties"
+
+    @property
+    def kafka_secure(self) -> Path:
+        """The SASL_SSL listener's CA, broker key and certificate, and SCRAM password."""
+        return self.kafka / "sasl_ssl"
 
     @property
     def kafka_lib(self) -> Path:

@@ -9,13 +9,14 @@ import shlex
 import shutil
 import time
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from services.shared.config import LOCAL_DATABASE_URL, LOCAL_KAFKA_BOOTSTRAP
+from services.shared.config import LOCAL_DATABASE_URL, LOCAL_KAFKA_BOOTSTRAP, load_settings
+from services.shared.kafka_access import KafkaAccess, kafka_access
 from services.shared.topics import ensure_topics
-from tools.infra import kafka, postgres
+from tools.infra import kafka, kafka_secure, postgres
 from tools.infra.model import ComponentReport, ComponentStatus, Outcome, State
-from tools.infra.paths import RunPaths, pg_endpoint, run_paths
+from tools.infra.paths import RunPaths, kafka_endpoint, pg_endpoint, run_paths
 
 __all__ = [
     "ComponentReport",
@@ -90,11 +91,21 @@ def _quiet(_: str) -> None:
     pass
 
 
-def up(*, progress: Progress | None = None) -> StackReport:
-    """Start what is neither running nor external, wait until it answers, ensure the topics."""
+def topics_access() -> KafkaAccess:
+    """How `up` reaches the broker to create topics: through the settings for an external one
+    (ConfigError if they are wrong), else the local broker's PLAINTEXT listener."""
+    if _external(KAFKA_ENV):
+        return kafka_access(load_settings())
+    return KafkaAccess(LOCAL_KAFKA_BOOTSTRAP)
+
+
+def up(*, progress: Progress | None = None, kafka_sasl_ssl: bool = False) -> StackReport:
+    """Start what is neither running nor external, wait until it answers, ensure the topics;
+    with `kafka_sasl_ssl`, the local broker listens for SASL_SSL clients too."""
     say = progress or _quiet
     began = time.monotonic()
-    paths = run_paths()
+    paths = replace(run_paths(), kafka_sasl_ssl=kafka_sasl_ssl)
+    access = topics_access()
     with _locked(paths):
         pg = _bring_up("postgres", DATABASE_ENV, LOCAL_DATABASE_URL, postgres.start, paths, say)
         broker = _bring_up(
@@ -102,7 +113,7 @@ def up(*, progress: Progress | None = None) -> StackReport:
             " (the first run resolves the broker jars with Maven)",
         )  # fmt: skip
         prefix = os.environ.get(PREFIX_ENV, "")
-        created = kafka.run_sync(lambda: ensure_topics(kafka_bootstrap(), prefix))
+        created = kafka.run_sync(lambda: ensure_topics(access, prefix))
     return StackReport(pg, broker, tuple(created), time.monotonic() - began)
 
 
@@ -178,7 +189,12 @@ def status() -> list[ComponentStatus]:
     return result
 
 
-def env_lines() -> str:
-    """A shell `export` line with the database URL and bootstrap servers to use, shell-quoted."""
-    pairs = ((DATABASE_ENV, database_url()), (KAFKA_ENV, kafka_bootstrap()))
-    return "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in pairs)
+def env_lines(*, kafka_sasl_ssl: bool = False) -> str:
+    """A shell `export` line with the database URL and bootstrap servers to use, shell-quoted;
+    with `kafka_sasl_ssl`, the Kafka settings of the local broker's SASL_SSL listener."""
+    pairs = {DATABASE_ENV: database_url(), KAFKA_ENV: kafka_bootstrap()}
+    if kafka_sasl_ssl:
+        paths = run_paths()
+        endpoint = kafka_endpoint(paths.kafka_bootstrap)
+        pairs |= kafka_secure.client_env(kafka_secure.client_access(endpoint, paths.kafka_secure))
+    return "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in pairs.items())

@@ -36,9 +36,12 @@ STOP_GRACE_S = 10.0
 def _settings() -> Settings:
     from services.shared.config import load_settings
     from services.shared.errors import ConfigError
+    from services.shared.kafka_access import kafka_access
 
     try:
-        return load_settings()
+        settings = load_settings()
+        kafka_access(settings)  # refused here, before any server starts, not by the demo
+        return settings
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
 

@@ -30,6 +30,7 @@ from rich.progress import (
 
 from services.relay.triggers import CONSUMER_GROUP
 from services.shared.config import Settings, libpq_dsn
+from services.shared.kafka_access import kafka_access
 from services.shared.topics import COMMANDS, EVENTS
 from tools.check.cli import effect_source
 from tools.check.run import CheckOptions, Report, run_check
@@ -178,10 +179,9 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
     )
     if options.fault_profile is not None:
         await set_fault_profile(options.rail_url, options.fault_profile)
+    kafka = kafka_access(settings)
     group = settings.topic(CONSUMER_GROUP)
-    if options.relays and not await wait_for_group(
-        settings.kafka_bootstrap, group, options.relays, RELAYS_READY_S
-    ):
+    if options.relays and not await wait_for_group(kafka, group, options.relays, RELAYS_READY_S):
         console.print(f"[yellow]{group} is not stable with {options.relays} relays yet[/]")
     half = options.count // 2
     conn = await asyncpg.connect(libpq_dsn(settings.database_url))
@@ -200,8 +200,7 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
             # Each half takes half the rate, both from the same start
             pace = AT_ONCE if options.rate is None else Pace(options.rate / 2)
             sending = asyncio.gather(
-                publish_commands(batch, range(half), settings.kafka_bootstrap,
-                                 settings.topic(COMMANDS), pace),
+                publish_commands(batch, range(half), kafka, settings.topic(COMMANDS), pace),
                 post_settlements(batch, range(half, options.count), options.ledger_url,
                                  lambda: bar.advance(http_task), pace=pace),
             )  # fmt: skip
@@ -213,7 +212,7 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
         console.print(f"checking the invariants (waiting up to {options.quiet_timeout_s:.0f} s)")
         check = await run_check(
             settings.database_url,
-            settings.kafka_bootstrap,
+            kafka,
             settings.topic(EVENTS),
             effect_source(settings, options.rail_url),
             CheckOptions(wait_quiet_s=options.quiet_timeout_s),

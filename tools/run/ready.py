@@ -14,6 +14,9 @@ import time
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from services.shared.kafka import admin_client
+from services.shared.kafka_access import KafkaAccess
+
 STABLE = "Stable"
 POLL_SECONDS = 0.25
 
@@ -29,10 +32,10 @@ async def group_members(admin: AIOKafkaAdminClient, group: str) -> int:
     return 0
 
 
-async def wait_for_group(bootstrap: str, group: str, members: int, timeout_s: float) -> bool:
+async def wait_for_group(kafka: KafkaAccess, group: str, members: int, timeout_s: float) -> bool:
     """Wait until consumer group `group` is stable with at least `members` members; whether it
     got there within `timeout_s` (a broker error counts as not yet)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="settle-demo-ready")
+    admin = admin_client(kafka, "settle-demo-ready")
     deadline = time.monotonic() + timeout_s
     try:
         await admin.start()

@@ -24,6 +24,7 @@ from services.shared import avro
 from services.shared.command_signature import signed_headers
 from services.shared.config import Settings
 from services.shared.kafka import idempotent_producer
+from services.shared.kafka_access import KafkaAccess
 from tools.run.pace import AT_ONCE, Pace
 
 CURRENCIES = ("USD", "EUR", "GBP")
@@ -73,11 +74,11 @@ def key(batch: Batch, n: int) -> str:
 
 
 async def publish_commands(
-    batch: Batch, numbers: range, bootstrap: str, topic: str, pace: Pace = AT_ONCE
+    batch: Batch, numbers: range, kafka: KafkaAccess, topic: str, pace: Pace = AT_ONCE
 ) -> int:
     """Publish SettlementCommands for `numbers` (some twice) as `pace` has them fall due; how
     many messages were sent."""
-    producer = idempotent_producer(bootstrap, f"settle-demo-{batch.run_id}")
+    producer = idempotent_producer(kafka, f"settle-demo-{batch.run_id}")
     sent = 0
     try:
         await producer.start()  # inside: a failed start must still close what it opened
