@@ -23,6 +23,7 @@ from services.shared import avro
 from services.shared.command_signature import SIGNATURE_HEADER, signature_header, verify
 from services.shared.config import load_settings
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
+from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import COMMANDS, COMMANDS_DLQ, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
 from tests.integration.test_ledger_books import WINDOWS
@@ -46,7 +47,7 @@ def signed(value: bytes, secret: str, at: int | None = None) -> list[tuple[str, 
 
 
 async def publish(bootstrap: str, topic: str, records: list[Record]) -> None:
-    producer = idempotent_producer(bootstrap, "test-upstream")
+    producer = idempotent_producer(KafkaAccess(bootstrap), "test-upstream")
     await producer.start()
     try:
         for key, value, headers in records:
@@ -66,8 +67,8 @@ async def consume(
     """Run the intake until `dead` dead letters are out and every offset is committed."""
     commands_topic, dlq_topic = f"{prefix}{COMMANDS}", f"{prefix}{COMMANDS_DLQ}"
     ledger = Ledger(pool, Books(WINDOWS))
-    consumer = manual_commit_consumer(bootstrap, unique("ledger-"), [commands_topic])
-    producer = idempotent_producer(bootstrap, "test-dlq")
+    consumer = manual_commit_consumer(KafkaAccess(bootstrap), unique("ledger-"), [commands_topic])
+    producer = idempotent_producer(KafkaAccess(bootstrap), "test-dlq")
     await consumer.start()
     await producer.start()
     intake = CommandIntake(
@@ -101,7 +102,7 @@ async def booked(pool: asyncpg.Pool, tenant: str) -> list[str]:
 async def test_only_a_command_signed_by_its_own_configured_tenant_is_booked(
     pool: asyncpg.Pool, kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    await ensure_topics(kafka_bootstrap, topic_prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), topic_prefix)
     acme, globex, stranger = unique("acme-"), unique("globex-"), unique("initech-")
     authority = CommandAuthority(
         frozenset({acme, globex}),
@@ -144,7 +145,7 @@ async def test_only_a_command_signed_by_its_own_configured_tenant_is_booked(
 async def test_optional_signing_books_an_unsigned_command_and_refuses_a_forged_one(
     pool: asyncpg.Pool, kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    await ensure_topics(kafka_bootstrap, topic_prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), topic_prefix)
     acme = unique("acme-")
     authority = CommandAuthority(frozenset({acme}), {acme: ("csk_acme",)})
     plain = avro.encode("SettlementCommand", command(acme, "k-plain", "plain"))
@@ -175,7 +176,7 @@ def at_the_limit(tenant: str, key: bytes) -> bytes:
 async def test_a_command_at_the_message_limit_is_dead_lettered_as_a_stub_and_intake_goes_on(
     pool: asyncpg.Pool, kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    await ensure_topics(kafka_bootstrap, topic_prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), topic_prefix)
     acme = unique("acme-")
     authority = CommandAuthority(frozenset({acme}), {acme: ("csk_acme",)})
     huge = at_the_limit(acme, b"k")
@@ -202,11 +203,13 @@ async def test_the_demo_batch_signs_its_commands_when_its_tenant_has_a_signing_s
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
     topic = f"{topic_prefix}{COMMANDS}"
-    await ensure_topics(kafka_bootstrap, topic_prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), topic_prefix)
     settings = load_settings({"SETTLE_COMMAND_SIGNING_SECRETS": "acme:csk_acme"})
     batch = Batch(unique(), "acme", "tok", 2, signing_secrets(settings, "acme"))
-    await publish_commands(batch, range(2), kafka_bootstrap, topic)
-    await publish_commands(replace(batch, signing_secrets=()), range(2, 3), kafka_bootstrap, topic)
+    await publish_commands(batch, range(2), KafkaAccess(kafka_bootstrap), topic)
+    await publish_commands(
+        replace(batch, signing_secrets=()), range(2, 3), KafkaAccess(kafka_bootstrap), topic
+    )
 
     sent = await drain(kafka_bootstrap, topic, 4)  # the first command goes twice
 
@@ -227,7 +230,7 @@ async def test_a_dead_letter_topic_with_a_lower_limit_gets_the_stub_without_the_
         await admin.create_topics([dlq])
     finally:
         await admin.close()
-    await ensure_topics(kafka_bootstrap, topic_prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), topic_prefix)
     acme = unique("acme-")
     large = avro.encode("SettlementCommand", command(acme, "k-large", "r" * 8000))
     after = avro.encode("SettlementCommand", command(acme, "k-after", "after"))
@@ -249,7 +252,7 @@ async def test_a_signed_command_consumed_long_after_it_was_written_still_books(
 ) -> None:
     # The ledger was away for an hour: the broker's append time, not the clock at
     # consumption, is what the signature's age is judged against.
-    await ensure_topics(kafka_bootstrap, topic_prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), topic_prefix)
     acme = unique("acme-")
     authority = CommandAuthority(frozenset({acme}), {acme: ("csk_acme",)}, signing_required=True)
     waited = avro.encode("SettlementCommand", command(acme, "k-waited", "waited"))

@@ -130,7 +130,7 @@ async def test_commands_are_booked_once_and_bad_ones_dead_lettered(
 async def test_commands_over_limits_are_dead_lettered_and_a_full_backlog_stops_fetching(
     pool: asyncpg.Pool, kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    await ensure_topics(kafka_bootstrap, topic_prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), topic_prefix)
     commands_topic, dlq_topic = f"{topic_prefix}{COMMANDS}", f"{topic_prefix}{COMMANDS_DLQ}"
     tenant = unique("t")
     limits = TenantLimits(
@@ -150,12 +150,15 @@ async def test_commands_over_limits_are_dead_lettered_and_a_full_backlog_stops_f
 
     admission = Admission(limits, backlog=10)
     ledger = Ledger(pool, Books(WINDOWS, limits=limits), max_batch=1)
-    consumer = manual_commit_consumer(kafka_bootstrap, unique("ledger-"), [commands_topic])
-    producer = idempotent_producer(kafka_bootstrap, "test-dlq")
+    consumer = manual_commit_consumer(
+        KafkaAccess(kafka_bootstrap), unique("ledger-"), [commands_topic]
+    )
+    producer = idempotent_producer(KafkaAccess(kafka_bootstrap), "test-dlq")
     await consumer.start()
     await producer.start()
+    authority = CommandAuthority(frozenset({tenant}))
     intake = CommandIntake(
-        consumer, producer, ledger, dlq_topic, max_records=1, admission=admission
+        consumer, producer, ledger, dlq_topic, authority, max_records=1, admission=admission
     )
     task = asyncio.create_task(intake.run())
     try:

@@ -17,6 +17,7 @@ from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.triggers import CONSUMER_GROUP, trigger_dispatch
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
+from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import EVENTS, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
 from tests.integration.test_relay_dispatch import FAST, ScriptedRail, accept, state
@@ -46,13 +47,13 @@ async def committed(bootstrap: str, group: str) -> int:
 async def test_poison_events_never_stop_the_relay_and_later_settlements_dispatch(
     pool: asyncpg.Pool, kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    await ensure_topics(kafka_bootstrap, topic_prefix)
+    await ensure_topics(KafkaAccess(kafka_bootstrap), topic_prefix)
     topic, group = f"{topic_prefix}{EVENTS}", f"{topic_prefix}{CONSUMER_GROUP}"
     sid = await accept(pool)
     not_a_uuid = event("settlement-42", "created")
     malformed = event(str(uuid.uuid4()), "created")[:-9]  # the Avro body cut short
     unknown_type = event(str(uuid.uuid4()), "refund_scheduled")
-    producer = idempotent_producer(kafka_bootstrap, "test-outbox")
+    producer = idempotent_producer(KafkaAccess(kafka_bootstrap), "test-outbox")
     await producer.start()
     try:
         # One key: one partition, so the poison sits before the good event in its order.
@@ -65,7 +66,7 @@ async def test_poison_events_never_stop_the_relay_and_later_settlements_dispatch
     dispatcher = Dispatcher(pool, rail, metrics, unique("w"), True, FAST)
 
     def consumer() -> AIOKafkaConsumer:
-        return manual_commit_consumer(kafka_bootstrap, group, [topic])
+        return manual_commit_consumer(KafkaAccess(kafka_bootstrap), group, [topic])
 
     relay = asyncio.create_task(trigger_dispatch(consumer, dispatcher, metrics))
     try:
