@@ -10,13 +10,12 @@ import logging
 from datetime import timedelta
 from functools import partial
 
-import uvicorn
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books, Windows
 from services.ledger.commands import CONSUMER_GROUP, CommandIntake, consume_commands
-from services.ledger.http import create_app
+from services.ledger.http import create_admin_app, create_app
 from services.ledger.key_cleanup import KeyCleanup, deleted_keys_counter, retention_of
 from services.ledger.metrics import create_metrics
 from services.ledger.readiness import Readiness
@@ -24,6 +23,7 @@ from services.ledger.reads import SettlementReads
 from services.shared.config import Settings
 from services.shared.database import create_pool
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
+from services.shared.listeners import Listeners, ListeningServer
 from services.shared.running import every, run_until_first_exits
 from services.shared.topics import COMMANDS, COMMANDS_DLQ
 
@@ -38,23 +38,22 @@ def windows(settings: Settings) -> Windows:
     )
 
 
-async def serve(settings: Settings, host: str, port: int, consume: bool = True) -> None:
-    """Run the ledger's HTTP API (and, with `consume`, its Kafka intake) until cancelled."""
+async def serve(
+    settings: Settings, host: str, port: int, admin_port: int, consume: bool = True
+) -> None:
+    """Run the ledger's tenant API on `port`, its admin API on `admin_port` (and, with
+    `consume`, its Kafka intake) until cancelled."""
     metrics = create_metrics()
     # The ledger keeps no session state: a batch gives its connection back without the
     # full reset's extra round trip.
     pool = await create_pool(settings, keep_sessions=True)
     ledger = Ledger(pool, Books(windows(settings), settings.stripe_method), metrics=metrics)
-    app = create_app(
-        ledger, SettlementReads(pool), settings, Readiness(pool, settings.kafka_bootstrap),
-        metrics=metrics,
-    )  # fmt: skip
-    # No client address is read, so no proxy-header rewriting on every request.
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, host=host, port=port, log_level="warning", access_log=False, proxy_headers=False
-        )
+    readiness = Readiness(pool, settings.kafka_bootstrap)
+    apps = Listeners(
+        create_app(ledger, SettlementReads(pool), settings, metrics=metrics),
+        create_admin_app(readiness, metrics),
     )
+    server = ListeningServer(apps, host, port, admin_port)
     cleanup = KeyCleanup(pool, retention_of(settings), deleted_keys_counter(metrics.registry))
     loops = [
         server.serve(),
@@ -77,6 +76,5 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
     try:
         await run_until_first_exits(*loops)
     finally:
-        server.should_exit = True
         await ledger.stop()
         await pool.close()

@@ -17,3 +17,23 @@ def test_settle_runs_relays_hold_a_short_lease_unless_the_caller_sets_one() -> N
     assert relay_leases({}, StackOptions()) == {None}  # the bench keeps the relay's default
     ledger = next(s for s in service_specs(Ports(), {}, local) if s.name == "ledger")
     assert "SETTLE_RELAY_LEASE_SECONDS" not in ledger.env
+
+
+def test_the_ledger_and_the_inbox_get_their_admin_ports_and_keep_their_public_ones() -> None:
+    specs = {s.name: s for s in service_specs(Ports(), {}, StackOptions())}
+    assert specs["ledger"].args[-4:] == ["--port", "8081", "--admin-port", "9081"]
+    assert specs["inbox"].args[-4:] == ["--port", "8083", "--admin-port", "9083"]
+    assert (specs["ledger"].admin_port, specs["inbox"].admin_port) == (9081, 9083)
+    # The relays' and the reconciler's one port serves only /metrics and operator endpoints.
+    assert [specs[n].admin_port for n in ("relay-1", "relay-2", "reconciler")] == [9101, 9102, 8084]
+    assert specs["railsim"].admin_port is None
+
+
+def test_ports_from_a_base_are_distinct_and_keep_the_public_ones_in_place() -> None:
+    ports = Ports.from_base(23000)
+    every = [ports.ledger, ports.inbox, ports.railsim, *ports.relays, ports.reconciler,
+             ports.ledger_admin, ports.inbox_admin]  # fmt: skip
+    assert every == list(range(23000, 23000 + Ports.SPAN))
+    specs = {s.name: s for s in service_specs(ports, {}, StackOptions())}
+    assert specs["ledger"].args[-4:] == ["--port", "23000", "--admin-port", "23006"]
+    assert specs["inbox"].args[-4:] == ["--port", "23001", "--admin-port", "23007"]
