@@ -1,13 +1,16 @@
-"""Which app a request reaches: the admin app only for what arrived on the admin port."""
+"""Which app a request reaches: the admin app only for what arrived on the admin port; the
+two ports must differ."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from starlette.types import Receive, Scope, Send
 
 from services.shared.listeners import ByPort, Listeners, ListeningServer
+from tools.cli import cli
 
 
 class Recording:
@@ -51,3 +54,10 @@ def test_the_admin_port_cannot_be_the_public_port() -> None:
     apps = Listeners(Recording(), Recording())
     with pytest.raises(ValueError, match="admin port must differ"):
         ListeningServer(apps, "127.0.0.1", 8081, 8081)
+
+
+@pytest.mark.parametrize("service", ["ledger", "inbox"])
+def test_a_service_refuses_one_port_for_both_listeners(service: str) -> None:
+    result = CliRunner().invoke(cli, [service, "--port", "8500", "--admin-port", "8500"])
+    assert result.exit_code == 2
+    assert "--admin-port must differ from --port" in result.output

@@ -1,7 +1,15 @@
-"""The children `settle run` starts: the relays' lease against the local rail."""
+"""The children `settle run` starts: the relays' lease against the local rail, the public and
+admin ports of each, and the admin URLs it prints."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import cast
+
+from rich.console import Console
+
+from tools.run.report import print_services
+from tools.run.supervisor import ServiceSpec, Supervisor
 from tools.run.topology import LOCAL_RELAY_LEASE_SECONDS, Ports, StackOptions, service_specs
 
 
@@ -37,3 +45,28 @@ def test_ports_from_a_base_are_distinct_and_keep_the_public_ones_in_place() -> N
     specs = {s.name: s for s in service_specs(ports, {}, StackOptions())}
     assert specs["ledger"].args[-4:] == ["--port", "23000", "--admin-port", "23006"]
     assert specs["inbox"].args[-4:] == ["--port", "23001", "--admin-port", "23007"]
+
+
+class Started:
+    """What `print_services` reads of a supervisor whose children all started."""
+
+    log_dir = Path("/logs")
+
+    def __init__(self, specs: list[ServiceSpec]) -> None:
+        self._specs = specs
+
+    def specs(self) -> list[ServiceSpec]:
+        return self._specs
+
+    def pid(self, name: str) -> int:
+        return 4242
+
+
+def test_settle_run_prints_each_admin_url() -> None:
+    console = Console(width=200, record=True)
+    specs = service_specs(Ports(), {}, StackOptions())
+    print_services(cast(Supervisor, Started(specs)), console)
+    rows = {line.split()[1]: line for line in console.export_text().splitlines() if "│" in line}
+    assert "http://127.0.0.1:8081" in rows["ledger"] and "http://127.0.0.1:9081" in rows["ledger"]
+    assert "http://127.0.0.1:8083" in rows["inbox"] and "http://127.0.0.1:9083" in rows["inbox"]
+    assert "http://127.0.0.1:8084" in rows["reconciler"]
