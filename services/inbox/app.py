@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import random
 
-import uvicorn
-
-from services.inbox.http import create_app
+from services.inbox.http import create_admin_app, create_app
 from services.inbox.metrics import create_metrics
 from services.inbox.signature import SignatureCheck
 from services.inbox.worker import InboxWorker, RetryPolicy
 from services.shared.config import Settings
 from services.shared.database import create_pool
 from services.shared.edge import BearerAuth
+from services.shared.listeners import Listeners, ListeningServer
 from services.shared.running import run_until_first_exits
 
 HTTP_CONNECTIONS = 8
@@ -41,8 +40,9 @@ def retry_policy(settings: Settings) -> RetryPolicy:
     )  # fmt: skip
 
 
-async def serve(settings: Settings, host: str, port: int) -> None:
-    """Run the inbox's HTTP API and its apply workers until cancelled (or SIGTERM)."""
+async def serve(settings: Settings, host: str, port: int, admin_port: int) -> None:
+    """Run the inbox's webhook endpoint on `port`, its admin API on `admin_port` and its apply
+    workers until cancelled (or SIGTERM)."""
     metrics = create_metrics()
     pool = await create_pool(
         settings, max_size=HTTP_CONNECTIONS + settings.inbox_workers + 1, keep_sessions=True
@@ -50,18 +50,15 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     worker = InboxWorker(pool, metrics, retry_policy(settings), rng=random.Random())
     operators = BearerAuth(settings.operator_by_token)
     secrets = [secret.get_secret_value() for secret in settings.stripe_webhook_secret]
-    app = create_app(
-        pool, SignatureCheck(secrets), operators, metrics,
-        max_body_bytes=settings.inbox_max_body_bytes, applier=worker,
+    apps = Listeners(
+        create_app(
+            pool, SignatureCheck(secrets), metrics,
+            max_body_bytes=settings.inbox_max_body_bytes, applier=worker,
+        ),
+        create_admin_app(pool, operators, metrics),
     )  # fmt: skip
-    # No client address is read, so no proxy-header rewriting on every request.
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, host=host, port=port, log_level="warning", access_log=False, proxy_headers=False
-        )
-    )
+    server = ListeningServer(apps, host, port, admin_port)
     try:
         await run_until_first_exits(server.serve(), worker.run(settings.inbox_workers))
     finally:
-        server.should_exit = True
         await pool.close()

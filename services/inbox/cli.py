@@ -20,21 +20,33 @@ def _settings() -> Settings:
 
 @click.group(invoke_without_command=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8083, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--port", default=8083, show_default=True, type=click.IntRange(1, 65535),
+    help="POST /v1/webhooks/stripe and /healthz: the port the rail reaches.",
+)  # fmt: skip
+@click.option(
+    "--admin-port", default=9083, show_default=True, type=click.IntRange(1, 65535),
+    help="The operator view, /readyz, /metrics, /docs: for operators and Prometheus only.",
+)  # fmt: skip
 @click.pass_context
-def inbox(ctx: click.Context, host: str, port: int) -> None:
-    """Run the inbox: POST /v1/webhooks/stripe, the apply workers, operator view, metrics."""
+def inbox(ctx: click.Context, host: str, port: int, admin_port: int) -> None:
+    """Run the inbox: POST /v1/webhooks/stripe on --port, the apply workers, and the operator
+    view, readiness and metrics on --admin-port."""
     if ctx.invoked_subcommand is not None:
         return
+    if admin_port == port:
+        raise click.UsageError("--admin-port must differ from --port")
     import uvloop
 
     from services.inbox.app import serve
 
     settings = _settings()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    click.echo(f"inbox listening on http://{host}:{port}", err=True)
+    click.echo(
+        f"inbox listening on http://{host}:{port}, admin http://{host}:{admin_port}", err=True
+    )
     # uvloop: the webhook path is event-loop and socket work more than anything else.
-    uvloop.run(serve(settings, host, port))
+    uvloop.run(serve(settings, host, port, admin_port))
 
 
 @inbox.command("replay")

@@ -1,4 +1,5 @@
-"""The inbox's HTTP API: the Stripe webhook endpoint, the operator view, and operations.
+"""The inbox's HTTP apps: the Stripe webhook endpoint on the public port; the operator view,
+readiness and metrics on the admin port.
 
 Errors leave in the shared edge's shape, `{"error": {"code", "message", "field"}}`.
 """
@@ -31,17 +32,18 @@ from services.shared.edge import (
     answer_json,
     asgi_body_chunks,
     first_headers,
-    install_error_handlers,
     read_capped,
     tenant_dependency,
 )
 from services.shared.errors import StoreUnavailable
-from services.shared.metrics import mount_metrics
+from services.shared.listeners import admin_api, public_api
 from services.shared.store_errors import UNREACHABLE
 
 DESCRIPTION = """Takes Stripe (and rail simulator) webhooks: signature checked first, stored
-under the rail's event id, applied to settlements by the apply worker. Operator endpoints
-take `Authorization: Bearer <operator token>` (SETTLE_OPERATOR_TOKENS)."""
+under the rail's event id, applied to settlements by the apply worker."""
+ADMIN_DESCRIPTION = """The inbox's admin port: the operator view of inbox events (taking
+`Authorization: Bearer <operator token>`, SETTLE_OPERATOR_TOKENS), readiness and metrics.
+Reachable by operators and Prometheus only, never by the rail."""
 # Answered 503: PostgreSQL away, or a statement it refused (a webhook body it cannot hold,
 # while the rest of its group is stored); the rail redelivers.
 STORE_FAILURES = (*UNREACHABLE, asyncpg.PostgresError)
@@ -62,24 +64,31 @@ def _json(value: object, status: int = 200) -> Response:
 def create_app(
     pool: asyncpg.Pool,
     signatures: SignatureCheck,
-    operators: BearerAuth,
     metrics: InboxMetrics,
     *,
     max_body_bytes: int,
     applier: StoredApplier | None = None,
     clock: Clock = utc_now,
 ) -> WebhookFastPath:
-    """The inbox's HTTP API over `pool` (an ASGI app: the webhook path in front of the FastAPI
-    app, `.api`); with `applier`, webhooks are applied in the transaction that stores them,
-    else stored rows wait for a worker's claim."""
-    app = FastAPI(title="settle inbox", version="1", description=DESCRIPTION)
-    install_error_handlers(app)
+    """The inbox's rail-facing app over `pool`: the webhook endpoint and /healthz (an ASGI
+    app: the webhook path in front of the FastAPI app, `.api`); with `applier`, webhooks are
+    applied in the transaction that stores them, else stored rows wait for a worker's claim."""
+    # No /openapi.json here: the rail sends Stripe's events and reads no document of ours.
+    app = public_api("settle inbox", DESCRIPTION, openapi=False)
     webhooks = Webhooks(pool, signatures, metrics, max_body_bytes, applier, clock)
     app.include_router(_webhook_routes(webhooks))
-    app.include_router(_operator_routes(pool, operators, clock))
-    app.include_router(_ops_routes(pool))
-    mount_metrics(app, metrics.registry)
     return WebhookFastPath(app, webhooks)
+
+
+def create_admin_app(
+    pool: asyncpg.Pool, operators: BearerAuth, metrics: InboxMetrics, *, clock: Clock = utc_now
+) -> FastAPI:
+    """The inbox's admin app: the operator view and replay, /healthz, /readyz, /metrics,
+    /docs and /openapi.json."""
+    app = admin_api("settle inbox admin", ADMIN_DESCRIPTION, metrics.registry)
+    app.include_router(_operator_routes(pool, operators, clock))
+    app.include_router(_readiness_routes(pool))
+    return app
 
 
 class Webhooks:
@@ -197,12 +206,8 @@ def _operator_routes(pool: asyncpg.Pool, operators: BearerAuth, clock: Clock) ->
     return router
 
 
-def _ops_routes(pool: asyncpg.Pool) -> APIRouter:
+def _readiness_routes(pool: asyncpg.Pool) -> APIRouter:
     router = APIRouter(tags=["operations"])
-
-    @router.get("/healthz", summary="The process is alive")
-    async def healthz() -> Response:
-        return Response(b'{"status":"ok"}', media_type=JSON)
 
     @router.get("/readyz", summary="PostgreSQL answers")
     async def readyz() -> Response:

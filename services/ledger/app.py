@@ -10,7 +10,6 @@ import logging
 from datetime import timedelta
 from functools import partial
 
-import uvicorn
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from services.ledger.acceptor import Ledger
@@ -18,7 +17,7 @@ from services.ledger.admission import Admission
 from services.ledger.booking import Books, Windows
 from services.ledger.command_auth import command_authority
 from services.ledger.commands import CONSUMER_GROUP, CommandIntake, consume_commands
-from services.ledger.http import create_app
+from services.ledger.http import create_admin_app, create_app
 from services.ledger.key_cleanup import KeyCleanup, deleted_keys_counter, retention_of
 from services.ledger.metrics import create_metrics
 from services.ledger.readiness import Readiness
@@ -27,6 +26,7 @@ from services.shared.config import Settings
 from services.shared.database import create_pool
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.kafka_access import kafka_access
+from services.shared.listeners import Listeners, ListeningServer
 from services.shared.running import every, run_until_first_exits
 from services.shared.topics import COMMANDS, COMMANDS_DLQ
 
@@ -41,8 +41,11 @@ def windows(settings: Settings) -> Windows:
     )
 
 
-async def serve(settings: Settings, host: str, port: int, consume: bool = True) -> None:
-    """Run the ledger's HTTP API (and, with `consume`, its Kafka intake) until cancelled."""
+async def serve(
+    settings: Settings, host: str, port: int, admin_port: int, consume: bool = True
+) -> None:
+    """Run the ledger's tenant API on `port`, its admin API on `admin_port` (and, with
+    `consume`, its Kafka intake) until cancelled."""
     access = kafka_access(settings)  # a bad setting stops the start, before any connection
     metrics = create_metrics()
     # The ledger keeps no session state: a batch gives its connection back without the
@@ -52,16 +55,12 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
     ledger = Ledger(pool, books, metrics=metrics)
     # One admission for both ingress paths: Kafka commands count in the HTTP backlog.
     admission = Admission(settings.tenant_limits, settings.accept_backlog)
-    app = create_app(
-        ledger, SettlementReads(pool), settings, Readiness(pool, settings.kafka_bootstrap),
-        metrics=metrics, admission=admission,
-    )  # fmt: skip
-    # No client address is read, so no proxy-header rewriting on every request.
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, host=host, port=port, log_level="warning", access_log=False, proxy_headers=False
-        )
+    readiness = Readiness(pool, settings.kafka_bootstrap)
+    apps = Listeners(
+        create_app(ledger, SettlementReads(pool), settings, metrics=metrics, admission=admission),
+        create_admin_app(readiness, metrics),
     )
+    server = ListeningServer(apps, host, port, admin_port)
     cleanup = KeyCleanup(pool, retention_of(settings), deleted_keys_counter(metrics.registry))
     loops = [
         server.serve(),
@@ -92,6 +91,5 @@ async def serve(settings: Settings, host: str, port: int, consume: bool = True) 
     try:
         await run_until_first_exits(*loops)
     finally:
-        server.should_exit = True
         await ledger.stop()
         await pool.close()

@@ -23,10 +23,10 @@ from railsim.webhooks import signature_header
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.transitions import apply_transition
 from tests.conftest import assert_books_balance, asyncpg_dsn, scratch_database
-from tests.e2e.test_ledger_crash import free_port
 from tests.e2e.test_relay_crash import process
 from tests.harness import Servers
 from tests.integration.inbox_support import T0, settlement
+from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
 SECRET = "whsec_inbox_e2e"
@@ -114,12 +114,14 @@ async def test_sigkill_mid_stream_then_redelivery_applies_each_change_once(
         # The counts below are over the whole database: it must start with nothing in it.
         assert await pool.fetchval("SELECT count(*) FROM settlements") == 0
         expected, deliveries = await rail_history(pool)
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
+        port = free_ports(2)
+        admin_port = port + 1
+        url, admin = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin_port}"
         env = {**os.environ, "SETTLE_DATABASE_URL": database, "STRIPE_WEBHOOK_SECRET": SECRET}
-        args, log = ["inbox", "--port", str(port)], tmp_path / "inbox.log"
+        args = ["inbox", "--port", str(port), "--admin-port", str(admin_port)]
+        log = tmp_path / "inbox.log"
         with process(args, env, log) as inbox:
-            await wait_ready(url)
+            await wait_ready(admin)
             stream = asyncio.create_task(post_all(url, deliveries))
             # Killed once it has applied some, mid-way through applying the rest.
             await wait_until(pool, "SELECT count(*) >= 40 FROM inbox_events WHERE status = "
@@ -129,7 +131,7 @@ async def test_sigkill_mid_stream_then_redelivery_applies_each_change_once(
             missed = await stream
         assert missed, "the kill came after every webhook was answered"
         with process(args, env, log):
-            await wait_ready(url)
+            await wait_ready(admin)
             # The rail redelivers what got no 200, and (at least once) everything again.
             assert await post_all(url, missed) == []
             assert await post_all(url, deliveries) == []

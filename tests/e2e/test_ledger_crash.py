@@ -23,6 +23,7 @@ from services.shared.kafka import admin_client, idempotent_producer, log_reader
 from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import COMMANDS, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
+from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
 SETTLE = str(Path(sys.executable).with_name("settle"))
@@ -43,10 +44,12 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
 
 
 def start_ledger(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    port = free_ports(2)
     with log.open("ab") as out:
         return subprocess.Popen(
-            [SETTLE, "ledger", "--port", str(free_port())], env=env, stdout=out, stderr=out
-        )
+            [SETTLE, "ledger", "--port", str(port), "--admin-port", str(port + 1)],
+            env=env, stdout=out, stderr=out,
+        )  # fmt: skip
 
 
 async def booked(db: asyncpg.Connection, tenant: str) -> int:

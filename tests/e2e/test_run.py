@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tools.infra.procs import free_ports
+from tools.run.topology import Ports
 
 pytestmark = pytest.mark.e2e
 SETTLE = str(Path(sys.executable).with_name("settle"))
@@ -73,7 +74,7 @@ def start(args: list[str], env: dict[str, str], out: Path) -> subprocess.Popen[b
 async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
     database: str, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    base = free_ports(6)
+    base = free_ports(Ports.SPAN)
     env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
            "SETTLE_TOPIC_PREFIX": unique("t") + ".", "SETTLE_RUN_DIR": str(tmp_path / "run"),
            "COLUMNS": "120"}  # fmt: skip
@@ -107,7 +108,7 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
     assert "met a fault at the rail" in text, text
     assert "all services stopped" in text
     assert not [pid for pid in children if alive(pid)]
-    assert settle_processes_on(range(base, base + 6)) == []
+    assert settle_processes_on(range(base, base + Ports.SPAN)) == []
     logs = {p.name for p in (tmp_path / "run" / "logs" / f"ports-{base}").iterdir()}
     assert logs == {
         "ledger.log",

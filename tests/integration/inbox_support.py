@@ -15,7 +15,7 @@ import pytest
 
 from railsim.objects import event, json_bytes
 from railsim.webhooks import signature_header
-from services.inbox.http import create_app
+from services.inbox.http import create_admin_app, create_app
 from services.inbox.metrics import create_metrics
 from services.inbox.signature import SignatureCheck
 from services.inbox.worker import InboxWorker, RetryPolicy
@@ -60,7 +60,8 @@ class Clock:
 
 
 class Inbox:
-    """The inbox's HTTP app and worker over one pool, with the test's clock."""
+    """The inbox's HTTP apps (`http` the rail's, `admin` the operators') and worker over one
+    pool, with the test's clock."""
 
     def __init__(
         self, pool: asyncpg.Pool, *, secrets: tuple[str, ...] = (SECRET,), attempts: int = 3,
@@ -72,11 +73,16 @@ class Inbox:
         self.worker = InboxWorker(pool, self.metrics, RetryPolicy(attempts, 1.0, 60.0),
                                   clock=self.clock)  # fmt: skip
         app = create_app(
-            pool, SignatureCheck(secrets), BearerAuth({OPERATOR_TOKEN: "alice"}), self.metrics,
-            max_body_bytes=max_body, applier=self.worker if as_stored else None,
-            clock=self.clock,
+            pool, SignatureCheck(secrets), self.metrics, max_body_bytes=max_body,
+            applier=self.worker if as_stored else None, clock=self.clock,
         )  # fmt: skip
+        admin = create_admin_app(
+            pool, BearerAuth({OPERATOR_TOKEN: "alice"}), self.metrics, clock=self.clock
+        )
         self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://i")
+        self.admin = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=admin), base_url="http://admin"
+        )
 
     async def post(
         self, body: bytes, secret: str = SECRET, age: float = 0, header: str | None = None

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from services.ledger.acceptor import Ledger
 from services.ledger.app import windows
 from services.ledger.booking import Books
-from services.ledger.http import create_app
+from services.ledger.http import create_admin_app, create_app
 from services.ledger.intake import MAX_BODY_BYTES
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.readiness import Readiness
@@ -43,7 +43,8 @@ DEAD_DATABASE_URL = "postgresql://settle@127.0.0.1:1/x"
 class Api:
     """A running ledger app, its pool and metrics, and two tenants with tokens."""
 
-    client: httpx.AsyncClient
+    client: httpx.AsyncClient  # the tenant-facing app
+    admin: httpx.AsyncClient  # the admin port's app
     ledger: Ledger
     pool: asyncpg.Pool
     metrics: LedgerMetrics
@@ -93,18 +94,17 @@ async def running_ledger(settings: Settings, **ledger_options: int) -> AsyncIter
     books = Books(windows(settings), settings.stripe_method, limits=settings.tenant_limits)
     ledger = Ledger(pool, books, metrics=metrics, **ledger_options)
     try:
-        app = create_app(
-            ledger,
-            SettlementReads(pool),
-            settings,
-            Readiness(pool, settings.kafka_bootstrap),
-            metrics=metrics,
-        )
+        app = create_app(ledger, SettlementReads(pool), settings, metrics=metrics)
+        admin_app = create_admin_app(Readiness(pool, settings.kafka_bootstrap), metrics)
         # An exception the app lets escape is what a client sees as a 500.
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ledger") as client:
+        admin_transport = httpx.ASGITransport(app=admin_app)
+        async with (
+            httpx.AsyncClient(transport=transport, base_url="http://ledger") as client,
+            httpx.AsyncClient(transport=admin_transport, base_url="http://admin") as admin,
+        ):
             a, b = settings.api_tokens
-            yield Api(client, ledger, pool, metrics, settings, a, b)
+            yield Api(client, admin, ledger, pool, metrics, settings, a, b)
     finally:
         await ledger.stop()
         await pool.close()
@@ -465,7 +465,7 @@ async def test_a_missing_idempotency_key_is_400_and_books_nothing(api: Api) -> N
 async def test_an_unreachable_postgres_fails_closed_with_503(
     api: Api, kafka_bootstrap: str
 ) -> None:
-    ready = await api.client.get("/readyz")
+    ready = await api.admin.get("/readyz")
     assert (ready.status_code, ready.json()) == (200, {"kafka": True, "postgres": True})
 
     dead = ledger_settings(DEAD_DATABASE_URL, kafka_bootstrap, unique("ta"), unique("tb"))
@@ -476,7 +476,7 @@ async def test_an_unreachable_postgres_fails_closed_with_503(
         assert error_of(response)["code"] == "store_unavailable"
         assert "idempotent-replayed" not in response.headers
 
-        unready = await down.client.get("/readyz")
+        unready = await down.admin.get("/readyz")
         assert unready.status_code == 503
         assert unready.json() == {"kafka": True, "postgres": False}
         assert (
@@ -505,7 +505,7 @@ async def test_metrics_count_created_and_replayed_requests_and_batch_sizes(api: 
         assert (await api.post(api.a, key, body)).headers["idempotent-replayed"] == "true"
     assert (await api.post(api.a, key, settlement(amount=-1))).status_code == 400
 
-    response = await api.client.get("/metrics")
+    response = await api.admin.get("/metrics")
     assert response.status_code == 200
     samples = scrape(response.text)
 

@@ -16,7 +16,8 @@ import asyncpg
 import httpx
 import pytest
 
-from services.ledger.http import create_app
+from services.ledger.http import create_admin_app, create_app
+from services.ledger.metrics import create_metrics
 from services.ledger.model import AcceptResult, SettlementRequest
 from services.ledger.readiness import Readiness
 from services.ledger.reads import SettlementReads
@@ -48,10 +49,13 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 def client_for(pool: asyncpg.Pool, kafka_bootstrap: str, *tenants: str) -> httpx.AsyncClient:
     tokens = ",".join(f"{t}:token-{t}" for t in tenants)
     settings = load_settings({"SETTLE_API_TOKENS": tokens})
-    app = create_app(
-        NoAcceptor(), SettlementReads(pool), settings, Readiness(pool, kafka_bootstrap)
-    )
+    app = create_app(NoAcceptor(), SettlementReads(pool), settings)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ledger")
+
+
+def admin_client_for(pool: asyncpg.Pool, kafka_bootstrap: str) -> httpx.AsyncClient:
+    app = create_admin_app(Readiness(pool, kafka_bootstrap), create_metrics())
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://admin")
 
 
 def auth(tenant: str) -> dict[str, str]:
@@ -323,7 +327,8 @@ async def test_reads_fail_closed_with_503_when_postgres_is_unreachable(
             assert int(response.headers["retry-after"]) > 0
             assert response.json()["error"]["code"] == "store_unavailable"
 
-        ready = await client.get("/readyz")
+    async with admin_client_for(dead_pool, kafka_bootstrap) as admin:
+        ready = await admin.get("/readyz")
         assert (ready.status_code, ready.json()) == (503, {"kafka": True, "postgres": False})
 
 
@@ -339,8 +344,8 @@ async def test_reads_on_a_closed_pool_are_503(database_url: str, kafka_bootstrap
 async def test_readyz_is_200_when_postgres_and_kafka_answer(
     pool: asyncpg.Pool, kafka_bootstrap: str
 ) -> None:
-    async with client_for(pool, kafka_bootstrap, unique("t")) as client:
-        ready = await client.get("/readyz")
+    async with admin_client_for(pool, kafka_bootstrap) as admin:
+        ready = await admin.get("/readyz")
     assert (ready.status_code, ready.json()) == (200, {"kafka": True, "postgres": True})
 
 

@@ -44,7 +44,6 @@ from services.reconcile.windows import Window
 from services.shared.domain.breaks import BreakType
 from services.shared.domain.payout import PayoutMethod
 from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.edge import BearerAuth
 from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import ensure_topics
 from services.shared.transitions import apply_transition
@@ -143,10 +142,7 @@ async def dropping(infra: Servers, template: str, kafka_bootstrap: str) -> Async
     await ensure_topics(KafkaAccess(kafka_bootstrap), prefix)
     pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=6)
     metrics = create_metrics()
-    inbox = inbox_app(
-        pool, SignatureCheck((SECRET,)), BearerAuth({"ops-token": "ops"}), metrics,
-        max_body_bytes=65536,
-    )  # fmt: skip
+    inbox = inbox_app(pool, SignatureCheck((SECRET,)), metrics, max_body_bytes=65536)
     sim = RailSim(faults=DROPS)
     try:
         async with serving(inbox) as inbox_url:  # type: ignore[arg-type]

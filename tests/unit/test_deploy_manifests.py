@@ -1,8 +1,12 @@
-"""The production manifests in deploy/ parse, and every settle command they run exists with
-the options they pass, so a renamed flag cannot silently break a deployment."""
+"""The production manifests in deploy/ parse, every settle command they run exists with the
+options they pass (a renamed flag cannot silently break a deployment), and each workload is
+hardened: pinned images, a locked-down pod, only its own secrets, only its public port behind
+a Service, and NetworkPolicies that let in and out only what it needs."""
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +65,157 @@ def test_the_config_map_is_a_valid_configuration() -> None:
     # Raises ConfigError naming the variable, e.g. a key retention shorter than its windows.
     settings = load_settings({**{k: str(v) for k, v in config["data"].items()}, **SECRET})
     assert settings.idempotency_retention_hours == 48
+
+
+# --- hardening: what each workload may reach, hold and do -----------------------------------
+
+K8S = DEPLOY / "k8s"
+VERSION = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]["version"]
+DB, API, OPS = "SETTLE_DATABASE_URL", "SETTLE_API_TOKENS", "SETTLE_OPERATOR_TOKENS"
+STRIPE, WEBHOOK = "STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET"
+KAFKA = {"SETTLE_KAFKA_SASL_USERNAME", "SETTLE_KAFKA_SASL_PASSWORD"}
+SECRETS = {DB, API, OPS, STRIPE, WEBHOOK, *KAFKA}
+# Each workload's secrets: exactly what its code reads, nothing another workload holds for it.
+SECRETS_OF = {
+    "settle-ledger": {DB, API, *KAFKA},
+    "settle-inbox": {DB, WEBHOOK, OPS},
+    "settle-relay": {DB, STRIPE, *KAFKA},
+    "settle-reconciler": {DB, STRIPE, OPS},
+    "settle-migrate": {DB, *KAFKA},
+}
+PG, KAFKA_PORTS, RAIL = {5432}, {9092, 9093}, {443}
+EGRESS_PORTS = {
+    "settle-ledger": PG | KAFKA_PORTS,
+    "settle-inbox": PG,
+    "settle-relay": PG | KAFKA_PORTS | RAIL,
+    "settle-reconciler": PG | RAIL,
+    "settle-migrate": PG | KAFKA_PORTS,
+}
+PROMETHEUS = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+}
+INGRESS = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}
+TENANTS = {"namespaceSelector": {"matchLabels": {"settle.io/tenant": "true"}}}
+# Who may call each public port; a workload missing here has none.
+PUBLIC_CALLERS = {"settle-ledger": [INGRESS, TENANTS], "settle-inbox": [INGRESS]}
+
+
+def _docs(kind: str) -> dict[str, dict[str, Any]]:
+    found = {}
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc["kind"] == kind:
+                found[doc["metadata"]["name"]] = doc
+    return found
+
+
+def _workloads() -> dict[str, dict[str, Any]]:
+    return {**_docs("Deployment"), **_docs("Job")}
+
+
+def _option(args: list[str], name: str) -> int | None:
+    return int(args[args.index(name) + 1]) if name in args else None
+
+
+def _ports(workload: dict[str, Any]) -> dict[str, int]:
+    """Container port by name: `http` the public port, `admin` the admin port."""
+    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    return {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+
+
+def _compose_settle() -> dict[str, dict[str, Any]]:
+    services = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]
+    return {n: s for n, s in services.items() if s.get("image", "").startswith("settle")}
+
+
+def test_every_image_is_pinned_and_settle_to_the_package_version() -> None:
+    images = [c["image"] for w in _workloads().values()
+              for c in w["spec"]["template"]["spec"]["containers"]]  # fmt: skip
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]
+    images += [s["image"] for s in compose.values()]
+    for image in images:
+        name, _, tag = image.partition(":")
+        assert tag and tag != "latest" and any(c.isdigit() for c in tag), image
+        assert name != "settle" or tag == VERSION, image
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    (base,) = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("FROM ")]
+    assert re.fullmatch(r"python:\d+\.\d+\.\d+-[a-z-]+", base), base
+    (user,) = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("USER ")]
+    uid = user.split(":")[0]
+    assert uid.isdigit() and int(uid) > 0, "a numeric non-root user, so runAsNonRoot can check"
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS_OF))
+def test_each_pod_runs_locked_down_with_only_its_own_secrets(name: str) -> None:
+    pod = _workloads()[name]["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    context = pod["securityContext"]
+    assert context["runAsNonRoot"] is True and context["runAsUser"] > 0
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert all("secretRef" not in source for source in container.get("envFrom", []))
+    refs = [e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e]
+    assert {r["name"] for r in refs} == {name}, "a Secret of its own"
+    assert {r["key"] for r in refs} == SECRETS_OF[name]
+    (config,) = _docs("ConfigMap").values()
+    assert not SECRETS & set(config["data"]), "no secret in the shared ConfigMap"
+
+
+def test_services_expose_only_the_public_ports() -> None:
+    workloads = _workloads()
+    services = _docs("Service")
+    assert set(services) == set(PUBLIC_CALLERS), "a workload with no public port has no Service"
+    for name, service in services.items():
+        (container,) = workloads[name]["spec"]["template"]["spec"]["containers"]
+        ports = _ports(workloads[name])
+        assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http"]
+        assert ports["http"] == _option(container["args"], "--port")
+        assert ports["admin"] == _option(container["args"], "--admin-port") != ports["http"]
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+
+
+def test_prometheus_scrapes_each_admin_port() -> None:
+    for name, workload in _docs("Deployment").items():
+        annotations = workload["spec"]["template"]["metadata"]["annotations"]
+        assert int(annotations["prometheus.io/port"]) == _ports(workload)["admin"], name
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS_OF))
+def test_network_policies_let_in_and_out_only_what_each_workload_needs(name: str) -> None:
+    policies = _docs("NetworkPolicy")
+    deny = policies["settle-default-deny"]["spec"]
+    assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    spec = policies[name]["spec"]
+    assert spec["podSelector"] == {"matchLabels": {"app": name}}
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    ports = _ports(_workloads()[name])
+    allowed = {}
+    for rule in spec.get("ingress", []):
+        for port in rule["ports"]:
+            allowed[port["port"]] = rule["from"]
+    expected = {ports["admin"]: [PROMETHEUS]} if "admin" in ports else {}
+    if name in PUBLIC_CALLERS:
+        expected[ports["http"]] = PUBLIC_CALLERS[name]
+    assert allowed == expected
+    egress = {p["port"] for rule in spec["egress"] for p in rule["ports"]}
+    assert egress == EGRESS_PORTS[name]
+
+
+def test_compose_publishes_only_public_ports_and_runs_locked_down() -> None:
+    services = _compose_settle()
+    for name, service in services.items():
+        assert service["user"].split(":")[0] != "0" and service["read_only"] is True, name
+        assert service["cap_drop"] == ["ALL"], name
+        assert "no-new-privileges:true" in service["security_opt"], name
+        published = [str(p).rsplit(":", 1)[-1] for p in service.get("ports", [])]
+        public = _option(service["command"], "--port")
+        assert published == ([str(public)] if name in ("ledger", "inbox") else []), name
+        held = SECRETS & set(service["environment"]) - {DB}
+        assert held == SECRETS_OF.get(f"settle-{name}", {DB}) - KAFKA - {DB}, name

@@ -25,7 +25,7 @@ from services.ledger.responses import canonical_json
 from services.shared.config import load_settings
 from services.shared.edge import BearerAuth, error_body
 from services.shared.errors import StoreUnavailable
-from tests.unit.test_ledger_http import FakeReadiness, FakeReads
+from tests.unit.test_ledger_http import FakeReads
 
 TOKEN = "tok-acme"
 SETTINGS = load_settings({"SETTLE_API_TOKENS": f"acme:{TOKEN},other:tok-other"})
@@ -86,7 +86,7 @@ def fast_path_alone() -> Served:
 
 def fastapi_route() -> Served:
     acceptor, metrics = KeyedAcceptor(), create_metrics()
-    app = create_app(acceptor, FakeReads(), SETTINGS, FakeReadiness(), metrics=metrics)
+    app = create_app(acceptor, FakeReads(), SETTINGS, metrics=metrics)
     return Served(app.api, acceptor, metrics.registry)
 
 
@@ -190,7 +190,7 @@ async def test_a_failing_acceptor_gets_the_same_answer_on_both(error: Exception)
 
 async def test_the_served_app_takes_the_post_and_hands_everything_else_on() -> None:
     acceptor = KeyedAcceptor()
-    app = create_app(acceptor, FakeReads(), SETTINGS, FakeReadiness())
+    app = create_app(acceptor, FakeReads(), SETTINGS)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://ledger") as client:
         created = await client.post("/v1/settlements", content=request()[1], headers=request()[0])

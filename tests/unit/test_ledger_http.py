@@ -14,7 +14,7 @@ import pytest
 from fastapi import FastAPI
 
 from services.ledger.errors import InvalidRequest
-from services.ledger.http import create_app
+from services.ledger.http import create_admin_app, create_app
 from services.ledger.intake import MAX_BODY_BYTES
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
@@ -143,7 +143,8 @@ class FakeReadiness:
 @dataclass
 class Api:
     app: FastAPI
-    client: httpx.AsyncClient
+    client: httpx.AsyncClient  # the tenant-facing app
+    admin: httpx.AsyncClient  # the admin port's app
     acceptor: FakeAcceptor
     reads: FakeReads
     readiness: FakeReadiness
@@ -155,10 +156,15 @@ async def api() -> AsyncIterator[Api]:
     settings = load_settings({"SETTLE_API_TOKENS": f"acme:{TOKEN},other:tok-other"})
     acceptor, reads, readiness = FakeAcceptor(), FakeReads(), FakeReadiness()
     metrics = create_metrics()
-    app = create_app(acceptor, reads, settings, readiness, metrics=metrics)
+    app = create_app(acceptor, reads, settings, metrics=metrics)
+    admin_app = create_admin_app(readiness, metrics)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://ledger") as client:
-        yield Api(app, client, acceptor, reads, readiness, metrics)
+    admin_transport = httpx.ASGITransport(app=admin_app)
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://ledger") as client,
+        httpx.AsyncClient(transport=admin_transport, base_url="http://ledger-admin") as admin,
+    ):
+        yield Api(app, client, admin, acceptor, reads, readiness, metrics)
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:
@@ -511,23 +517,39 @@ async def test_unknown_routes_answer_in_the_error_shape(api: Api) -> None:
 # --- operations ---------------------------------------------------------------------------
 
 
-async def test_healthz_is_200(api: Api) -> None:
-    response = await api.client.get("/healthz")
-    assert response.status_code == 200
+async def test_healthz_is_200_on_both_ports(api: Api) -> None:
+    for client in (api.client, api.admin):
+        response = await client.get("/healthz")
+        assert (response.status_code, response.json()) == (200, {"status": "ok"})
+
+
+@pytest.mark.parametrize("path", ["/readyz", "/metrics", "/docs", "/docs/oauth2-redirect"])
+async def test_the_tenant_facing_app_does_not_disclose_the_admin_paths(api: Api, path: str) -> None:
+    for method in ("GET", "POST"):
+        response = await api.client.request(method, path, headers=AUTH)
+        assert response.status_code == 404, (method, path)
+        assert error_of(response)["code"] == "not_found"
+
+
+async def test_the_admin_app_serves_no_tenant_api(api: Api) -> None:
+    posted = await api.admin.post("/v1/settlements", json=BODY, headers=HEADERS)
+    assert posted.status_code == 404
+    assert (await api.admin.get("/v1/settlements", headers=AUTH)).status_code == 404
+    assert api.acceptor.seen == []
 
 
 async def test_readyz_is_200_when_everything_answers_and_503_otherwise(api: Api) -> None:
-    ready = await api.client.get("/readyz")
+    ready = await api.admin.get("/readyz")
     assert (ready.status_code, ready.json()) == (200, {"kafka": True, "postgres": True})
     api.readiness.components["kafka"] = False
-    unready = await api.client.get("/readyz")
+    unready = await api.admin.get("/readyz")
     assert (unready.status_code, unready.json()) == (503, {"kafka": False, "postgres": True})
 
 
 async def test_metrics_expose_the_counters_and_count_outcomes(api: Api) -> None:
     await api.client.post("/v1/settlements", json=BODY, headers=HEADERS)
     await api.client.post("/v1/settlements", json=BODY, headers=AUTH)
-    response = await api.client.get("/metrics")
+    response = await api.admin.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     text = response.text
@@ -559,11 +581,16 @@ async def test_openapi_documents_the_post_with_its_header_body_and_errors(api: A
     assert error_ref.endswith("/ErrorResponse")
     assert document["components"]["securitySchemes"]["tenantToken"]["scheme"] == "bearer"
     assert post["security"] == [{"tenantToken": []}]
-    assert {
+    assert set(document["paths"]) == {
+        "/v1/settlements",
         "/v1/settlements/{settlement_id}",
         "/v1/accounts/{account}/balance",
         "/v1/accounts/{account}/entries",
         "/healthz",
-        "/readyz",
-        "/metrics",
-    } <= set(document["paths"])
+    }
+
+
+async def test_the_admin_app_documents_its_own_paths(api: Api) -> None:
+    document = (await api.admin.get("/openapi.json")).json()
+    assert set(document["paths"]) == {"/healthz", "/readyz", "/metrics"}
+    assert (await api.admin.get("/docs")).status_code == 200

@@ -1,7 +1,15 @@
-"""The children `settle run` starts: the relays' lease against the local rail."""
+"""The children `settle run` starts: the relays' lease against the local rail, the public and
+admin ports of each, and the admin URLs it prints."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import cast
+
+from rich.console import Console
+
+from tools.run.report import print_services
+from tools.run.supervisor import ServiceSpec, Supervisor
 from tools.run.topology import LOCAL_RELAY_LEASE_SECONDS, Ports, StackOptions, service_specs
 
 
@@ -17,3 +25,48 @@ def test_settle_runs_relays_hold_a_short_lease_unless_the_caller_sets_one() -> N
     assert relay_leases({}, StackOptions()) == {None}  # the bench keeps the relay's default
     ledger = next(s for s in service_specs(Ports(), {}, local) if s.name == "ledger")
     assert "SETTLE_RELAY_LEASE_SECONDS" not in ledger.env
+
+
+def test_the_ledger_and_the_inbox_get_their_admin_ports_and_keep_their_public_ones() -> None:
+    specs = {s.name: s for s in service_specs(Ports(), {}, StackOptions())}
+    assert specs["ledger"].args[-4:] == ["--port", "8081", "--admin-port", "9081"]
+    assert specs["inbox"].args[-4:] == ["--port", "8083", "--admin-port", "9083"]
+    assert (specs["ledger"].admin_port, specs["inbox"].admin_port) == (9081, 9083)
+    # The relays' and the reconciler's one port serves only /metrics and operator endpoints.
+    assert [specs[n].admin_port for n in ("relay-1", "relay-2", "reconciler")] == [9101, 9102, 8084]
+    assert specs["railsim"].admin_port is None
+
+
+def test_ports_from_a_base_are_distinct_and_keep_the_public_ones_in_place() -> None:
+    ports = Ports.from_base(23000)
+    every = [ports.ledger, ports.inbox, ports.railsim, *ports.relays, ports.reconciler,
+             ports.ledger_admin, ports.inbox_admin]  # fmt: skip
+    assert every == list(range(23000, 23000 + Ports.SPAN))
+    specs = {s.name: s for s in service_specs(ports, {}, StackOptions())}
+    assert specs["ledger"].args[-4:] == ["--port", "23000", "--admin-port", "23006"]
+    assert specs["inbox"].args[-4:] == ["--port", "23001", "--admin-port", "23007"]
+
+
+class Started:
+    """What `print_services` reads of a supervisor whose children all started."""
+
+    log_dir = Path("/logs")
+
+    def __init__(self, specs: list[ServiceSpec]) -> None:
+        self._specs = specs
+
+    def specs(self) -> list[ServiceSpec]:
+        return self._specs
+
+    def pid(self, name: str) -> int:
+        return 4242
+
+
+def test_settle_run_prints_each_admin_url() -> None:
+    console = Console(width=200, record=True)
+    specs = service_specs(Ports(), {}, StackOptions())
+    print_services(cast(Supervisor, Started(specs)), console)
+    rows = {line.split()[1]: line for line in console.export_text().splitlines() if "│" in line}
+    assert "http://127.0.0.1:8081" in rows["ledger"] and "http://127.0.0.1:9081" in rows["ledger"]
+    assert "http://127.0.0.1:8083" in rows["inbox"] and "http://127.0.0.1:9083" in rows["inbox"]
+    assert "http://127.0.0.1:8084" in rows["reconciler"]

@@ -178,7 +178,7 @@ async def _one_rate(
 async def _measure(
     settings: Settings, options: BenchOptions, url: str, tenant: str
 ) -> tuple[list[Figure], list[Figure]]:
-    ports = Ports.from_base(free_ports(6))
+    ports = Ports.from_base(free_ports(Ports.SPAN))
     env = {**os.environ, "SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": settings.topic_prefix,
            "SETTLE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
            "SETTLE_API_TOKENS": f"{tenant}:{TOKEN}",

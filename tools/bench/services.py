@@ -18,25 +18,35 @@ from tools.infra.procs import free_ports
 SETTLE = str(Path(sys.executable).with_name("settle"))
 
 
+# The services with an admin port beside the public one (/readyz sits on the admin port).
+WITH_ADMIN_PORT = frozenset({"ledger", "inbox"})
+
+
 @dataclass(frozen=True)
 class RunningService:
     """A service process started for a benchmark, and where it listens."""
 
     process: subprocess.Popen[bytes]
-    url: str
+    url: str  # its public port: the tenant API, the webhook endpoint, the simulator
+    admin_url: str  # /readyz and /metrics: the admin port, or `url` for a one-port service
     log: Path
 
 
 @contextmanager
 def running(command: list[str], env: dict[str, str], log: Path) -> Iterator[RunningService]:
-    """Run `settle <command> --port P` until the block ends; it must become ready first."""
-    port = free_ports()
+    """Run `settle <command> --port P [--admin-port P+1]` until the block ends; it must become
+    ready first."""
+    admin = command[0] in WITH_ADMIN_PORT
+    port = free_ports(2 if admin else 1)
     argv = [SETTLE, *command, "--port", str(port)]
+    if admin:
+        argv += ["--admin-port", str(port + 1)]
     process = children.spawn(argv, {**os.environ, **env}, log)
-    service = RunningService(process, f"http://127.0.0.1:{port}", log)
+    url = f"http://127.0.0.1:{port}"
+    service = RunningService(process, url, f"http://127.0.0.1:{port + 1}" if admin else url, log)
     try:
         ready = children.wait_healthy(
-            command[0], f"{service.url}/readyz", log, running=lambda: process.poll() is None
+            command[0], f"{service.admin_url}/readyz", log, running=lambda: process.poll() is None
         )
         try:
             asyncio.run(ready)

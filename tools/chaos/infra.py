@@ -18,7 +18,6 @@ from tools.infra.paths import RunPaths, run_paths
 from tools.infra.procs import free_ports
 
 PORT_RANGE = (20000, 40000)
-SERVICE_PORTS = 6  # ledger, inbox, simulator, two relays, reconciler (Ports.from_base)
 
 
 @dataclass(frozen=True)

@@ -132,10 +132,10 @@ async def _start_services(
     pg_port = int(infra.database_url.rsplit(":", 1)[1].split("/")[0])
     kafka_port = int(infra.bootstrap.rsplit(":", 1)[1])
     avoid = {pg_port, kafka_port, kafka_port + 1}
-    ports = Ports.from_base(free_ports(private.SERVICE_PORTS, avoid))
+    ports = Ports.from_base(free_ports(Ports.SPAN, avoid))
     stack = StackOptions("none", options.rail_ignores_keys, options.seed)
     await supervisor.start_all(service_specs(ports, env, stack))
-    say(f"services up on ports {ports.ledger}..{ports.relays[-1]}; logs in {supervisor.log_dir}")
+    say(f"services up on ports {ports.ledger}..{ports.inbox_admin}; logs in {supervisor.log_dir}")
     return ports
 
 

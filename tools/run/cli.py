@@ -158,7 +158,7 @@ def _and_infra(started: frozenset[str]) -> str:
     type=click.IntRange(1024, 65530),
     envvar=PORTS_ENV,
     default=None,
-    help=f"Ports P..P+5 instead of the defaults (env {PORTS_ENV}).",
+    help=f"Ports P..P+7 instead of the defaults (env {PORTS_ENV}).",
 )
 @click.option("--seed", type=int, default=None, help="Seed of the simulator's fault dice.")
 def run(

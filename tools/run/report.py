@@ -9,6 +9,7 @@ from tools.check.report import print_table
 from tools.run.demo import STATES, DemoReport
 from tools.run.latency import Latency, LatencySplit
 from tools.run.supervisor import Supervisor
+from tools.run.topology import HOST
 
 # What each of the simulator's faults does to a settlement on its way to `paid`.
 FAULT_COSTS = {
@@ -29,14 +30,17 @@ FAULT_COSTS = {
 
 
 def print_services(supervisor: Supervisor, console: Console) -> None:
-    """One row per child: name, pid, port, URL, log file."""
+    """One row per child: name, pid, port, URL, admin URL (operator endpoints, /metrics),
+    log file."""
     table = Table(title="settle run: services")
-    for column in ("service", "pid", "port", "url", "log"):
+    for column in ("service", "pid", "port", "url", "admin url", "log"):
         table.add_column(column)
     for spec in supervisor.specs():
         url = spec.health_url.rsplit("/", 1)[0] if spec.health_url else "-"
+        admin = f"http://{HOST}:{spec.admin_port}" if spec.admin_port else "-"
         log = str(supervisor.log_dir / f"{spec.name}.log")
-        table.add_row(spec.name, str(supervisor.pid(spec.name)), str(spec.port or "-"), url, log)
+        pid = str(supervisor.pid(spec.name))
+        table.add_row(spec.name, pid, str(spec.port or "-"), url, admin, log)
     console.print(table)
 
 

@@ -58,6 +58,7 @@ class ServiceSpec:
     port: int | None = None  # where it listens, for display
     health_url: str | None = None  # answers 200 once the child is ready; None: ready at once
     command: list[str] | None = None  # full argv instead of `settle` + args (tests, tools)
+    admin_port: int | None = None  # where its operator endpoints and /metrics listen, if any
 
     def argv(self) -> list[str]:
         """What is executed."""

@@ -1,15 +1,19 @@
 """The local stack as child specs: one ledger, two relays, the inbox, the reconciler and the
 rail simulator.
 
-Default ports (the services' own defaults): ledger 8081, inbox 8083, reconciler 8084, rail
-simulator 12111, relay metrics 9101 and 9102. `--ports-from P` (or SETTLE_RUN_PORTS_FROM)
-puts them on P..P+5 instead, in the order ledger, inbox, simulator, relays, reconciler, so a
-second stack does not collide with the first.
+Default ports (the services' own defaults): ledger 8081 (admin 9081), inbox 8083 (admin
+9083), reconciler 8084, rail simulator 12111, relay metrics 9101 and 9102. `--ports-from P`
+(or SETTLE_RUN_PORTS_FROM) puts them on P..P+7 instead, in the order ledger, inbox, simulator,
+relays, reconciler, ledger admin, inbox admin, so a second stack does not collide with the
+first. The reconciler's and the relays' one port is an admin port (operator endpoints,
+/metrics); the ledger's and the inbox's admin ports serve /readyz, /metrics, /docs and the
+inbox's operator view.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from tools.run.supervisor import ServiceSpec
 
@@ -26,17 +30,22 @@ LOCAL_RELAY_LEASE_SECONDS = 9.0
 class Ports:
     """Where each child listens."""
 
+    SPAN: ClassVar[int] = 8  # the consecutive ports `from_base` takes
+
     ledger: int = 8081
     inbox: int = 8083
     railsim: int = 12111
     relays: tuple[int, ...] = (9101, 9102)  # one metrics port per relay replica
     reconciler: int = 8084
+    ledger_admin: int = 9081
+    inbox_admin: int = 9083
 
     @classmethod
     def from_base(cls, base: int) -> Ports:
-        """Six consecutive ports from `base`: ledger, inbox, simulator, relay 1, relay 2,
-        reconciler (last, so the others keep the ports they always had)."""
-        return cls(base, base + 1, base + 2, (base + 3, base + 4), base + 5)
+        """`SPAN` consecutive ports from `base`: ledger, inbox, simulator, relay 1, relay 2,
+        reconciler, ledger admin, inbox admin (the admin ports last, so the others keep the
+        ports they always had)."""
+        return cls(base, base + 1, base + 2, (base + 3, base + 4), base + 5, base + 6, base + 7)
 
     def url(self, port: int) -> str:
         """http://host:port."""
@@ -74,30 +83,40 @@ def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> l
         ServiceSpec("railsim", sim_args, child_env, ports.railsim, f"{rail}/healthz"),
         ServiceSpec(
             "inbox",
-            ["inbox", "--host", HOST, "--port", str(ports.inbox)],
+            ["inbox", "--host", HOST, "--port", str(ports.inbox),
+             "--admin-port", str(ports.inbox_admin)],
             child_env,
             ports.inbox,
             f"{ports.url(ports.inbox)}/healthz",
+            admin_port=ports.inbox_admin,
         ),
         ServiceSpec(
             "ledger",
-            ["ledger", "--host", HOST, "--port", str(ports.ledger)],
+            ["ledger", "--host", HOST, "--port", str(ports.ledger),
+             "--admin-port", str(ports.ledger_admin)],
             child_env,
             ports.ledger,
             f"{ports.url(ports.ledger)}/healthz",
+            admin_port=ports.ledger_admin,
         ),
-    ]
+    ]  # fmt: skip
     relay_env = dict(child_env)
     if options.relay_lease_seconds is not None:  # the caller's value wins
         relay_env.setdefault("SETTLE_RELAY_LEASE_SECONDS", f"{options.relay_lease_seconds:g}")
     for n, port in enumerate(ports.relays, start=1):
         args = ["relay", "--host", HOST, "--metrics-port", str(port)]
-        specs.append(ServiceSpec(f"relay-{n}", args, relay_env, port, f"{ports.url(port)}/healthz"))
+        health = f"{ports.url(port)}/healthz"
+        specs.append(ServiceSpec(f"relay-{n}", args, relay_env, port, health, admin_port=port))
     reconciler = ["reconciler", "--host", HOST, "--port", str(ports.reconciler)]
     health = f"{ports.url(ports.reconciler)}/healthz"
     # The local rail settles in milliseconds: the stack reconciles every few seconds with a
     # short grace, so a dropped webhook is healed while the demo watches (production keeps the
     # service's defaults: every 5 minutes, an hour's grace). The caller's values win.
     recon_env = {**LOCAL_RECONCILE, **child_env}
-    specs.append(ServiceSpec("reconciler", reconciler, recon_env, ports.reconciler, health))
+    specs.append(
+        ServiceSpec(
+            "reconciler", reconciler, recon_env, ports.reconciler, health,
+            admin_port=ports.reconciler,
+        )
+    )  # fmt: skip
     return specs

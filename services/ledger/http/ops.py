@@ -1,4 +1,5 @@
-"""Operational endpoints: liveness and readiness of PostgreSQL and Kafka (/metrics is shared)."""
+"""The admin port's readiness probe: whether PostgreSQL and Kafka answer (/healthz and
+/metrics are the shared listeners')."""
 
 from __future__ import annotations
 
@@ -10,13 +11,9 @@ from services.ledger.readiness import ReadinessProbe
 from services.shared.edge import JSON
 
 
-def ops_routes(readiness: ReadinessProbe) -> APIRouter:
-    """/healthz and /readyz."""
+def readiness_routes(readiness: ReadinessProbe) -> APIRouter:
+    """GET /readyz: each dependency by name, 503 when one did not answer."""
     router = APIRouter(tags=["operations"])
-
-    @router.get("/healthz", summary="The process is alive")
-    async def healthz() -> Response:
-        return Response(b'{"status":"ok"}', media_type=JSON)
 
     @router.get(
         "/readyz",
