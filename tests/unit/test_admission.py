@@ -18,7 +18,7 @@ from services.ledger.metrics import create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.shared.config import load_settings
 from services.shared.tenant_limits import Rate, TenantLimits, TenantPolicy
-from tests.unit.test_ledger_http import FakeReadiness, FakeReads
+from tests.unit.test_ledger_http import FakeReads
 
 BODY = {"reference": "r-1", "payee": "p", "destination": "acct_1", "amount": 500, "currency": "EUR"}
 REQUEST = parse_settlement_body("acme", "k-1", json.dumps(BODY).encode())
@@ -153,7 +153,7 @@ async def post(client: httpx.AsyncClient, key: str, **change: object) -> httpx.R
 @pytest.mark.parametrize("served", ["fast path", "route"])
 async def test_http_answers_503_overloaded_once_the_backlog_is_full(served: str) -> None:
     acceptor, metrics = HeldAcceptor(), create_metrics()
-    app = create_app(acceptor, FakeReads(), SETTINGS, FakeReadiness(), metrics=metrics)
+    app = create_app(acceptor, FakeReads(), SETTINGS, metrics=metrics)
     transport = httpx.ASGITransport(app=app if served == "fast path" else app.api)
     async with httpx.AsyncClient(transport=transport, base_url="http://ledger") as client:
         held = [asyncio.create_task(post(client, f"k-{n}")) for n in range(2)]
@@ -184,7 +184,7 @@ async def test_http_answers_limits_with_their_codes_and_accepts_nothing(served: 
     )  # fmt: skip
     acceptor, metrics = HeldAcceptor(), create_metrics()
     acceptor.release.set()
-    app = create_app(acceptor, FakeReads(), settings, FakeReadiness(), metrics=metrics)
+    app = create_app(acceptor, FakeReads(), settings, metrics=metrics)
     transport = httpx.ASGITransport(app=app if served == "fast path" else app.api)
     async with httpx.AsyncClient(transport=transport, base_url="http://ledger") as client:
         answers = [

@@ -220,7 +220,7 @@ async def test_post_takes_the_bearer_scheme_in_any_case(api: Api, scheme: str) -
 async def test_both_tokens_of_a_rotation_name_the_tenant() -> None:
     settings = load_settings({"SETTLE_API_TOKENS": f"acme:{TOKEN},other:tok-other,acme:tok-next"})
     acceptor = FakeAcceptor()
-    app = create_app(acceptor, FakeReads(), settings, FakeReadiness())
+    app = create_app(acceptor, FakeReads(), settings)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://ledger") as client:
         for key, token in enumerate((TOKEN, "tok-next")):
