@@ -261,7 +261,7 @@ def load_settings(environ: Mapping[str, str] | None = None, service: str | None 
     """Read settings from `environ` (default: the process environment) or raise ConfigError,
     also when production mode (or Stripe's own API) refuses them for `service` (None: a
     command that may use every secret; see shared.production)."""
-    from services.shared.production import refusal, secrets_of, without_unused_secrets
+    from services.shared.production import refusal, secrets_of, uses_kafka, without_unused_secrets
 
     aliases = {f.alias for f in Settings.model_fields.values() if f.alias}
     given = {k: v for k, v in (environ or {}).items() if k in aliases}
@@ -273,7 +273,7 @@ def load_settings(environ: Mapping[str, str] | None = None, service: str | None 
         first = e.errors()[0]
         variable = str(first["loc"][0]) if first["loc"] else "environment"
         raise ConfigError(variable, first["msg"]) from e
-    problem = refusal(settings, named, secrets_of(service))
+    problem = refusal(settings, named, secrets_of(service), uses_kafka(service))
     if problem is not None:
         raise problem
     return without_unused_secrets(settings, named, secrets_of(service))

@@ -39,6 +39,8 @@ SERVICE_SECRETS: dict[str, frozenset[str]] = {
     "migrate": frozenset(),
 }
 ALL_SECRETS = frozenset().union(*SERVICE_SECRETS.values())
+# Services that never dial Kafka: its security is not theirs to prove.
+WITHOUT_KAFKA = frozenset({"inbox", "reconciler"})
 # What an unused, unset secret becomes: nothing that can authenticate.
 EMPTY_SECRETS: dict[str, tuple[str, object]] = {
     "STRIPE_API_KEY": ("stripe_api_key", SecretStr("")),
@@ -47,6 +49,11 @@ EMPTY_SECRETS: dict[str, tuple[str, object]] = {
     "SETTLE_OPERATOR_TOKENS": ("operator_tokens", {}),
     "SETTLE_COMMAND_SIGNING_SECRETS": ("command_signing_secrets", {}),
 }
+
+
+def uses_kafka(service: str | None) -> bool:
+    """Whether `service` reaches Kafka (every command and tool may)."""
+    return service not in WITHOUT_KAFKA
 
 
 def secrets_of(service: str | None) -> frozenset[str]:
@@ -65,11 +72,14 @@ def without_unused_secrets(
 
 
 def refusal(
-    settings: Settings, given: Collection[str], uses: Collection[str] = ALL_SECRETS
+    settings: Settings,
+    given: Collection[str],
+    uses: Collection[str] = ALL_SECRETS,
+    kafka: bool = True,
 ) -> ConfigError | None:
     """The first setting `settings` may not run with, as the ConfigError naming its variable
-    (`given`: the variables the environment set; `uses`: the secrets the service uses);
-    None when nothing is refused."""
+    (`given`: the variables the environment set; `uses`: the secrets the service uses;
+    `kafka`: whether it reaches Kafka); None when nothing is refused."""
     production = settings.env is Deployment.PRODUCTION
     real_money = settings.rail is RailKind.STRIPE and settings.stripe_api_base is None
     if not (production or real_money):
@@ -77,7 +87,8 @@ def refusal(
     mode = "production mode" if production else "Stripe's own API (real money)"
     found = [_secrets(settings, given, uses, mode)]
     if production:
-        found += [_stripe_base(settings), _database_tls(settings), _kafka_auth(settings)]
+        found += [_stripe_base(settings), _database_tls(settings)]
+        found += [_kafka_auth(settings)] if kafka else []
     return next((problem for problem in found if problem is not None), None)
 
 

@@ -252,3 +252,20 @@ def test_a_pod_gets_only_its_own_secrets_and_holds_nothing_usable_for_the_others
     # Locally the defaults stay, so `make run` needs no secrets at all.
     local = load_settings({}, service=service)
     assert getattr(local, emptied)
+
+
+@pytest.mark.parametrize(("service", "refused_too"), [("inbox", False), ("reconciler", False),
+                                                     ("relay", True), ("ledger", True)])  # fmt: skip
+def test_kafka_security_is_required_only_of_services_that_reach_kafka(
+    service: str, refused_too: bool
+) -> None:
+    plaintext = production(
+        SETTLE_KAFKA_SECURITY_PROTOCOL=None,
+        SETTLE_KAFKA_SASL_USERNAME=None,
+        SETTLE_KAFKA_SASL_PASSWORD=None,
+    )
+    if refused_too:
+        with pytest.raises(ConfigError, match="SETTLE_KAFKA_SECURITY_PROTOCOL"):
+            load_settings(plaintext, service=service)
+    else:
+        assert load_settings(plaintext, service=service).env == "production"
