@@ -6,8 +6,10 @@ workload holds a secret it does not need, nor lacks one it does."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
@@ -101,3 +103,13 @@ def test_each_workload_starts_in_production_mode_with_only_its_own_secrets(name:
         with pytest.raises(ConfigError) as refused:
             load_settings({k: v for k, v in env.items() if k != variable}, service=service)
         assert refused.value.variable == variable, f"{name} holds {variable} without need"
+
+
+def test_the_documented_database_url_verifies_the_server_against_the_mounted_ca() -> None:
+    (url,) = re.findall(r"postgresql\+asyncpg://settle_app:\S+", (K8S / "README.md").read_text())
+    query = parse_qs(urlsplit(url).query)
+    assert query["sslmode"] == ["verify-full"]
+    (ca,) = query["sslrootcert"]
+    for name, container in _settle_workloads().items():
+        mounts = [m for m in container["volumeMounts"] if m["mountPath"] == str(Path(ca).parent)]
+        assert [m["readOnly"] for m in mounts] == [True], name
