@@ -14,19 +14,9 @@ import click
 import pytest
 import yaml
 
-from services.shared.config import load_settings
 from tools.cli import cli
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-# The Secret deploy/k8s/README.md creates, in the shape of a real deployment's values: with
-# SETTLE_RAIL=stripe the services refuse to start without it (shared.production).
-SECRET = {
-    "SETTLE_DATABASE_URL": "postgresql+asyncpg://settle_app:pw@db:5432/settle?sslmode=verify-full",
-    "STRIPE_API_KEY": "sk_live_0123456789abcdefghij",
-    "STRIPE_WEBHOOK_SECRET": "whsec_0123456789abcdefghij",
-    "SETTLE_API_TOKENS": "acme:0123456789abcdefghij",
-    "SETTLE_OPERATOR_TOKENS": "ops:jihgfedcba9876543210",
-}
 
 
 def _container_args(doc: dict[str, Any]) -> list[list[str]]:
@@ -60,37 +50,42 @@ def test_deployed_commands_parse(where: str, args: list[str]) -> None:
     command.make_context(args[0], list(args[1:]), parent=ctx)  # raises on unknown options
 
 
-def test_the_config_map_is_a_valid_configuration() -> None:
-    (config,) = yaml.safe_load_all((DEPLOY / "k8s" / "config.yaml").read_text())
-    # Raises ConfigError naming the variable, e.g. a key retention shorter than its windows.
-    settings = load_settings({**{k: str(v) for k, v in config["data"].items()}, **SECRET})
-    assert settings.idempotency_retention_hours == 48
-
-
 # --- hardening: what each workload may reach, hold and do -----------------------------------
 
 K8S = DEPLOY / "k8s"
 VERSION = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]["version"]
 DB, API, OPS = "SETTLE_DATABASE_URL", "SETTLE_API_TOKENS", "SETTLE_OPERATOR_TOKENS"
 STRIPE, WEBHOOK = "STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET"
+SIGNING = "SETTLE_COMMAND_SIGNING_SECRETS"
 KAFKA = {"SETTLE_KAFKA_SASL_USERNAME", "SETTLE_KAFKA_SASL_PASSWORD"}
-SECRETS = {DB, API, OPS, STRIPE, WEBHOOK, *KAFKA}
-# Each workload's secrets: exactly what its code reads, nothing another workload holds for it.
+SECRETS = {DB, API, OPS, STRIPE, WEBHOOK, SIGNING, *KAFKA}
+# Each workload's secrets: exactly what its code reads (shared.production.SERVICE_SECRETS, its
+# database URL, its Kafka login where it uses Kafka), nothing another workload holds for it.
 SECRETS_OF = {
-    "settle-ledger": {DB, API, *KAFKA},
+    "settle-ledger": {DB, API, SIGNING, *KAFKA},
     "settle-inbox": {DB, WEBHOOK, OPS},
     "settle-relay": {DB, STRIPE, *KAFKA},
-    "settle-reconciler": {DB, STRIPE, OPS},
+    "settle-reconciler": {DB, STRIPE, API, OPS},
     "settle-migrate": {DB, *KAFKA},
+    "settle-service-role": {"PGPASSWORD"},  # psql, as the schema's owner
 }
-PG, KAFKA_PORTS, RAIL = {5432}, {9092, 9093}, {443}
+# Kafka is reached on its SASL_SSL port only, the one kafka.yaml's bootstrap names.
+(_KAFKA,) = yaml.safe_load_all((K8S / "kafka.yaml").read_text())
+KAFKA_PORTS = {
+    int(a.rsplit(":", 1)[1]) for a in _KAFKA["data"]["SETTLE_KAFKA_BOOTSTRAP"].split(",")
+}
+PG, RAIL = {5432}, {443}
 EGRESS_PORTS = {
     "settle-ledger": PG | KAFKA_PORTS,
     "settle-inbox": PG,
     "settle-relay": PG | KAFKA_PORTS | RAIL,
     "settle-reconciler": PG | RAIL,
     "settle-migrate": PG | KAFKA_PORTS,
+    "settle-service-role": PG,
 }
+# Where every workload finds the CA that signs the database's certificate: the directory of
+# the sslrootcert= its database URL names (README.md).
+POSTGRES_CA = "/etc/settle/postgres-ca"
 PROMETHEUS = {
     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
     "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
@@ -163,8 +158,11 @@ def test_each_pod_runs_locked_down_with_only_its_own_secrets(name: str) -> None:
     refs = [e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e]
     assert {r["name"] for r in refs} == {name}, "a Secret of its own"
     assert {r["key"] for r in refs} == SECRETS_OF[name]
-    (config,) = _docs("ConfigMap").values()
-    assert not SECRETS & set(config["data"]), "no secret in the shared ConfigMap"
+    for config in _docs("ConfigMap").values():
+        assert not SECRETS & set(config["data"]), "no secret in a shared ConfigMap"
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == POSTGRES_CA]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"] == {"secretName": "settle-postgres-ca"} and mount["readOnly"]
 
 
 def test_services_expose_only_the_public_ports() -> None:
@@ -218,4 +216,4 @@ def test_compose_publishes_only_public_ports_and_runs_locked_down() -> None:
         public = _option(service["command"], "--port")
         assert published == ([str(public)] if name in ("ledger", "inbox") else []), name
         held = SECRETS & set(service["environment"]) - {DB}
-        assert held == SECRETS_OF.get(f"settle-{name}", {DB}) - KAFKA - {DB}, name
+        assert held == SECRETS_OF[f"settle-{name}"] - {DB}, name

@@ -1,0 +1,115 @@
+"""Each Kubernetes workload starts in production mode with exactly what its manifests give it:
+the ConfigMaps it reads, and its own Secret's keys filled with values shaped like a real
+deployment's. Production mode refuses each service with any one of those keys missing, so no
+workload holds a secret it does not need, nor lacks one it does."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+
+from services.shared.config import Deployment, load_settings
+from services.shared.errors import ConfigError
+
+K8S = Path(__file__).resolve().parents[2] / "deploy" / "k8s"
+# What each Secret key holds in a real deployment (deploy/k8s/README.md): long random values,
+# the services' own database role over verified TLS, a Kafka user per workload.
+VALUES = {
+    "SETTLE_DATABASE_URL": "postgresql+asyncpg://settle_app:0123456789abcdef@settle-db:5432/"
+    "settle?sslmode=verify-full&sslrootcert=/etc/settle/postgres-ca/ca.crt",
+    "STRIPE_API_KEY": "sk_live_0123456789abcdefghij",
+    "STRIPE_WEBHOOK_SECRET": "whsec_0123456789abcdefghij",
+    "SETTLE_API_TOKENS": "acme:0123456789abcdefghij",
+    "SETTLE_OPERATOR_TOKENS": "ops:jihgfedcba9876543210",
+    "SETTLE_COMMAND_SIGNING_SECRETS": "acme:abcdefghij0123456789",
+    "SETTLE_KAFKA_SASL_USERNAME": "settle-workload",
+    "SETTLE_KAFKA_SASL_PASSWORD": "0123456789abcdefghijklmn",
+}
+
+
+def _settle_workloads() -> dict[str, dict[str, Any]]:
+    """The settle container of each Deployment and Job, by workload name."""
+    found = {}
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc["kind"] in ("Deployment", "Job"):
+                (container,) = doc["spec"]["template"]["spec"]["containers"]
+                if container["image"].startswith("settle:"):
+                    found[doc["metadata"]["name"]] = container
+    return found
+
+
+def _config_maps() -> dict[str, dict[str, str]]:
+    found = {}
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc["kind"] == "ConfigMap":
+                found[doc["metadata"]["name"]] = {k: str(v) for k, v in doc["data"].items()}
+    return found
+
+
+def _environment(container: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """The container's environment, and the variables of it that come from its Secret."""
+    maps = _config_maps()
+    env: dict[str, str] = {}
+    for source in container["envFrom"]:
+        env |= maps[source["configMapRef"]["name"]]
+    secret = [e["name"] for e in container["env"] if "valueFrom" in e]
+    return env | {name: VALUES[name] for name in secret}, secret
+
+
+@pytest.fixture(autouse=True)
+def _no_process_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    # load_settings counts a variable of the process environment as given.
+    for name in list(os.environ):
+        if name.upper().startswith(("SETTLE_", "STRIPE_")):
+            monkeypatch.delenv(name)
+
+
+def test_every_service_is_checked() -> None:
+    commands = {c["args"][0] for c in _settle_workloads().values()}
+    assert commands == {"migrate", "ledger", "relay", "inbox", "reconciler"}
+
+
+# Production mode still asks every service for Kafka's authentication, also the inbox and the
+# reconciler, which build no Kafka client and are given none of it here: until
+# shared.production checks Kafka only for the services that use it, these two are refused
+# (SETTLE_KAFKA_SECURITY_PROTOCOL) and marked so; strict, so the fix turns them red here.
+NO_KAFKA = pytest.mark.xfail(
+    strict=True, raises=ConfigError, reason="production mode refuses PLAINTEXT Kafka it never uses"
+)
+KAFKA_FREE = {"settle-inbox", "settle-reconciler"}
+
+
+def _cases() -> list[Any]:
+    names = sorted(_settle_workloads())
+    return [pytest.param(n, marks=NO_KAFKA) if n in KAFKA_FREE else n for n in names]
+
+
+@pytest.mark.parametrize("name", _cases())
+def test_each_workload_starts_in_production_mode_with_only_its_own_secrets(name: str) -> None:
+    container = _settle_workloads()[name]
+    service = container["args"][0]
+    env, secret = _environment(container)
+    settings = load_settings(env, service=service)  # raises ConfigError naming the variable
+    assert settings.env is Deployment.PRODUCTION
+    for variable in secret:
+        with pytest.raises(ConfigError) as refused:
+            load_settings({k: v for k, v in env.items() if k != variable}, service=service)
+        assert refused.value.variable == variable, f"{name} holds {variable} without need"
+
+
+def test_the_documented_database_url_verifies_the_server_against_the_mounted_ca() -> None:
+    (url,) = re.findall(r"postgresql\+asyncpg://settle_app:\S+", (K8S / "README.md").read_text())
+    query = parse_qs(urlsplit(url).query)
+    assert query["sslmode"] == ["verify-full"]
+    (ca,) = query["sslrootcert"]
+    for name, container in _settle_workloads().items():
+        mounts = [m for m in container["volumeMounts"] if m["mountPath"] == str(Path(ca).parent)]
+        assert [m["readOnly"] for m in mounts] == [True], name
