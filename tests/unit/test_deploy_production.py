@@ -77,22 +77,7 @@ def test_every_service_is_checked() -> None:
     assert commands == {"migrate", "ledger", "relay", "inbox", "reconciler"}
 
 
-# Production mode still asks every service for Kafka's authentication, also the inbox and the
-# reconciler, which build no Kafka client and are given none of it here: until
-# shared.production checks Kafka only for the services that use it, these two are refused
-# (SETTLE_KAFKA_SECURITY_PROTOCOL) and marked so; strict, so the fix turns them red here.
-NO_KAFKA = pytest.mark.xfail(
-    strict=True, raises=ConfigError, reason="production mode refuses PLAINTEXT Kafka it never uses"
-)
-KAFKA_FREE = {"settle-inbox", "settle-reconciler"}
-
-
-def _cases() -> list[Any]:
-    names = sorted(_settle_workloads())
-    return [pytest.param(n, marks=NO_KAFKA) if n in KAFKA_FREE else n for n in names]
-
-
-@pytest.mark.parametrize("name", _cases())
+@pytest.mark.parametrize("name", sorted(_settle_workloads()))
 def test_each_workload_starts_in_production_mode_with_only_its_own_secrets(name: str) -> None:
     container = _settle_workloads()[name]
     service = container["args"][0]
