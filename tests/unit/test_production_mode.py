@@ -254,8 +254,10 @@ def test_a_pod_gets_only_its_own_secrets_and_holds_nothing_usable_for_the_others
     assert getattr(local, emptied)
 
 
-@pytest.mark.parametrize(("service", "refused_too"), [("inbox", False), ("reconciler", False),
-                                                     ("relay", True), ("ledger", True)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("service", "refused_too"),
+    [("inbox", False), ("reconciler", False), ("relay", True), ("ledger", True)],
+)
 def test_kafka_security_is_required_only_of_services_that_reach_kafka(
     service: str, refused_too: bool
 ) -> None:
