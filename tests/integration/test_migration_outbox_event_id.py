@@ -38,7 +38,7 @@ async def _outbox_indexes(url: str) -> set[str]:
 async def test_upgrade_drops_the_event_id_index_and_downgrade_restores_it(fresh_db: str) -> None:
     await asyncio.to_thread(upgrade, fresh_db)
     assert await _outbox_indexes(fresh_db) == KEPT
-    await asyncio.to_thread(downgrade, fresh_db, "-1")  # to the revision before 0013
+    await asyncio.to_thread(downgrade, fresh_db, "0012")  # to the revision before 0013
     assert await _outbox_indexes(fresh_db) == KEPT | {DROPPED}
     await asyncio.to_thread(upgrade, fresh_db)
     assert await _outbox_indexes(fresh_db) == KEPT
