@@ -50,13 +50,13 @@ integration: install stripe-mock
 	$(BIN)/pytest tests/integration tests/e2e $(PYTEST_ARGS)
 
 lint: install
-	$(BIN)/ruff format --check services railsim tools tests
-	$(BIN)/ruff check services railsim tools tests
+	$(BIN)/ruff format --check services railsim tools tests deploy/observability
+	$(BIN)/ruff check services railsim tools tests deploy/observability
 	$(BIN)/mypy
 
 format: install
-	$(BIN)/ruff format services railsim tools tests
-	$(BIN)/ruff check --fix services railsim tools tests
+	$(BIN)/ruff format services railsim tools tests deploy/observability
+	$(BIN)/ruff check --fix services railsim tools tests deploy/observability
 
 infra-up: install
 	$(SETTLE) infra up
