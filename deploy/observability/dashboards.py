@@ -81,7 +81,7 @@ def funnel() -> Dashboard:
         (rate(f"settle_inbox_applied_total{{{REVERSED}}}"), "reversed"),
     )
     refused = panel(
-        "Refused or unresolved at the rail",
+        "Rail calls by outcome",
         "ops",
         (rate("settle_relay_rail_calls_total", "outcome"), "{{outcome}}"),
     )
