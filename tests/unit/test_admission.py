@@ -208,5 +208,7 @@ async def test_http_answers_limits_with_their_codes_and_accepts_nothing(served: 
     assert [r.idempotency_key for r in acceptor.seen] == ["k-3", "k-4"]
     sample = metrics.registry.get_sample_value
     assert sample("settle_ledger_requests_total", {"outcome": "invalid", "tenant": "acme"}) == 2
-    assert sample("settle_ledger_requests_total", {"outcome": "rate_limited", "tenant": "acme"}) == 1
+    assert (
+        sample("settle_ledger_requests_total", {"outcome": "rate_limited", "tenant": "acme"}) == 1
+    )
     assert sample("settle_ledger_fail_closed_total", {"reason": "backlog"}) == 0
