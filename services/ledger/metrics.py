@@ -59,6 +59,7 @@ class LedgerMetrics:
     mismatches: Counter  # settle_ledger_fingerprint_mismatches_total{tenant}: 422 reused key
     fail_closed: Counter  # settle_ledger_fail_closed_total{reason}: 503s, nothing booked
     consumer_lag: Gauge  # settle_consumer_lag{service,topic}: the command intake's lag
+    tenants: frozenset[str]  # the `tenant` label's values: the configured tenants and unknown
     # The series of each (outcome, tenant) and each tenant, looked up once.
     by_outcome: dict[tuple[str, str], Counter]
     conflicts_by_tenant: dict[str, Counter]
@@ -68,7 +69,7 @@ class LedgerMetrics:
     def count_request(self, outcome: str, tenant: str | None) -> None:
         """Count one settlement request of `tenant` (None: not authenticated) under `outcome`
         (one of REQUEST_OUTCOMES); a reused key also counts as a fingerprint mismatch."""
-        tenant = _bounded(tenant, self.conflicts_by_tenant)
+        tenant = tenant if tenant in self.tenants else UNKNOWN_TENANT
         self.by_outcome[(outcome, tenant)].inc()
         if outcome == "mismatch":
             self.mismatches_by_tenant[tenant].inc()
@@ -80,12 +81,8 @@ class LedgerMetrics:
 
     def count_claim_conflict(self, tenant: str, waited: float) -> None:
         """Count a request whose key a concurrent request held, and how long it waited."""
-        self.conflicts_by_tenant[_bounded(tenant, self.conflicts_by_tenant)].inc()
+        self.conflicts_by_tenant[tenant if tenant in self.tenants else UNKNOWN_TENANT].inc()
         self.inflight_wait.observe(waited)
-
-
-def _bounded(tenant: str | None, known: dict[str, Counter]) -> str:
-    return tenant if tenant is not None and tenant in known else UNKNOWN_TENANT
 
 
 def create_metrics(
@@ -94,10 +91,11 @@ def create_metrics(
     """Register the ledger's metrics on `registry` (default: a new one) and return them; the
     `tenant` label takes `tenants` and `unknown`."""
     r = registry if registry is not None else CollectorRegistry()
-    labels = sorted({*tenants, UNKNOWN_TENANT})
+    labels = frozenset({*tenants, UNKNOWN_TENANT})
     requests, conflicts, mismatches, fail_closed = _idempotency_counters(r)
     return LedgerMetrics(
         registry=r,
+        tenants=labels,
         requests=requests,
         by_outcome={
             (o, t): requests.labels(outcome=o, tenant=t) for o in REQUEST_OUTCOMES for t in labels

@@ -77,9 +77,8 @@ def test_a_reused_key_counts_as_a_fingerprint_mismatch_of_its_tenant() -> None:
 
 async def test_same_key_requests_in_one_batch_count_claim_conflicts_and_their_wait() -> None:
     metrics = create_metrics(tenants=["acme"])
-    books = SlowBooks(seconds=0.05)
-    pool, fake = FakePool(), books
-    ledger = Ledger(pool, fake, workers=1, metrics=metrics, linger=0.02)  # type: ignore[arg-type]
+    pool, books = FakePool(), SlowBooks(seconds=0.05)
+    ledger = Ledger(pool, books, workers=1, metrics=metrics, linger=0.02)  # type: ignore[arg-type]
     try:
         first, same, _other_body, alone = await asyncio.gather(
             ledger.accept(request("k-1")),
