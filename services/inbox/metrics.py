@@ -11,6 +11,9 @@ from services.inbox.decision import SIGNALS
 RECEIVED_OUTCOMES = ("stored", "ignored", "duplicate", "rejected")
 SIGNATURE_FAILURES = ("missing_signature", "invalid_signature", "stale_signature")
 APPLY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# Applied as stored: milliseconds; parked for a settlement not booked yet: the retry backoff,
+# seconds to an hour.
+LAG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,7 @@ class InboxMetrics:
     dead: Counter  # settle_inbox_dead_total: events given up, waiting for an operator
     mismatched: Counter  # settle_inbox_mismatched_total: events that differ from what was sent
     apply_seconds: Histogram  # settle_inbox_apply_seconds: one apply transaction
+    apply_lag: Histogram  # settle_inbox_apply_lag_seconds: webhook received -> applied
     left_to_worker: Counter  # settle_inbox_left_to_worker_total: applies as stored that failed
     oldest_parked: Gauge  # settle_inbox_oldest_parked_seconds: age of the oldest parked event
 
@@ -76,6 +80,11 @@ def create_metrics(registry: CollectorRegistry | None = None) -> InboxMetrics:
         apply_seconds=Histogram(
             "settle_inbox_apply_seconds", "Duration of one apply transaction.",
             buckets=APPLY_BUCKETS, registry=r,
+        ),
+        apply_lag=Histogram(
+            "settle_inbox_apply_lag_seconds",
+            "From a webhook received to its event applied (committed).",
+            buckets=LAG_BUCKETS, registry=r,
         ),
         left_to_worker=Counter(
             "settle_inbox_left_to_worker_total",

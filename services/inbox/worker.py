@@ -132,8 +132,9 @@ class InboxWorker:
             self._metrics.left_to_worker.inc(len(events))
             self.wake()
             return
+        applied_at = self._clock()
         for event, outcome in zip(events, outcomes, strict=True):
-            self._count(event, outcome)
+            self._count(event, outcome, applied_at)
 
     async def apply_batch(self) -> list[Outcome]:
         """Claim, apply and record up to `batch_size` due events in one transaction (one per
@@ -168,8 +169,9 @@ class InboxWorker:
             recorded = [self._recorded(e, o, now) for e, o in zip(events, outcomes, strict=True)]
             await record_many(conn, [r for r, _ in recorded], now)
         self._metrics.apply_seconds.observe(time.perf_counter() - started)
+        applied_at = self._clock()
         for event, (_, outcome) in zip(events, recorded, strict=True):
-            self._count(event, outcome)
+            self._count(event, outcome, applied_at)
         return [outcome for _, outcome in recorded]
 
     async def drain(self) -> int:
@@ -229,11 +231,13 @@ class InboxWorker:
         )
         return recorded, outcome
 
-    def _count(self, event: StoredEvent, outcome: Outcome) -> None:
+    def _count(self, event: StoredEvent, outcome: Outcome, committed_at: datetime) -> None:
         m = self._metrics
         if outcome.status is InboxStatus.APPLIED:
             applied = self._applied.get(event.event_type)
             (applied or m.applied.labels(event_type=event.event_type)).inc()
+            # Counted once committed: applied means visible, not merely written.
+            m.apply_lag.observe(max((committed_at - event.received_at).total_seconds(), 0.0))
         elif outcome.status is InboxStatus.PARKED:
             m.parked.inc()
         elif outcome.status is InboxStatus.DEAD:

@@ -10,6 +10,7 @@ replay, a different one waits for the next batch, where the stored record answer
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import asyncpg
@@ -76,7 +77,9 @@ class Ledger:
         return results
 
     async def _book_folded(self, requests: Sequence[SettlementRequest]) -> list[AcceptResult]:
-        """Book a batch in which one tenant and key may appear several times."""
+        """Book a batch in which one tenant and key may appear several times; each request
+        after the first of its key counts as a claim conflict, waiting on that first."""
+        started = time.monotonic()
         firsts: dict[tuple[str, str], int] = {}  # tenant and key -> position in `batch`
         batch: list[SettlementRequest] = []
         leads: set[int] = set()  # positions in `requests` that lead their key
@@ -92,7 +95,9 @@ class Ledger:
             lead = booked[firsts[(r.tenant, r.idempotency_key)]]
             if n in leads:
                 results.append(lead)
-            elif batch[firsts[(r.tenant, r.idempotency_key)]].fingerprint == r.fingerprint:
+                continue
+            self.metrics.count_claim_conflict(r.tenant, time.monotonic() - started)
+            if batch[firsts[(r.tenant, r.idempotency_key)]].fingerprint == r.fingerprint:
                 results.append(_as_replay(lead))
             else:
                 results.append(lead)  # placeholder, answered below by the stored record
@@ -106,6 +111,7 @@ class Ledger:
     async def _book(self, batch: list[SettlementRequest]) -> list[AcceptResult]:
         # PostgreSQL down or restarting: nothing was booked; fail closed. Contended: the same
         # batch runs again, as another transaction got in the way.
+        started = time.monotonic()
         try:
             with unavailable_when_down("PostgreSQL is unreachable; nothing was booked"):
                 return await retry_contended(lambda: self._book_once(batch))
@@ -118,6 +124,7 @@ class Ledger:
             # A same-key request of another process held us past the bounded wait. Book
             # one by one so only the held requests answer 409.
             if len(batch) == 1:
+                self.metrics.count_claim_conflict(batch[0].tenant, time.monotonic() - started)
                 return [in_use_result()]
         return [r for one in batch for r in await self._book([one])]
 

@@ -47,7 +47,8 @@ async def serve(
     """Run the ledger's tenant API on `port`, its admin API on `admin_port` (and, with
     `consume`, its Kafka intake) until cancelled."""
     access = kafka_access(settings)  # a bad setting stops the start, before any connection
-    metrics = create_metrics()
+    # The tenant label takes the configured tenants only (and `unknown`): bounded cardinality.
+    metrics = create_metrics(tenants=settings.api_tokens)
     # The ledger keeps no session state: a batch gives its connection back without the
     # full reset's extra round trip.
     pool = await create_pool(settings, keep_sessions=True)

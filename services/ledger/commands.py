@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
@@ -35,7 +36,8 @@ from services.ledger.ports import Acceptor
 from services.shared import avro
 from services.shared.command_signature import SIGNATURE_HEADER
 from services.shared.errors import SchemaError
-from services.shared.kafka import header, run_reconnecting, started
+from services.shared.kafka import header, messages_behind, run_reconnecting, started
+from services.shared.metrics import ConsumerLag
 from services.shared.store_errors import is_retriable
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ DEAD_LETTER_OUTCOMES = {
     Outcome.INSUFFICIENT_FUNDS: "insufficient_funds",
 }
 UNAVAILABLE_BACKOFF_S = 1.0
+LAG_SERVICE = "ledger"  # the `service` label of the intake's settle_consumer_lag
 
 
 class CommandIntake:
@@ -81,9 +84,11 @@ class CommandIntake:
         """Poll, book, dead-letter and commit, batch after batch, fetching only while the
         ledger's backlog has room."""
         backlog = self.admission.backlog
+        lag = ConsumerLag(self.metrics.consumer_lag, LAG_SERVICE)
         while True:
             await backlog.room()
             batches = await self.consumer.getmany(timeout_ms=500, max_records=self.max_records)
+            lag.record(await messages_behind(self.consumer))
             records = [r for part in batches.values() for r in part]
             if records:
                 with backlog.carry(len(records)):
@@ -101,8 +106,8 @@ class CommandIntake:
             else:
                 valid.append((record, outcome))
         results = await self._book_until_done([request for _, request in valid])
-        for (record, _), result in zip(valid, results, strict=True):
-            self.metrics.count_request(str(result.outcome))
+        for (record, request), result in zip(valid, results, strict=True):
+            self.metrics.count_request(str(result.outcome), request.tenant)
             if result.outcome is Outcome.REPLAYED:
                 self.metrics.kafka_dedupe_hits.inc()
             code = DEAD_LETTER_OUTCOMES.get(result.outcome)
@@ -117,20 +122,20 @@ class CommandIntake:
         try:
             command = avro.decode(record.value or b"", "SettlementCommand")
         except SchemaError as e:
-            self.metrics.count_request("invalid")
+            self.metrics.count_request("invalid", None)
             return DeadLetter(record, "undecodable", str(e))
         signature = header(record.headers or (), SIGNATURE_HEADER)
         value = record.value or b""
         at = written_at(record.timestamp, record.timestamp_type, now)
         refusal = self.authority.refusal(command.get("tenant"), value, signature, at)
         if refusal is not None:
-            self.metrics.count_request("unauthorized")
+            self.metrics.count_request("unauthorized", None)
             return DeadLetter(record, refusal.code, refusal.message)
         try:
             request = parse_settlement_command(command)
             self.admission.check(request)
         except InvalidRequest as e:
-            self.metrics.count_request("invalid")
+            self.metrics.count_request("invalid", _tenant_named(command))
             where = f" ({e.field})" if e.field else ""
             return DeadLetter(record, e.code, f"{e.message}{where}")
         return request
@@ -184,3 +189,9 @@ async def consume_commands(
         await intake_of(consumer, producer).run()
 
     await run_reconnecting("command intake", session)
+
+
+def _tenant_named(command: dict[str, Any]) -> str | None:
+    # The tenant is proven by then (signature or configured): count the refusal under it.
+    tenant = command.get("tenant")
+    return tenant if isinstance(tenant, str) else None

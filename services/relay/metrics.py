@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from services.shared.metrics import mount_metrics
+from services.shared.metrics import consumer_lag_gauge, mount_metrics
 
 RAIL_OUTCOMES = ("accepted", "refused", "retryable", "ambiguous")
 POISON_REASONS = ("undecodable", "invalid_settlement_id")
@@ -35,6 +35,7 @@ class RelayMetrics:
     fence_rejections: Counter  # settle_relay_fence_rejections_total: stale writes refused
     lookups: Counter  # settle_relay_lookups_total{found}: rail searched before a re-issue
     poison: Counter  # settle_relay_poison_events_total{reason}: event records passed over
+    consumer_lag: Gauge  # settle_consumer_lag{service,topic}: the dispatch triggers' lag
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> RelayMetrics:
@@ -92,6 +93,7 @@ def create_metrics(registry: CollectorRegistry | None = None) -> RelayMetrics:
         ),
         lookups=lookups,
         poison=poison,
+        consumer_lag=consumer_lag_gauge(r),
     )  # fmt: skip
 
 

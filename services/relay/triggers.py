@@ -34,7 +34,8 @@ from services.relay.event_kind import EVENT, EventKinds
 from services.relay.metrics import RelayMetrics, create_metrics
 from services.shared import avro
 from services.shared.errors import SchemaError
-from services.shared.kafka import run_reconnecting, started
+from services.shared.kafka import messages_behind, run_reconnecting, started
+from services.shared.metrics import ConsumerLag
 from services.shared.poison import Poison, log_poison, poison
 from services.shared.store_errors import is_retriable
 
@@ -48,6 +49,7 @@ COMMIT_SECONDS = 1.0
 # a rail call that times out is out for the call's whole timeout, so a few such batches must
 # not use up every slot.
 BATCHES_IN_FLIGHT = 8
+LAG_SERVICE = "relay"  # the `service` label of the triggers' settle_consumer_lag
 
 
 class OffsetCommits:
@@ -197,7 +199,9 @@ async def trigger_dispatch(
     """Pass 1 on every `created` event until cancelled; offsets move once each claim is
     durable, poison records are logged, counted and passed over, and the consumer is made
     afresh whenever Kafka fails it."""
-    poison_count = (metrics or create_metrics()).poison
+    metrics = metrics or create_metrics()
+    poison_count = metrics.poison
+    lag = ConsumerLag(metrics.consumer_lag, LAG_SERVICE)
 
     async def session(clients: AsyncExitStack) -> None:
         consumer = await started(clients, consumer_of())
@@ -206,6 +210,7 @@ async def trigger_dispatch(
         clients.push_async_callback(batches_out.finish)
         while True:
             batches = await consumer.getmany(timeout_ms=POLL_MS, max_records=POLL_RECORDS)
+            lag.record(await messages_behind(consumer))
             if batches:
                 records = [record for part in batches.values() for record in part]
                 next_offsets = {tp: part[-1].offset + 1 for tp, part in batches.items()}

@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
+from aiokafka.errors import IllegalStateError, KafkaError
 from aiokafka.helpers import create_ssl_context
 
 from services.shared.backoff import backoff
@@ -164,3 +164,20 @@ async def run_reconnecting(what: str, session: Session, rng: random.Random | Non
             attempt = 0
         await asyncio.sleep(backoff(attempt, RECONNECT_BASE_S, RECONNECT_CAP_S, rng))
         attempt += 1
+
+
+async def messages_behind(consumer: AIOKafkaConsumer) -> dict[str, int]:
+    """Per topic, how many messages the consumer's position is behind the partition ends,
+    over the assigned partitions fetched at least once (before that no end is known)."""
+    behind: dict[str, int] = {}
+    for tp in consumer.assignment():
+        end = consumer.highwater(tp)
+        if end is None:
+            continue
+        try:
+            # Valid once fetched, so this answers at once rather than waiting for a reset.
+            position = await consumer.position(tp)
+        except IllegalStateError:
+            continue  # revoked by a rebalance meanwhile: the new owner reports it
+        behind[tp.topic] = behind.get(tp.topic, 0) + max(end - position, 0)
+    return behind

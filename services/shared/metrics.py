@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
-from prometheus_client import make_asgi_app
+from prometheus_client import CollectorRegistry, Gauge, make_asgi_app
 from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 METRICS_PATH = "/metrics"
+CONSUMER_LAG = "settle_consumer_lag"
 _DOCUMENTED = {
     "get": {
         "tags": ["operations"],
@@ -51,3 +52,30 @@ def _document(app: FastAPI) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def consumer_lag_gauge(registry: CollectorRegistry) -> Gauge:
+    """Register settle_consumer_lag{service,topic} on `registry`: messages a Kafka consumer is
+    behind its partitions' ends. Topics are settle's own, so the labels stay few."""
+    return Gauge(
+        CONSUMER_LAG,
+        "Messages a consumer is behind the ends of its assigned partitions, by topic.",
+        ["service", "topic"],
+        registry=registry,
+    )
+
+
+class ConsumerLag:
+    """Sets one service's series of settle_consumer_lag, each topic's child made once."""
+
+    def __init__(self, gauge: Gauge, service: str) -> None:
+        self._gauge, self._service = gauge, service
+        self._by_topic: dict[str, Gauge] = {}
+
+    def record(self, behind: dict[str, int]) -> None:
+        """Set each topic's lag to `behind[topic]` messages."""
+        for topic, messages in behind.items():
+            child = self._by_topic.get(topic)
+            if child is None:
+                child = self._by_topic[topic] = self._gauge.labels(self._service, topic)
+            child.set(messages)

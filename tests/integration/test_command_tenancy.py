@@ -138,7 +138,8 @@ async def test_only_a_command_signed_by_its_own_configured_tenant_is_booked(
     assert await booked(pool, acme) == ["good"]
     assert await booked(pool, stranger) == []
     sample = intake.metrics.registry.get_sample_value
-    assert sample("settle_ledger_requests_total", {"outcome": "unauthorized"}) == 4
+    unauthorized = {"outcome": "unauthorized", "tenant": "unknown"}  # no tenant proven
+    assert sample("settle_ledger_requests_total", unauthorized) == 4
     assert sample("settle_ledger_dlq_total", {"reason": "unknown_tenant"}) == 1
 
 

@@ -89,7 +89,7 @@ def ledger_settings(
 @asynccontextmanager
 async def running_ledger(settings: Settings, **ledger_options: int) -> AsyncIterator[Api]:
     """The ledger's HTTP app built from `settings` exactly as `app.serve` builds it."""
-    metrics = create_metrics()
+    metrics = create_metrics(tenants=settings.api_tokens)
     pool = await create_pool(settings, keep_sessions=True)  # as app.py opens it
     books = Books(windows(settings), settings.stripe_method, limits=settings.tenant_limits)
     ledger = Ledger(pool, books, metrics=metrics, **ledger_options)
@@ -481,7 +481,7 @@ async def test_an_unreachable_postgres_fails_closed_with_503(
         assert unready.json() == {"kafka": True, "postgres": False}
         assert (
             down.metrics.registry.get_sample_value(
-                "settle_ledger_requests_total", {"outcome": "unavailable"}
+                "settle_ledger_requests_total", {"outcome": "unavailable", "tenant": down.a}
             )
             == 1
         )
@@ -510,7 +510,7 @@ async def test_metrics_count_created_and_replayed_requests_and_batch_sizes(api: 
     samples = scrape(response.text)
 
     def requests(outcome: str) -> float:
-        return samples[("settle_ledger_requests_total", (("outcome", outcome),))]
+        return samples[("settle_ledger_requests_total", (("outcome", outcome), ("tenant", api.a)))]
 
     assert (requests("created"), requests("replayed"), requests("invalid")) == (2, 3, 1)
     assert requests("mismatch") == requests("unavailable") == 0

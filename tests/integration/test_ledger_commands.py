@@ -16,6 +16,7 @@ from services.ledger.admission import Admission
 from services.ledger.booking import Books
 from services.ledger.command_auth import CommandAuthority
 from services.ledger.commands import CommandIntake
+from services.ledger.metrics import create_metrics
 from services.shared import avro
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.kafka_access import KafkaAccess
@@ -87,7 +88,10 @@ async def test_commands_are_booked_once_and_bad_ones_dead_lettered(
     await consumer.start()
     await producer.start()
     authority = CommandAuthority(frozenset({tenant}))
-    intake = CommandIntake(consumer, producer, ledger, dlq_topic, authority, max_records=7)
+    metrics = create_metrics(tenants=[tenant])
+    intake = CommandIntake(
+        consumer, producer, ledger, dlq_topic, authority, max_records=7, metrics=metrics
+    )
     task = asyncio.create_task(intake.run())
     try:
         dead = await drain(kafka_bootstrap, dlq_topic, 3)
@@ -121,8 +125,13 @@ async def test_commands_are_booked_once_and_bad_ones_dead_lettered(
     assert sum(end.values()) == 43 and TopicPartition(commands_topic, 0) in end
     sample = intake.metrics.registry.get_sample_value
     assert sample("settle_ledger_kafka_dedupe_hits_total") == 20
-    assert sample("settle_ledger_requests_total", {"outcome": "created"}) == 20
-    assert sample("settle_ledger_requests_total", {"outcome": "invalid"}) == 2
+    assert sample("settle_ledger_requests_total", {"outcome": "created", "tenant": tenant}) == 20
+    # The negative amount under its tenant; the undecodable record names none.
+    assert sample("settle_ledger_requests_total", {"outcome": "invalid", "tenant": tenant}) == 1
+    assert sample("settle_ledger_requests_total", {"outcome": "invalid", "tenant": "unknown"}) == 1
+    assert sample("settle_ledger_fingerprint_mismatches_total", {"tenant": tenant}) == 1
+    # Read from the consumer after each poll: all 43 fetched, none left behind.
+    assert sample("settle_consumer_lag", {"service": "ledger", "topic": commands_topic}) == 0
     for reason in ("undecodable", "invalid_amount", "idempotency_key_reused"):
         assert sample("settle_ledger_dlq_total", {"reason": reason}) == 1
 

@@ -137,7 +137,8 @@ async def test_the_ledgers_public_port_serves_the_tenant_api_and_nothing_of_the_
         assert (ready.status_code, ready.json()) == (200, {"kafka": True, "postgres": True})
         metrics = await admin.get("/metrics")
         assert metrics.headers["content-type"].startswith("text/plain")
-        assert 'settle_ledger_requests_total{outcome="created"} 1.0' in metrics.text
+        created = f'settle_ledger_requests_total{{outcome="created",tenant="{tenant}"}} 1.0'
+        assert created in metrics.text
         assert (await admin.get("/docs")).headers["content-type"].startswith("text/html")
         assert {"/readyz", "/metrics"} <= set((await admin.get("/openapi.json")).json()["paths"])
         assert (await admin.get("/healthz")).json() == {"status": "ok"}

@@ -60,9 +60,9 @@ def test_an_optional_field_takes_its_types_exactly_and_nothing_else() -> None:
 
 
 def test_every_outcome_of_a_request_has_a_series_from_the_start() -> None:
-    metrics = create_metrics()
+    metrics = create_metrics(tenants=["acme"])
     assert {str(o) for o in Outcome} <= set(REQUEST_OUTCOMES)
     for outcome in REQUEST_OUTCOMES:
-        metrics.count_request(outcome)
-        sample = {"outcome": outcome}
+        metrics.count_request(outcome, "acme")
+        sample = {"outcome": outcome, "tenant": "acme"}
         assert metrics.registry.get_sample_value("settle_ledger_requests_total", sample) == 1

@@ -152,7 +152,7 @@ async def post(client: httpx.AsyncClient, key: str, **change: object) -> httpx.R
 
 @pytest.mark.parametrize("served", ["fast path", "route"])
 async def test_http_answers_503_overloaded_once_the_backlog_is_full(served: str) -> None:
-    acceptor, metrics = HeldAcceptor(), create_metrics()
+    acceptor, metrics = HeldAcceptor(), create_metrics(tenants=SETTINGS.api_tokens)
     app = create_app(acceptor, FakeReads(), SETTINGS, metrics=metrics)
     transport = httpx.ASGITransport(app=app if served == "fast path" else app.api)
     async with httpx.AsyncClient(transport=transport, base_url="http://ledger") as client:
@@ -168,7 +168,10 @@ async def test_http_answers_503_overloaded_once_the_backlog_is_full(served: str)
     assert [r.idempotency_key for r in acceptor.seen] == ["k-0", "k-1", "k-3"]
     assert again.status_code == 201
     sample = metrics.registry.get_sample_value
-    assert sample("settle_ledger_requests_total", {"outcome": "overloaded"}) == 1
+    assert sample("settle_ledger_requests_total", {"outcome": "overloaded", "tenant": "acme"}) == 1
+    # A full backlog is the ledger failing closed: counted apart from PostgreSQL's refusals.
+    assert sample("settle_ledger_fail_closed_total", {"reason": "backlog"}) == 1
+    assert sample("settle_ledger_fail_closed_total", {"reason": "postgresql"}) == 0
 
 
 @pytest.mark.parametrize("served", ["fast path", "route"])
@@ -182,7 +185,7 @@ async def test_http_answers_limits_with_their_codes_and_accepts_nothing(served: 
             ),
         }
     )  # fmt: skip
-    acceptor, metrics = HeldAcceptor(), create_metrics()
+    acceptor, metrics = HeldAcceptor(), create_metrics(tenants=settings.api_tokens)
     acceptor.release.set()
     app = create_app(acceptor, FakeReads(), settings, metrics=metrics)
     transport = httpx.ASGITransport(app=app if served == "fast path" else app.api)
@@ -204,5 +207,8 @@ async def test_http_answers_limits_with_their_codes_and_accepts_nothing(served: 
     assert answers[-1].headers["retry-after"] == "1000"
     assert [r.idempotency_key for r in acceptor.seen] == ["k-3", "k-4"]
     sample = metrics.registry.get_sample_value
-    assert sample("settle_ledger_requests_total", {"outcome": "invalid"}) == 2
-    assert sample("settle_ledger_requests_total", {"outcome": "rate_limited"}) == 1
+    assert sample("settle_ledger_requests_total", {"outcome": "invalid", "tenant": "acme"}) == 2
+    assert (
+        sample("settle_ledger_requests_total", {"outcome": "rate_limited", "tenant": "acme"}) == 1
+    )
+    assert sample("settle_ledger_fail_closed_total", {"reason": "backlog"}) == 0

@@ -79,13 +79,13 @@ class Served:
 
 def fast_path_alone() -> Served:
     # In front of an app with no routes: every answer below is the fast path's own.
-    acceptor, metrics = KeyedAcceptor(), create_metrics()
+    acceptor, metrics = KeyedAcceptor(), create_metrics(tenants=SETTINGS.api_tokens)
     create = CreateSettlement(acceptor, BearerAuth(SETTINGS.tenant_by_token), metrics)
     return Served(SettlementFastPath(FastAPI(), create), acceptor, metrics.registry)
 
 
 def fastapi_route() -> Served:
-    acceptor, metrics = KeyedAcceptor(), create_metrics()
+    acceptor, metrics = KeyedAcceptor(), create_metrics(tenants=SETTINGS.api_tokens)
     app = create_app(acceptor, FakeReads(), SETTINGS, metrics=metrics)
     return Served(app.api, acceptor, metrics.registry)
 
@@ -131,10 +131,22 @@ async def answers(served: Served, requests: list[Request]) -> list[Answer]:
 
 
 def counted(registry: CollectorRegistry) -> dict[str, float | None]:
+    tenants = [*SETTINGS.api_tokens, "unknown"]
     samples = {
-        o: registry.get_sample_value("settle_ledger_requests_total", {"outcome": o})
+        f"{o} {t}": registry.get_sample_value(
+            "settle_ledger_requests_total", {"outcome": o, "tenant": t}
+        )
         for o in REQUEST_OUTCOMES
+        for t in tenants
     }
+    for t in tenants:
+        samples[f"mismatch {t}"] = registry.get_sample_value(
+            "settle_ledger_fingerprint_mismatches_total", {"tenant": t}
+        )
+    for reason in ("postgresql", "backlog"):
+        samples[reason] = registry.get_sample_value(
+            "settle_ledger_fail_closed_total", {"reason": reason}
+        )
     samples["timed"] = registry.get_sample_value("settle_ledger_accept_seconds_count")
     return samples
 

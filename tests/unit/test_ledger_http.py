@@ -155,7 +155,7 @@ class Api:
 async def api() -> AsyncIterator[Api]:
     settings = load_settings({"SETTLE_API_TOKENS": f"acme:{TOKEN},other:tok-other"})
     acceptor, reads, readiness = FakeAcceptor(), FakeReads(), FakeReadiness()
-    metrics = create_metrics()
+    metrics = create_metrics(tenants=settings.api_tokens)
     app = create_app(acceptor, reads, settings, metrics=metrics)
     admin_app = create_admin_app(readiness, metrics)
     transport = httpx.ASGITransport(app=app)
@@ -173,9 +173,9 @@ def error_of(response: httpx.Response) -> dict[str, Any]:
     return dict(body["error"])
 
 
-def requests_counted(api: Api, outcome: str) -> float:
+def requests_counted(api: Api, outcome: str, tenant: str = "acme") -> float:
     value = api.metrics.registry.get_sample_value(
-        "settle_ledger_requests_total", {"outcome": outcome}
+        "settle_ledger_requests_total", {"outcome": outcome, "tenant": tenant}
     )
     assert value is not None
     return value
@@ -206,7 +206,7 @@ async def test_post_without_a_known_token_is_401_and_books_nothing(
     assert response.headers["www-authenticate"] == "Bearer"
     assert error_of(response)["code"] == "unauthorized"
     assert api.acceptor.seen == []
-    assert requests_counted(api, "unauthorized") == 1
+    assert requests_counted(api, "unauthorized", "unknown") == 1  # no tenant proven
 
 
 @pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
@@ -397,6 +397,10 @@ async def test_the_stored_bytes_are_sent_exactly(api: Api, outcome: Outcome, sta
     assert replayed == ("true" if outcome is Outcome.REPLAYED else None)
     assert "retry-after" not in response.headers
     assert requests_counted(api, outcome.value) == 1
+    mismatches = api.metrics.registry.get_sample_value(
+        "settle_ledger_fingerprint_mismatches_total", {"tenant": "acme"}
+    )
+    assert mismatches == (1 if outcome is Outcome.MISMATCH else 0)
 
 
 async def test_the_request_reaches_the_acceptor_validated(api: Api) -> None:
@@ -423,6 +427,9 @@ async def test_an_unreachable_store_is_503_with_retry_after(api: Api) -> None:
     assert response.headers["retry-after"] == str(StoreUnavailable.retry_after_seconds)
     assert error_of(response)["code"] == "store_unavailable"
     assert requests_counted(api, "unavailable") == 1
+    closed = api.metrics.registry.get_sample_value
+    assert closed("settle_ledger_fail_closed_total", {"reason": "postgresql"}) == 1
+    assert closed("settle_ledger_fail_closed_total", {"reason": "backlog"}) == 0
 
 
 async def test_a_failing_acceptor_is_500_never_2xx(api: Api) -> None:
@@ -553,9 +560,9 @@ async def test_metrics_expose_the_counters_and_count_outcomes(api: Api) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     text = response.text
-    assert 'settle_ledger_requests_total{outcome="created"} 1.0' in text
-    assert 'settle_ledger_requests_total{outcome="invalid"} 1.0' in text
-    assert 'settle_ledger_requests_total{outcome="unavailable"} 0.0' in text
+    assert 'settle_ledger_requests_total{outcome="created",tenant="acme"} 1.0' in text
+    assert 'settle_ledger_requests_total{outcome="invalid",tenant="acme"} 1.0' in text
+    assert 'settle_ledger_requests_total{outcome="unavailable",tenant="acme"} 0.0' in text
     assert "settle_ledger_accept_seconds_count 1.0" in text
     for name in (
         "settle_ledger_kafka_dedupe_hits_total",

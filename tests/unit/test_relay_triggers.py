@@ -12,6 +12,7 @@ import pytest
 from aiokafka import ConsumerRecord, TopicPartition
 
 from services.relay import triggers
+from services.relay.metrics import create_metrics
 from services.relay.triggers import DispatchesInOrder, OffsetCommits, created_settlements
 from services.shared import avro
 
@@ -167,11 +168,24 @@ async def test_a_session_that_ends_sees_its_dispatches_through_rather_than_aband
 
 
 class FakeConsumer:
-    """Hands out scripted polls, then nothing; records the offsets committed."""
+    """Hands out scripted polls, then nothing; records the offsets committed. Each partition's
+    end is `ends` once a poll fetched from it; its position follows the records handed out."""
 
-    def __init__(self, polls: list[dict[TopicPartition, list[ConsumerRecord]]]) -> None:
+    def __init__(
+        self,
+        polls: list[dict[TopicPartition, list[ConsumerRecord]]],
+        ends: dict[TopicPartition, int] | None = None,
+    ) -> None:
         self.polls = polls
         self.committed: list[dict[TopicPartition, int]] = []
+        self.ends = ends or {}
+        self.positions: dict[TopicPartition, int] = {}
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        return self.ends.get(tp) if tp in self.positions else None
+
+    async def position(self, tp: TopicPartition) -> int:
+        return self.positions[tp]
 
     async def start(self) -> None:
         pass
@@ -183,7 +197,10 @@ class FakeConsumer:
         self, timeout_ms: int, max_records: int
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         if self.polls:
-            return self.polls.pop(0)
+            poll = self.polls.pop(0)
+            for tp, records in poll.items():
+                self.positions[tp] = records[-1].offset + 1
+            return poll
         await asyncio.sleep(timeout_ms / 1000)
         return {}
 
@@ -237,3 +254,28 @@ async def test_events_polled_while_a_batch_is_at_the_rail_are_dispatched_without
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_the_triggers_report_how_far_behind_the_partition_ends_they_read() -> None:
+    settlement = str(uuid.uuid4())
+    # Fetched up to offset 41 of P0 (end 50) and 8 of P1 (end 12): 8 + 3 messages left.
+    consumer = FakeConsumer(
+        [{P0: [record(event(settlement, "created"), 0, 41)]},
+         {P1: [record(event(settlement, "paid"), 1, 8)]}],
+        ends={P0: 50, P1: 12},
+    )  # fmt: skip
+    metrics = create_metrics()
+    dispatcher = HeldDispatcher(held="none")
+    running = asyncio.ensure_future(
+        triggers.trigger_dispatch(lambda: consumer, dispatcher, metrics)  # type: ignore[arg-type, return-value]
+    )
+    lag = {"service": "relay", "topic": "settlement.events"}
+    try:
+        for _ in range(100):
+            if not consumer.polls and metrics.registry.get_sample_value("settle_consumer_lag", lag):
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    assert metrics.registry.get_sample_value("settle_consumer_lag", lag) == 11

@@ -114,6 +114,7 @@ class CreateSettlement:
     ) -> AcceptResult:
         """The acceptor's answer to the request; ApiError (counted) when it cannot be booked."""
         metrics, admission = self._metrics, self._admission
+        tenant: str | None = None
         try:
             tenant = self._auth.tenant_for(bearer_token(authorization))
             # Refused before the body is read: an overloaded ledger holds nothing more.
@@ -126,9 +127,11 @@ class CreateSettlement:
                 with metrics.accept_seconds.time():
                     result = await self._acceptor.accept(settlement)
         except ApiError as e:
-            metrics.count_request(_outcome_of(e))
+            metrics.count_request(_outcome_of(e), tenant)
+            if e.status == 503:
+                metrics.count_fail_closed("backlog" if isinstance(e, Overloaded) else "postgresql")
             raise
-        metrics.count_request(result.outcome.value)
+        metrics.count_request(result.outcome.value, tenant)
         return result
 
 
