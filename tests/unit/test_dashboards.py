@@ -1,6 +1,7 @@
 """The Grafana dashboards committed under deploy/observability/dashboards/ are exactly what
 dashboards.py makes (regenerate with `python deploy/observability/dashboards.py`), every
-metric a panel queries is one the services register, and every query is valid PromQL."""
+metric a panel queries or an alert reads is one the services register, and every query is
+valid PromQL."""
 
 from __future__ import annotations
 
@@ -42,12 +43,14 @@ def _queries() -> list[str]:
 
 def _registered() -> set[str]:
     """Every series name the services expose (a counter's _total, a histogram's _bucket...)."""
-    registry = CollectorRegistry()
-    for create in (ledger_metrics, relay_metrics, inbox_metrics, reconcile_metrics):
-        create(registry)
     names = set()
-    for family in registry.collect():
-        names |= {family.name + s for s in SAMPLE_SUFFIXES.get(family.type, ("",))}
+    # One registry per service, as each runs in its own process (some metrics, such as the
+    # consumer lag, are registered by more than one service).
+    for create in (ledger_metrics, relay_metrics, inbox_metrics, reconcile_metrics):
+        registry = CollectorRegistry()
+        create(registry)
+        for family in registry.collect():
+            names |= {family.name + s for s in SAMPLE_SUFFIXES.get(family.type, ("",))}
     return names
 
 
@@ -73,3 +76,11 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
         check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_metric_an_alert_reads_is_registered() -> None:
+    rules = yaml.safe_load((OBSERVABILITY / "alerts.yaml").read_text())
+    exprs = [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
+    read = {name for expr in exprs for name in re.findall(r"\bsettle_\w+", expr)}
+    assert len(read) >= 8
+    assert read - _registered() == set()
