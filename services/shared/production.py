@@ -41,13 +41,13 @@ SERVICE_SECRETS: dict[str, frozenset[str]] = {
 ALL_SECRETS = frozenset().union(*SERVICE_SECRETS.values())
 # Services that never dial Kafka: its security is not theirs to prove.
 WITHOUT_KAFKA = frozenset({"inbox", "reconciler"})
-# What an unused, unset secret becomes: nothing that can authenticate.
-EMPTY_SECRETS: dict[str, tuple[str, object]] = {
-    "STRIPE_API_KEY": ("stripe_api_key", SecretStr("")),
-    "STRIPE_WEBHOOK_SECRET": ("stripe_webhook_secret", ()),
-    "SETTLE_API_TOKENS": ("api_tokens", {}),
-    "SETTLE_OPERATOR_TOKENS": ("operator_tokens", {}),
-    "SETTLE_COMMAND_SIGNING_SECRETS": ("command_signing_secrets", {}),
+# Each secret variable and the setting that holds it.
+SECRET_FIELDS: dict[str, str] = {
+    "STRIPE_API_KEY": "stripe_api_key",
+    "STRIPE_WEBHOOK_SECRET": "stripe_webhook_secret",
+    "SETTLE_API_TOKENS": "api_tokens",
+    "SETTLE_OPERATOR_TOKENS": "operator_tokens",
+    "SETTLE_COMMAND_SIGNING_SECRETS": "command_signing_secrets",
 }
 
 
@@ -67,8 +67,24 @@ def without_unused_secrets(
     """In production, `settings` with each unset secret outside `uses` emptied."""
     if settings.env is not Deployment.PRODUCTION:
         return settings
-    empty = dict(v for k, v in EMPTY_SECRETS.items() if k not in uses and k not in given)
+    unused = [f for v, f in SECRET_FIELDS.items() if v not in uses and v not in given]
+    # What an unused, unset secret becomes: nothing that can authenticate.
+    empty = {field: _emptied(getattr(settings, field)) for field in unused}
     return settings.model_copy(update=empty) if empty else settings
+
+
+def _emptied(held: object) -> object:
+    return SecretStr("") if isinstance(held, SecretStr) else type(held)()
+
+
+def _held(held: object) -> list[SecretStr]:
+    # One secret, a tuple of them, or a name's tuple of them for each name.
+    if isinstance(held, SecretStr):
+        return [held]
+    if isinstance(held, dict):
+        return [secret for secrets in held.values() for secret in secrets]
+    assert isinstance(held, tuple)
+    return list(held)
 
 
 def refusal(
@@ -95,22 +111,13 @@ def refusal(
 def _secrets(
     settings: Settings, given: Collection[str], uses: Collection[str], mode: str
 ) -> ConfigError | None:
-    held = {
-        "STRIPE_API_KEY": [settings.stripe_api_key],
-        "STRIPE_WEBHOOK_SECRET": list(settings.stripe_webhook_secret),
-        "SETTLE_API_TOKENS": [t for ts in settings.api_tokens.values() for t in ts],
-        "SETTLE_OPERATOR_TOKENS": [t for ts in settings.operator_tokens.values() for t in ts],
-        "SETTLE_COMMAND_SIGNING_SECRETS": [
-            s for ss in settings.command_signing_secrets.values() for s in ss
-        ],
-    }
-    for variable, secrets in held.items():
+    for variable, field in SECRET_FIELDS.items():
         # Decided by presence, not value: an unset variable takes the public local default.
         if variable not in given:
             if variable in uses and _needed(settings, variable):
                 return ConfigError(variable, f"is unset, and {mode} needs a secret of its own")
             continue
-        problem = _weak(secrets, mode)
+        problem = _weak(_held(getattr(settings, field)), mode)
         if problem is not None:
             return ConfigError(variable, problem)
     return None
