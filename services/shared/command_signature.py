@@ -23,6 +23,8 @@ from enum import StrEnum
 
 from pydantic import SecretStr
 
+from services.shared.tokens import parse_tokens
+
 SIGNATURE_HEADER = "settle-signature"
 TOLERANCE_SECONDS = 300
 SCHEME = "v1"
@@ -126,12 +128,5 @@ def parse_signing_secrets(value: object) -> object:
     tenant are all accepted (a rotation). Other values are passed on to validation."""
     if not isinstance(value, str):
         return value
-    secrets: dict[str, tuple[SecretStr, ...]] = {}
-    for pair in value.split(","):
-        if not pair.strip():
-            continue
-        tenant, sep, secret = pair.strip().partition(":")
-        if not sep or not tenant or not secret:
-            raise ValueError("must be tenant:secret pairs separated by commas")
-        secrets[tenant] = (*secrets.get(tenant, ()), SecretStr(secret))
-    return secrets
+    held = parse_tokens(value, noun="secret")
+    return {tenant: tuple(SecretStr(s) for s in secrets) for tenant, secrets in held.items()}

@@ -7,21 +7,24 @@ from collections.abc import Mapping
 from pydantic import SecretStr
 
 
-def parse_tokens(value: str) -> dict[str, tuple[str, ...]]:
-    """Each name's tokens from `name:token,...`, in the order given; ValueError naming the
-    tenant (never the token) when a pair is malformed or a token is given twice."""
-    tokens: dict[str, tuple[str, ...]] = {}
+def parse_tokens(value: str, noun: str = "token") -> dict[str, tuple[str, ...]]:
+    """Each name's values from `name:value,...` (tokens, or signing secrets: `noun` names
+    them in errors), in the order given; blank pairs are skipped. ValueError naming the name
+    (never the value) when a pair is malformed or a value is given twice."""
+    held: dict[str, tuple[str, ...]] = {}
     owner: dict[str, str] = {}
     for pair in value.split(","):
-        name, sep, token = pair.strip().partition(":")
-        if not sep or not name or not token:
-            raise ValueError("must be tenant:token pairs separated by commas")
-        if token in owner:
-            # A token names one tenant: the same one for two would let either act as the other.
-            raise ValueError(f"a token of tenant {name!r} is given twice")
-        owner[token] = name
-        tokens[name] = (*tokens.get(name, ()), token)
-    return tokens
+        if not pair.strip():
+            continue
+        name, sep, secret = pair.strip().partition(":")
+        if not sep or not name or not secret:
+            raise ValueError(f"must be tenant:{noun} pairs separated by commas")
+        if secret in owner:
+            # A value names one tenant: the same one for two would let either act as the other.
+            raise ValueError(f"a {noun} of tenant {name!r} is given twice")
+        owner[secret] = name
+        held[name] = (*held.get(name, ()), secret)
+    return held
 
 
 def by_token(tokens: Mapping[str, tuple[SecretStr, ...]]) -> dict[str, str]:

@@ -143,6 +143,13 @@ def test_a_malformed_signing_secret_list_names_its_variable(value: str) -> None:
         load_settings({"SETTLE_COMMAND_SIGNING_SECRETS": value})
 
 
+def test_one_signing_secret_for_two_tenants_is_refused_without_showing_it() -> None:
+    # Either tenant could then sign the other's commands.
+    with pytest.raises(ConfigError, match="SETTLE_COMMAND_SIGNING_SECRETS") as refused:
+        load_settings({"SETTLE_COMMAND_SIGNING_SECRETS": "acme:csk_shared,globex:csk_shared"})
+    assert "csk_shared" not in str(refused.value)
+
+
 def test_the_worked_example_in_the_schemas_readme_holds() -> None:
     # schemas/README.md gives producers outside settle this vector to test their signer with.
     header = signature_header(["csk_example"], b"\xc3\x01example", 1_790_000_000)
