@@ -126,6 +126,14 @@ async def database_url(infra: Servers) -> AsyncIterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module")
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    """A pool on the session's database, one per test module."""
+    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=10)
+    yield pool
+    await pool.close()
+
+
 @pytest.fixture(scope="session")
 async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     """An async SQLAlchemy engine on the session's database."""

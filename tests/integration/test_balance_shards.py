@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import asyncpg
@@ -17,20 +16,13 @@ from services.ledger.model import Outcome
 from services.shared.balance_shards import BALANCE_SHARDS
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.transitions import TransitionBatch
-from tests.conftest import asyncpg_dsn, unique
+from tests.conftest import unique
 from tests.integration.test_ledger_books import WINDOWS, request
 
 pytestmark = pytest.mark.integration
 
 # Far below any real wait: a writer that queues on a held row fails instead.
 NO_WAIT = "200ms"
-
-
-@pytest.fixture(scope="module")
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=6)
-    yield pool
-    await pool.close()
 
 
 async def book(pool: asyncpg.Pool, tenant: str, *amounts: int) -> list[uuid.UUID]:

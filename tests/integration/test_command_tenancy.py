@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import replace
 
 import asyncpg
@@ -25,7 +25,7 @@ from services.shared.config import load_settings
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import COMMANDS, COMMANDS_DLQ, ensure_topics
-from tests.conftest import asyncpg_dsn, unique
+from tests.conftest import unique
 from tests.integration.test_ledger_books import WINDOWS
 from tests.integration.test_ledger_commands import command, drain
 from tools.run.submit import Batch, publish_commands, signing_secrets
@@ -33,13 +33,6 @@ from tools.run.submit import Batch, publish_commands, signing_secrets
 pytestmark = pytest.mark.integration
 LIMIT = 1_048_576  # the producers' max_request_size
 Record = tuple[bytes, bytes, list[tuple[str, bytes]]]  # key, value, headers
-
-
-@pytest.fixture(scope="module")
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=8)
-    yield pool
-    await pool.close()
 
 
 def signed(value: bytes, secret: str, at: int | None = None) -> list[tuple[str, bytes]]:

@@ -20,17 +20,10 @@ from services.shared import avro
 from services.shared.config import load_settings
 from services.shared.database import create_pool
 from services.shared.errors import StoreUnavailable
-from tests.conftest import asyncpg_dsn, unique
+from tests.conftest import unique
 
 pytestmark = pytest.mark.integration
 WINDOWS = Windows(replay=timedelta(hours=24), tombstone=timedelta(hours=24))
-
-
-@pytest.fixture(scope="module")
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=8)
-    yield pool
-    await pool.close()
 
 
 @pytest.fixture

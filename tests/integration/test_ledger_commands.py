@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -22,17 +21,10 @@ from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.kafka_access import KafkaAccess
 from services.shared.tenant_limits import Rate, TenantLimits, TenantPolicy
 from services.shared.topics import COMMANDS, COMMANDS_DLQ, ensure_topics
-from tests.conftest import asyncpg_dsn, unique
+from tests.conftest import unique
 from tests.integration.test_ledger_books import WINDOWS
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=8)
-    yield pool
-    await pool.close()
 
 
 def command(tenant: str, key: str, reference: str, amount: int = 700) -> dict[str, object]:

@@ -39,13 +39,6 @@ class NoAcceptor:
         raise AssertionError("reads must not book")
 
 
-@pytest.fixture(scope="module")
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=4)
-    yield pool
-    await pool.close()
-
-
 def client_for(pool: asyncpg.Pool, kafka_bootstrap: str, *tenants: str) -> httpx.AsyncClient:
     tokens = ",".join(f"{t}:token-{t}" for t in tenants)
     settings = load_settings({"SETTLE_API_TOKENS": tokens})

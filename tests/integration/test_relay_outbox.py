@@ -23,13 +23,6 @@ from tests.conftest import asyncpg_dsn, unique
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=2, max_size=10)
-    yield pool
-    await pool.close()
-
-
 async def fill_outbox(pool: asyncpg.Pool, settlements: int, events_each: int) -> set[str]:
     rows = []
     for _ in range(settlements):

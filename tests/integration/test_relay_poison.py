@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -19,18 +18,11 @@ from services.relay.triggers import CONSUMER_GROUP, trigger_dispatch
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.kafka_access import KafkaAccess
 from services.shared.topics import EVENTS, ensure_topics
-from tests.conftest import asyncpg_dsn, unique
+from tests.conftest import unique
 from tests.integration.test_relay_dispatch import FAST, ScriptedRail, accept, state
 from tests.unit.test_relay_triggers import event
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=6)
-    yield pool
-    await pool.close()
 
 
 async def committed(bootstrap: str, group: str) -> int:

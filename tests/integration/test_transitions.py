@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import asyncpg
@@ -17,17 +16,10 @@ from services.shared import avro
 from services.shared.domain.settlement import ReasonRequired
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.transitions import TransitionBatch, apply_transition
-from tests.conftest import asyncpg_dsn, unique
+from tests.conftest import unique
 from tests.integration.test_ledger_books import WINDOWS, request
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=4)
-    yield pool
-    await pool.close()
 
 
 async def accepted(pool: asyncpg.Pool, amount: int = 900) -> tuple[str, str]:
