@@ -24,6 +24,7 @@ import asyncpg
 from services.operations.errors import NotFound, Refused
 from services.operations.proposed import ACTION_REFUSALS, checked, item_of, perform, target_of
 from services.operations.rail_lookup import RailLookup
+from services.shared.config import Settings
 from services.shared.domain.proposal import (
     DEFAULT_MAX_AGE_SECONDS,
     Move,
@@ -70,6 +71,23 @@ SELECT {COLUMNS} FROM operator_proposals
 """
 
 
+class Policy(NamedTuple):
+    """How operator actions are approved (SETTLE_TWO_PERSON, SETTLE_PROPOSAL_MAX_AGE_SECONDS)."""
+
+    two_person: bool  # True: a second operator must approve each action
+    max_age: timedelta  # how long a proposal waits for its decision before it expires
+
+
+ONE_PERSON = Policy(False, DEFAULT_MAX_AGE)
+
+
+def policy_of(settings: Settings) -> Policy:
+    """The approval policy the settings ask for."""
+    return Policy(
+        settings.two_person_required, timedelta(seconds=settings.proposal_max_age_seconds)
+    )
+
+
 class Submitted(NamedTuple):
     """What `submit` did with an action."""
 
@@ -88,6 +106,14 @@ def proposal_document(row: asyncpg.Record, now: datetime, max_age: timedelta) ->
     for key in ("proposed_at", "decided_at"):
         item[key] = row[key].isoformat() if row[key] else None
     return item
+
+
+def awaiting(proposal: Mapping[str, Any]) -> str:
+    """The line telling an operator that their action awaits a second operator."""
+    return (
+        f"proposal {proposal['id']}: {proposal['action']} {proposal['target']} awaits approval "
+        f"by another operator (settle approvals approve {proposal['id']})"
+    )
 
 
 def parse_proposal_id(text: str) -> int:
