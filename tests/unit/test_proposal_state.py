@@ -1,5 +1,6 @@
 """The maker-checker state machine: only a different operator approves or rejects, only the
-proposer withdraws, a decision is final, and a proposal past its age expires whoever moves."""
+proposer withdraws, a decision is final, and a proposal past its age expires whoever moves;
+two-person mode is on by default in production mode only."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from services.operations.approvals import Policy, policy_of
+from services.shared.config import load_settings
 from services.shared.domain.proposal import (
     TRANSITIONS,
     AlreadyDecided,
@@ -22,6 +25,8 @@ from services.shared.domain.proposal import (
     decide,
     is_transition_valid,
 )
+from services.shared.errors import ConfigError
+from tests.production_env import production as production_env
 
 P = ProposalStatus
 T0 = datetime(2026, 11, 26, 12, tzinfo=UTC)
@@ -90,3 +95,15 @@ def test_no_move_reaches_a_status_the_table_forbids(
         assert operator != proposal.proposed_by
     if target is P.WITHDRAWN:
         assert operator == proposal.proposed_by
+
+
+def test_two_person_mode_is_on_by_default_in_production_only_and_may_be_set_either_way() -> None:
+    assert not load_settings({}).two_person_required
+    production = production_env()
+    assert load_settings(production).two_person_required
+    assert not load_settings({**production, "SETTLE_TWO_PERSON": "false"}).two_person_required
+    assert load_settings({"SETTLE_TWO_PERSON": "true"}).two_person_required
+    policy = policy_of(load_settings({"SETTLE_PROPOSAL_MAX_AGE_SECONDS": "3600"}))
+    assert policy == Policy(False, timedelta(hours=1))
+    with pytest.raises(ConfigError, match="SETTLE_PROPOSAL_MAX_AGE_SECONDS"):
+        load_settings({"SETTLE_PROPOSAL_MAX_AGE_SECONDS": "0"})
