@@ -1,12 +1,14 @@
 """Maker-checker on the real PostgreSQL against the served rail simulator: a proposal waits for
 a different operator; approved, its action is done once, through the function the CLI calls,
 audited with both names; refused by the rail at approval, it fails and changes nothing;
-rejected, withdrawn or expired, nothing happens; two approvals at once apply it once."""
+rejected, withdrawn or expired, nothing happens; two approvals at once apply it once; a rail
+that does not answer leaves it pending."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +17,7 @@ import pytest
 
 from services.operations.approvals import approve, list_proposals, propose, reject, submit
 from services.operations.approvals import withdraw as withdraw_proposal
-from services.operations.errors import Refused
+from services.operations.errors import RailUnavailable, Refused
 from services.operations.rail_lookup import StripeLookup
 from services.shared.domain.proposal import ProposedAction as A
 from tests.conftest import unique
@@ -251,3 +253,23 @@ async def test_the_table_holds_the_rules_against_any_writer(world: World) -> Non
             "INSERT INTO operator_actions (actor, action, target, approved_by) "
             "VALUES ('alice', 'review.resolve', $1, 'alice')", f"settlement:{sid}",
         )  # fmt: skip
+
+
+async def test_an_approval_the_rail_cannot_answer_leaves_the_proposal_pending(
+    world: World,
+) -> None:
+    sid = await referred(world)
+    before = await snapshot(world, sid)
+    proposal = await proposed_failure(world, sid)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    silent = StripeLookup("sk_test_x", api_base=closed)
+    try:
+        with pytest.raises(RailUnavailable):
+            await approved(world, silent, proposal["id"], "bob")
+    finally:
+        await silent.aclose()
+    row = await stored(world, proposal["id"])
+    assert (row["status"], row["decided_by"]) == ("pending", None)
+    assert await snapshot(world, sid) == before

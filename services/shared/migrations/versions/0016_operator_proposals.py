@@ -70,8 +70,8 @@ UPGRADE = [
     """,
     """CREATE UNIQUE INDEX operator_proposals_one_pending ON operator_proposals (action, target)
        WHERE status = 'pending'""",
-    """CREATE INDEX operator_proposals_pending ON operator_proposals (proposed_at)
-       WHERE status = 'pending'""",
+    # The queue a second operator reads: the pending ones by id, without the decided ones.
+    "CREATE INDEX operator_proposals_pending ON operator_proposals (id) WHERE status = 'pending'",
     """
     CREATE FUNCTION settle_proposal_decided_once() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
