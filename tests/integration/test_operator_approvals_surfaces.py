@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -131,3 +132,27 @@ async def test_settle_review_proposes_and_settle_approvals_approves(world: World
     assert (status, done["status"], done["decided_by"]) == (0, "approved", "bob")
     assert (await snapshot(world, sid))["status"] == "failed"
     assert await audit_of(world, f"settlement:{sid}") == [("alice", "bob")]
+
+
+async def test_settle_breaks_bulk_proposes_each_break_and_counts_the_proposals(
+    world: World, tmp_path: Path
+) -> None:
+    ids = await plant_breaks(world.pool, 2)
+    listed = tmp_path / "breaks.txt"
+    listed.write_text(f"{ids[0]}\n{ids[1]}\n999999999\n")
+    status, summary = await settle(
+        world, "breaks", "resolve", "--from-file", str(listed), "--reason", "written off",
+        "--operator", "alice",
+    )  # fmt: skip
+    assert status == 1  # one id is no break
+    assert (summary["done"], summary["proposed"], summary["refused"]) == (0, 2, 1)
+    proposals = [i["proposal"] for i in summary["items"][:2]]
+    targets = await world.pool.fetch(
+        "SELECT target, status FROM operator_proposals WHERE id = ANY($1::bigint[]) ORDER BY id",
+        proposals,
+    )
+    assert [tuple(t) for t in targets] == [(f"break:{i}", "pending") for i in ids]
+    still = await world.pool.fetch(
+        "SELECT status FROM reconciliation_breaks WHERE id = ANY($1::bigint[])", ids
+    )
+    assert [r["status"] for r in still] == ["open", "open"]
