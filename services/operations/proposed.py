@@ -3,7 +3,8 @@ HTTP routes call: `review.resolve`, `breaks.resolve_break` and the inbox's `repl
 
 A proposal names its item by a canonical target (`settlement:<uuid>`, `break:<id>`,
 `inbox:<row id>`), so two proposals for one item, however its id was written, are one
-pending proposal; the item must exist when it is proposed.
+pending proposal. The item must exist when it is proposed, in a status its action takes: a
+proposal the rows refuse already is refused at once, with the action's own code.
 """
 
 from __future__ import annotations
@@ -15,18 +16,29 @@ from typing import Any
 import asyncpg
 
 from services.inbox import errors as inbox_errors
+from services.inbox.decision import REPLAYABLE, InboxStatus
 from services.inbox.operator import replay
 from services.operations import breaks, review
-from services.operations.errors import BadRequest, NotFound, OperationsError, ReasonMissing
+from services.operations.errors import (
+    BadRequest,
+    NotFound,
+    OperationsError,
+    ReasonMissing,
+    Refused,
+)
 from services.operations.rail_lookup import RailLookup
+from services.operations.verdict import NOT_IN_REVIEW
+from services.shared.domain.breaks import BreakStatus
 from services.shared.domain.instruction import Resolution
 from services.shared.domain.proposal import ProposedAction
+from services.shared.domain.settlement import SettlementStatus
 from services.shared.store_errors import unavailable_when_down
 
 # What an approved action may answer instead of doing it: refusals, never "try again".
 ACTION_REFUSALS = (OperationsError, inbox_errors.InboxError)
 FIND_EVENT = """
-SELECT id FROM inbox_events WHERE id = $1 OR (rail_event_id = $2 AND rail = 'stripe') LIMIT 1
+SELECT id, status FROM inbox_events
+ WHERE id = $1 OR (rail_event_id = $2 AND rail = 'stripe') LIMIT 1
 """
 
 
@@ -51,16 +63,27 @@ def checked(
 
 async def target_of(conn: asyncpg.Connection, action: ProposedAction, item: str) -> str:
     """The canonical target of `action` on `item` (an id as an operator gives it); NotFound
-    when there is no such settlement, break or inbox event."""
+    when there is no such settlement, break or inbox event, and the action's own refusal when
+    its item's status already refuses it (the rail is asked only at approval)."""
     if action is ProposedAction.REVIEW_RESOLVE:
-        return f"settlement:{(await review.show(conn, item))['id']}"
+        settlement = await review.show(conn, item)
+        if settlement["status"] != SettlementStatus.NEEDS_REVIEW:
+            raise Refused(f"settlement {item} is {settlement['status']}", code=NOT_IN_REVIEW)
+        return f"settlement:{settlement['id']}"
     if action is ProposedAction.BREAK_RESOLVE:
-        return f"break:{(await breaks.show_break(conn, item)).id}"
+        found = await breaks.show_break(conn, item)
+        if found.status is not BreakStatus.OPEN:
+            raise Refused(f"break {item} is {found.status}", code=breaks.BREAK_CLOSED)
+        return f"break:{found.id}"
     with unavailable_when_down("PostgreSQL is unreachable; nothing was proposed"):
-        row_id = await conn.fetchval(FIND_EVENT, int(item) if item.isdigit() else 0, item)
-    if row_id is None:
+        row = await conn.fetchrow(FIND_EVENT, int(item) if item.isdigit() else 0, item)
+    if row is None:
         raise NotFound(f"no inbox event {item}")
-    return f"inbox:{row_id}"
+    if row["status"] == InboxStatus.MISMATCH:
+        raise inbox_errors.MismatchNotReplayable(f"inbox event {item} is a mismatch; never applied")
+    if row["status"] not in REPLAYABLE:
+        raise inbox_errors.NotReplayable(f"inbox event {item} is {row['status']}")
+    return f"inbox:{row['id']}"
 
 
 def item_of(target: str) -> str:

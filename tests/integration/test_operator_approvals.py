@@ -20,6 +20,7 @@ from services.operations.approvals import withdraw as withdraw_proposal
 from services.operations.errors import RailUnavailable, Refused
 from services.operations.rail_lookup import StripeLookup
 from services.shared.domain.proposal import ProposedAction as A
+from services.shared.errors import ApiError
 from tests.conftest import unique
 from tests.integration.check_support import World, template
 from tests.integration.operator_support import (
@@ -273,3 +274,22 @@ async def test_an_approval_the_rail_cannot_answer_leaves_the_proposal_pending(
     row = await stored(world, proposal["id"])
     assert (row["status"], row["decided_by"]) == ("pending", None)
     assert await snapshot(world, sid) == before
+
+
+async def test_a_proposal_its_item_already_refuses_is_refused_at_once(world: World) -> None:
+    paid = await world.accept()
+    (closed,) = await plant_breaks(world.pool, 1, status="resolved")
+    event = unique("evt_")
+    row_id = await world.pool.fetchval(DEAD_EVENT, event, now())
+    await world.pool.execute("UPDATE inbox_events SET status = 'received' WHERE id = $1", row_id)
+    async with world.pool.acquire() as conn:
+        for action, item, code in (
+            (A.REVIEW_RESOLVE, paid, "not_in_review"),
+            (A.BREAK_RESOLVE, str(closed), "break_closed"),
+            (A.INBOX_REPLAY, event, "not_replayable"),
+        ):
+            with pytest.raises(ApiError) as refused:
+                await propose(conn, action, item, {"as": "failed"}, reason=REASON,
+                              operator="alice", now=now())  # fmt: skip
+            assert refused.value.code == code
+    assert await world.pool.fetchval("SELECT count(*) FROM operator_proposals") == 0
