@@ -172,6 +172,8 @@ async def approve(
     proposal after. Refused when it is not `operator`'s to approve, has expired or was decided
     already (nothing changes but an expiry), or when the action is refused (it ends failed)."""
     refusal: ApiError | None = None
+    # The action (and its rail lookup) runs under the proposal's row lock: a second approval
+    # waits for this one's outcome instead of doing the action again.
     with unavailable_when_down(DOWN):
         async with conn.transaction():
             row, status = await _locked(conn, proposal, Move.APPROVE, operator, now, max_age)
