@@ -14,6 +14,7 @@ from tools.bench.cli import bench
 from tools.chaos.cli import chaos
 from tools.check.cli import check
 from tools.infra.cli import infra
+from tools.operations.approvals_cli import approvals
 from tools.operations.archive_cli import archive
 from tools.operations.breaks_cli import breaks
 from tools.operations.review_cli import review
@@ -38,6 +39,7 @@ cli.add_command(check)
 cli.add_command(reconcile)
 cli.add_command(review)
 cli.add_command(breaks)
+cli.add_command(approvals)
 cli.add_command(archive)
 cli.add_command(rail)
 cli.add_command(reconciler)

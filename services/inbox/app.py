@@ -23,6 +23,7 @@ from services.inbox.http import create_admin_app, create_app
 from services.inbox.metrics import create_metrics
 from services.inbox.signature import SignatureCheck
 from services.inbox.worker import InboxWorker, RetryPolicy
+from services.operations.approvals import policy_of
 from services.shared.config import Settings
 from services.shared.database import create_pool
 from services.shared.edge import BearerAuth
@@ -55,7 +56,7 @@ async def serve(settings: Settings, host: str, port: int, admin_port: int) -> No
             pool, SignatureCheck(secrets), metrics,
             max_body_bytes=settings.inbox_max_body_bytes, applier=worker,
         ),
-        create_admin_app(pool, operators, metrics),
+        create_admin_app(pool, operators, metrics, policy=policy_of(settings)),
     )  # fmt: skip
     server = ListeningServer(apps, host, port, admin_port)
     try:

@@ -53,24 +53,35 @@ def inbox(ctx: click.Context, host: str, port: int, admin_port: int) -> None:
 @click.argument("event")
 @click.option("--actor", required=True, help="Who replays it, for operator_actions.")
 def replay_command(event: str, actor: str) -> None:
-    """Send a dead or parked event (inbox row id or rail event id) back to be applied."""
+    """Send a dead or parked event (inbox row id or rail event id) back to be applied; in
+    two-person mode (SETTLE_TWO_PERSON), propose it for another operator to approve."""
     from services.inbox.operator import replay
     from services.inbox.worker import utc_now
+    from services.operations.approvals import awaiting, policy_of, propose
     from services.shared.config import libpq_dsn
+    from services.shared.domain.proposal import ProposedAction
 
     settings = _settings()
+    policy = policy_of(settings)
 
-    async def run() -> int:
+    async def run() -> str:
         import asyncpg
 
         conn = await asyncpg.connect(libpq_dsn(settings.database_url))
         try:
-            return await replay(conn, event, actor, utc_now())
+            if policy.two_person:
+                found = await propose(
+                    conn, ProposedAction.INBOX_REPLAY, event, {}, reason=None, operator=actor,
+                    now=utc_now(), max_age=policy.max_age,
+                )  # fmt: skip
+                return awaiting(found)
+            row_id = await replay(conn, event, actor, utc_now())
+            return f"inbox event {row_id} queued for replay by {actor}"
         finally:
             await conn.close()
 
     try:
-        row_id = asyncio.run(run())
+        said = asyncio.run(run())
     except SettleError as e:
         raise click.ClickException(str(e)) from e
-    click.echo(f"inbox event {row_id} queued for replay by {actor}")
+    click.echo(said)

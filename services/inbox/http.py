@@ -24,6 +24,8 @@ from services.inbox.operator import list_events, replay
 from services.inbox.signature import SignatureCheck
 from services.inbox.store import store_rejected
 from services.inbox.worker import Clock, utc_now
+from services.operations.approvals import ONE_PERSON, Policy, propose
+from services.shared.domain.proposal import ProposedAction
 from services.shared.edge import (
     JSON,
     BearerAuth,
@@ -81,12 +83,13 @@ def create_app(
 
 
 def create_admin_app(
-    pool: asyncpg.Pool, operators: BearerAuth, metrics: InboxMetrics, *, clock: Clock = utc_now
-) -> FastAPI:
-    """The inbox's admin app: the operator view and replay, /healthz, /readyz, /metrics,
-    /docs and /openapi.json."""
+    pool: asyncpg.Pool, operators: BearerAuth, metrics: InboxMetrics, *, clock: Clock = utc_now,
+    policy: Policy = ONE_PERSON,
+) -> FastAPI:  # fmt: skip
+    """The inbox's admin app: the operator view and replay (proposed for a second operator's
+    approval in two-person mode), /healthz, /readyz, /metrics, /docs and /openapi.json."""
     app = admin_api("settle inbox admin", ADMIN_DESCRIPTION, metrics.registry)
-    app.include_router(_operator_routes(pool, operators, clock))
+    app.include_router(_operator_routes(pool, operators, clock, policy))
     app.include_router(_readiness_routes(pool))
     return app
 
@@ -177,7 +180,9 @@ def _webhook_routes(webhooks: Webhooks) -> APIRouter:
     return router
 
 
-def _operator_routes(pool: asyncpg.Pool, operators: BearerAuth, clock: Clock) -> APIRouter:
+def _operator_routes(
+    pool: asyncpg.Pool, operators: BearerAuth, clock: Clock, policy: Policy
+) -> APIRouter:
     router = APIRouter(tags=["operators"])
     # A default, not an Annotated alias: a local alias is not resolvable from string annotations.
     operator_of = Depends(tenant_dependency(operators))
@@ -198,6 +203,11 @@ def _operator_routes(pool: asyncpg.Pool, operators: BearerAuth, clock: Clock) ->
     async def replay_event(event: str, operator: str = operator_of) -> Response:
         try:
             async with pool.acquire() as conn:
+                if policy.two_person:  # 202 with the proposal, for a second operator
+                    return _json(await propose(
+                        conn, ProposedAction.INBOX_REPLAY, event, {}, reason=None,
+                        operator=operator, now=clock(), max_age=policy.max_age,
+                    ), 202)  # fmt: skip
                 row_id = await replay(conn, event, operator, clock())
         except STORE_FAILURES as e:
             raise StoreUnavailable("the inbox store does not answer") from e

@@ -39,8 +39,8 @@ UPDATE inbox_events SET status = 'received', attempts = 0, next_attempt_at = $3,
  WHERE id = $1 AND status = $2
 """
 AUDIT = """
-INSERT INTO operator_actions (actor, action, target, detail, occurred_at)
-VALUES ($1, 'inbox.replay', $2, $3::jsonb, $4)
+INSERT INTO operator_actions (actor, action, target, detail, occurred_at, approved_by)
+VALUES ($1, 'inbox.replay', $2, $3::jsonb, $4, $5)
 """
 
 
@@ -64,8 +64,11 @@ async def list_events(
     return {"data": data, "next_cursor": str(rows[-1]["id"]) if rows and full else None}
 
 
-async def replay(conn: asyncpg.Connection, event: str, actor: str, now: datetime) -> int:
-    """Send a dead or parked event (row id or rail event id) back to the worker, audited."""
+async def replay(
+    conn: asyncpg.Connection, event: str, actor: str, now: datetime, approver: str | None = None
+) -> int:
+    """Send a dead or parked event (row id or rail event id) back to the worker, audited (with
+    `approver`, the second operator who approved `actor`'s proposal, if any); its row id."""
     row_id = int(event) if event.isdigit() else 0
     async with conn.transaction():
         row = await conn.fetchrow(FIND_FOR_REPLAY, row_id, event)
@@ -81,5 +84,5 @@ async def replay(conn: asyncpg.Connection, event: str, actor: str, now: datetime
             raise NotReplayable(f"inbox event {event} is {status}; only dead or parked replay")
         await conn.execute(REPLAY, row["id"], status, now)
         detail = {"from_status": str(status), "reason": row["reason"]}
-        await conn.execute(AUDIT, actor, str(row["id"]), json.dumps(detail), now)
+        await conn.execute(AUDIT, actor, str(row["id"]), json.dumps(detail), now, approver)
     return int(row["id"])

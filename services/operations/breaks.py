@@ -85,16 +85,18 @@ async def show_break(conn: asyncpg.Connection | asyncpg.Pool, break_id: str) -> 
 
 
 async def resolve_break(
-    conn: asyncpg.Connection, break_id: str, *, reason: str, operator: str, now: datetime
-) -> StoredBreak:
-    """Resolve an open break with the operator's reason, audited; NotFound, Refused
-    (`break_closed`: healed or resolved already) or ReasonMissing change nothing."""
+    conn: asyncpg.Connection, break_id: str, *, reason: str, operator: str, now: datetime,
+    approver: str | None = None,
+) -> StoredBreak:  # fmt: skip
+    """Resolve an open break with the operator's reason, audited (with `approver`, the second
+    operator who approved it, if any); NotFound, Refused (`break_closed`: healed or resolved
+    already) or ReasonMissing change nothing."""
     if not reason.strip():
         raise ReasonMissing()
     try:
         return await close_break(
             conn, parse_break_id(break_id), BreakStatus.RESOLVED, actor=operator,
-            reason=reason, now=now,
+            reason=reason, now=now, approved_by=approver,
         )  # fmt: skip
     except BreakNotFound as e:
         raise NotFound(str(e)) from e

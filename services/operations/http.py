@@ -7,6 +7,13 @@
     GET  /v1/breaks/export               open breaks streamed (?format=csv|jsonl&type=)
     GET  /v1/breaks/{id}                 one break
     POST /v1/breaks/{id}/resolve         {"reason": "..."}
+    GET  /v1/approvals                   proposals (?status=pending|...|any&after=&limit=)
+    POST /v1/approvals/{id}/approve      a different operator approves: the action is done
+    POST /v1/approvals/{id}/reject       a different operator refuses it {"reason": optional}
+    POST /v1/approvals/{id}/withdraw     its proposer takes it back
+
+In two-person mode (`Policy.two_person`, services/operations/approvals.py) a resolution is not
+done but proposed: 202 with the proposal, for a different operator to approve.
 
 Every route takes `Authorization: Bearer <operator token>` (SETTLE_OPERATOR_TOKENS); the
 token's name is the operator the audit row names. No token or an unknown one is 401, a
@@ -19,19 +26,21 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import asyncpg
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from services.operations import breaks, review
+from services.operations import approvals, breaks, review
+from services.operations.approvals import ONE_PERSON, Policy, submit
 from services.operations.errors import BadRequest, Forbidden, ReasonMissing
 from services.operations.export import ExportFormat, export_open
 from services.operations.rail_lookup import RailLookup
 from services.shared.domain.breaks import BreakStatus, BreakType
 from services.shared.domain.instruction import Resolution
+from services.shared.domain.proposal import ProposalStatus, ProposedAction
 from services.shared.edge import (
     JSON,
     BearerAuth,
@@ -121,18 +130,41 @@ def routes(
     operators: BearerAuth,
     tenants: BearerAuth | None = None,
     clock: Clock = _now,
+    policy: Policy = ONE_PERSON,
 ) -> list[Route]:
     """The operator routes (see the module docstring), for a Starlette or FastAPI app."""
-    handlers = [*_review_routes(pool, rail, clock), *_break_routes(pool, clock)]
+    acting = _Acting(pool, rail, clock, policy)
+    handlers = [
+        *_review_routes(pool, acting), *_break_routes(pool, acting),
+        *_approval_routes(pool, acting),
+    ]  # fmt: skip
     return [
         Route(path, _guarded(operators, tenants, handler), methods=[method])
         for path, method, handler in handlers
     ]
 
 
-def _review_routes(
-    pool: asyncpg.Pool, rail: RailLookup, clock: Clock
-) -> list[tuple[str, str, Handler]]:
+class _Acting(NamedTuple):
+    """What doing (or proposing) an action takes."""
+
+    pool: asyncpg.Pool
+    rail: RailLookup
+    clock: Clock
+    policy: Policy
+
+    async def submit(
+        self, action: ProposedAction, item: str, payload: dict[str, Any], reason: str,
+        operator: str,
+    ) -> Response:  # fmt: skip
+        """The action done (200 with its result) or, in two-person mode, proposed (202)."""
+        done = await submit(
+            self.pool, self.rail, action, item, payload, reason=reason, operator=operator,
+            now=self.clock(), two_person=self.policy.two_person, max_age=self.policy.max_age,
+        )  # fmt: skip
+        return _json(done.document, 202 if done.proposed else 200)
+
+
+def _review_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, Handler]]:
     async def review_list(request: Request, _: str) -> Response:
         q = request.query_params
         after = review.parse_id(q["after"]) if "after" in q else None
@@ -147,12 +179,11 @@ def _review_routes(
         resolution = _choice(Resolution, body.get("as"), "as")
         if resolution is None:
             raise BadRequest('say how: "as": paid, failed or retry', code="invalid_as", field="as")
-        async with pool.acquire() as conn:
-            done = await review.resolve(
-                conn, rail, request.path_params["id"], resolution, reason=_reason(body),
-                operator=operator, now=clock(),
-            )  # fmt: skip
-        return _json(done._asdict())
+        payload = {"as": str(resolution)}
+        return await acting.submit(
+            ProposedAction.REVIEW_RESOLVE, request.path_params["id"], payload, _reason(body),
+            operator,
+        )  # fmt: skip
 
     return [
         ("/v1/review", "GET", review_list),
@@ -161,7 +192,7 @@ def _review_routes(
     ]
 
 
-def _break_routes(pool: asyncpg.Pool, clock: Clock) -> list[tuple[str, str, Handler]]:
+def _break_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, Handler]]:
     async def breaks_list(request: Request, _: str) -> Response:
         q = request.query_params
         found = await breaks.list_breaks(
@@ -178,11 +209,9 @@ def _break_routes(pool: asyncpg.Pool, clock: Clock) -> list[tuple[str, str, Hand
 
     async def breaks_resolve(request: Request, operator: str) -> Response:
         reason = _reason(await _body(request))
-        async with pool.acquire() as conn:
-            done = await breaks.resolve_break(
-                conn, request.path_params["id"], reason=reason, operator=operator, now=clock()
-            )
-        return _json(breaks.break_document(done))
+        return await acting.submit(
+            ProposedAction.BREAK_RESOLVE, request.path_params["id"], {}, reason, operator
+        )
 
     async def breaks_export(request: Request, _: str) -> Response:
         q = request.query_params
@@ -197,6 +226,52 @@ def _break_routes(pool: asyncpg.Pool, clock: Clock) -> list[tuple[str, str, Hand
         ("/v1/breaks/export", "GET", breaks_export),
         ("/v1/breaks/{id}", "GET", breaks_show),
         ("/v1/breaks/{id}/resolve", "POST", breaks_resolve),
+    ]
+
+
+def _approval_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, Handler]]:
+    max_age = acting.policy.max_age
+
+    async def approvals_list(request: Request, _: str) -> Response:
+        q = request.query_params
+        wanted = q.get("status", ProposalStatus.PENDING.value)
+        status = None if wanted == "any" else _choice(ProposalStatus, wanted, "status")
+        found = await approvals.list_proposals(
+            pool, now=acting.clock(), status=status, after=_int(q.get("after"), "after", 0),
+            limit=_int(q.get("limit"), "limit", 50), max_age=max_age,
+        )  # fmt: skip
+        return _json({"data": found, "next_after": found[-1]["id"] if found else None})
+
+    async def approve(request: Request, operator: str) -> Response:
+        async with pool.acquire() as conn:
+            done = await approvals.approve(
+                conn, acting.rail, request.path_params["id"], operator=operator,
+                now=acting.clock(), max_age=max_age,
+            )  # fmt: skip
+        return _json(done)
+
+    async def reject(request: Request, operator: str) -> Response:
+        why = (await _body(request)).get("reason")
+        async with pool.acquire() as conn:
+            done = await approvals.reject(
+                conn, request.path_params["id"], operator=operator, now=acting.clock(),
+                reason=why if isinstance(why, str) else None, max_age=max_age,
+            )  # fmt: skip
+        return _json(done)
+
+    async def withdraw(request: Request, operator: str) -> Response:
+        async with pool.acquire() as conn:
+            done = await approvals.withdraw(
+                conn, request.path_params["id"], operator=operator, now=acting.clock(),
+                max_age=max_age,
+            )  # fmt: skip
+        return _json(done)
+
+    return [
+        ("/v1/approvals", "GET", approvals_list),
+        ("/v1/approvals/{id}/approve", "POST", approve),
+        ("/v1/approvals/{id}/reject", "POST", reject),
+        ("/v1/approvals/{id}/withdraw", "POST", withdraw),
     ]
 
 

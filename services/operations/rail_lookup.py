@@ -49,3 +49,14 @@ class StripeLookup:
         """Close both HTTP sessions."""
         await self._search.aclose()
         await self._read.aclose()
+
+
+class NoRail:
+    """The lookup of a caller whose actions ask nothing of the rail (breaks, replays): any
+    question is RailUnavailable, never an answer."""
+
+    async def objects_for(
+        self, instruction: RailInstruction, known: Iterable[str], since: datetime
+    ) -> list[RailObject]:
+        """Always RailUnavailable: this caller has no rail to ask."""
+        raise RailUnavailable("no rail is configured here; resolve settlements where one is")

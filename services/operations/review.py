@@ -104,9 +104,10 @@ async def show(conn: asyncpg.Connection | asyncpg.Pool, settlement_id: str) -> d
 
 async def resolve(
     conn: asyncpg.Connection, rail: RailLookup, settlement_id: str, resolution: Resolution,
-    *, reason: str, operator: str, now: datetime,
+    *, reason: str, operator: str, now: datetime, approver: str | None = None,
 ) -> Resolved:  # fmt: skip
-    """Resolve a settlement under review as `resolution` if the rail, asked now, agrees;
+    """Resolve a settlement under review as `resolution` if the rail, asked now, agrees
+    (`approver`: the second operator who approved `operator`'s proposal, audited with it);
     Refused, NotFound, ReasonMissing or RailUnavailable change nothing."""
     if not reason.strip():
         raise ReasonMissing()
@@ -121,14 +122,15 @@ async def resolve(
     objects = await rail.objects_for(_instruction(row), known, row["instruction_created_at"])
     with unavailable_when_down("PostgreSQL is unreachable; nothing was resolved"):
         async with conn.transaction():
-            return await _write(conn, row, resolution, objects, reason, operator, now)
+            return await _write(conn, row, resolution, objects, reason, (operator, approver), now)
 
 
 async def _write(
     conn: asyncpg.Connection, row: asyncpg.Record, resolution: Resolution,
     objects: Sequence[RailObject],
-    reason: str, operator: str, now: datetime,
+    reason: str, operators: tuple[str, str | None], now: datetime,
 ) -> Resolved:  # fmt: skip
+    operator, approver = operators
     batch = await TransitionBatch.lock(conn, [row["id"]])
     locked = batch.settlements[row["id"]]
     instruction = InstructionStatus(await conn.fetchval(LOCK_INSTRUCTION, row["id"]))
@@ -154,7 +156,7 @@ async def _write(
         conn, actor=operator, action=ACTION, target=f"settlement:{row['id']}",
         detail={"as": str(resolution), "reason": reason,
                 "rail_objects": sorted(o.object_id for o in objects)},
-        before=before, after=after, now=now,
+        before=before, after=after, now=now, approved_by=approver,
     )  # fmt: skip
     return _resolved(row, resolution, decision, locked.status, action_id)
 

@@ -26,12 +26,13 @@ WITH closed AS (
      WHERE id = $1 AND status = $2
     RETURNING {BREAK_COLUMNS}
 ), audit AS (
-    INSERT INTO operator_actions (actor, action, target, detail, before, after, occurred_at)
+    INSERT INTO operator_actions
+           (actor, action, target, detail, before, after, occurred_at, approved_by)
     SELECT $5, $7, 'break:' || c.id,
            jsonb_build_object('break_type', c.break_type, 'break_key', c.break_key),
            jsonb_build_object('status', $2::text),
            jsonb_build_object('status', c.status, 'resolution_reason', c.resolution_reason),
-           $4
+           $4, $8
       FROM closed AS c
 )
 SELECT {BREAK_COLUMNS} FROM closed
@@ -66,10 +67,12 @@ async def close_break(
     actor: str,
     reason: str | None,
     now: datetime,
+    approved_by: str | None = None,
 ) -> StoredBreak:
-    """Heal or resolve an open break, audited in operator_actions, in the caller's transaction
-    if any; BreakNotFound, IllegalBreakTransition (not open), BreakNotHealable or
-    ReasonRequired refuse it and change nothing."""
+    """Heal or resolve an open break, audited in operator_actions (`approved_by`: a second
+    operator's approval), in the caller's transaction if any; BreakNotFound,
+    IllegalBreakTransition (not open), BreakNotHealable or ReasonRequired refuse it and change
+    nothing."""
     with unavailable_when_down("PostgreSQL is unreachable; the break was not closed"):
         async with conn.transaction():
             row = await conn.fetchrow(LOCK_BREAK, break_id)
@@ -79,7 +82,7 @@ async def close_break(
             step = transition(BreakType(row["break_type"]), current, target, reason)
             closed = await conn.fetchrow(
                 CLOSE_BREAK, break_id, step.source.value, step.target.value, now, actor,
-                step.reason, ACTIONS[step.target],
+                step.reason, ACTIONS[step.target], approved_by,
             )  # fmt: skip
             if closed is None:
                 raise BreakChanged(break_id)

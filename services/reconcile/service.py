@@ -20,6 +20,7 @@ import uvicorn
 from fastapi import FastAPI
 from starlette.routing import BaseRoute
 
+from services.operations.approvals import policy_of
 from services.operations.http import routes
 from services.operations.rail_lookup import StripeLookup
 from services.reconcile.app import build_app
@@ -83,7 +84,7 @@ async def compose(
     lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
     operators = BearerAuth(settings.operator_by_token)
     tenants = BearerAuth(settings.tenant_by_token)
-    operator_routes = routes(pool, lookup, operators, tenants, clock)
+    operator_routes = routes(pool, lookup, operators, tenants, clock, policy_of(settings))
     lock = ReconcilerLock(libpq_dsn(settings.database_url))
     plan = schedule_of(settings)
     reconciler = Reconciler(pool, rail, lock, metrics, plan, rng=random.Random(), clock=clock)

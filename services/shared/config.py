@@ -26,6 +26,7 @@ from services.shared.domain.breaks import (
     parse_ages,
 )
 from services.shared.domain.payout import PayoutMethod
+from services.shared.domain.proposal import DEFAULT_MAX_AGE_SECONDS
 from services.shared.errors import ConfigError
 from services.shared.tenant_limits import NO_LIMITS, TenantLimits, parse_tenant_limits
 from services.shared.tokens import by_token, parse_tokens
@@ -164,6 +165,12 @@ class Settings(BaseSettings):
         NO_LIMITS, alias="SETTLE_TENANT_LIMITS"
     )
     accept_backlog: int = Field(10_000, alias="SETTLE_ACCEPT_BACKLOG", ge=1)
+    # Maker-checker (services/operations/approvals.py): whether resolutions and replays wait
+    # for a second operator (unset: in production mode only), and how long a proposal waits.
+    two_person: bool | None = Field(None, alias="SETTLE_TWO_PERSON")
+    proposal_max_age_seconds: int = Field(
+        DEFAULT_MAX_AGE_SECONDS, alias="SETTLE_PROPOSAL_MAX_AGE_SECONDS", gt=0
+    )
 
     @field_validator("tenant_limits", mode="before")
     @classmethod
@@ -246,6 +253,11 @@ class Settings(BaseSettings):
         if self.command_signing is None:
             return self.env is Deployment.PRODUCTION
         return self.command_signing is CommandSigning.REQUIRED
+
+    @property
+    def two_person_required(self) -> bool:
+        """Whether an operator's resolution or replay needs a second operator's approval."""
+        return self.env is Deployment.PRODUCTION if self.two_person is None else self.two_person
 
     def topic(self, name: str) -> str:
         """The Kafka topic `name` under this deployment's prefix."""

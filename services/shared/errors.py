@@ -19,7 +19,8 @@
     │   ├── IllegalInstructionEvent     a rail instruction cannot take the event
     │   ├── IllegalResolution           an operator's resolution cannot start from that status
     │   ├── IllegalBreakTransition      a reconciliation break cannot go to that status
-    │   └── BreakNotHealable            only an operator may resolve this break
+    │   ├── BreakNotHealable            only an operator may resolve this break
+    │   └── ProposalRefused             a maker-checker move not this operator's, or too late
     ├── TransitionConflict              a settlement changed under its row lock; never retried
     ├── TransportError                  an HTTP call got no whole answer (shared.http1)
     │   ├── NotSent                     nothing was written; retriable

@@ -53,14 +53,14 @@ async def test_mismatch_rows_need_both_sides_in_every_month_and_block_the_downgr
         await conn.close()
 
     with pytest.raises(Exception, match="inbox events in mismatch"):
-        await asyncio.to_thread(downgrade, fresh_db, "-1")
+        await asyncio.to_thread(downgrade, fresh_db, "0013")
 
     conn = await asyncpg.connect(asyncpg_dsn(fresh_db))
     try:
         await conn.execute("DELETE FROM inbox_events")
     finally:
         await conn.close()
-    await asyncio.to_thread(downgrade, fresh_db, "-1")  # to the revision before 0014
+    await asyncio.to_thread(downgrade, fresh_db, "0013")  # the revision before 0014
     conn = await asyncpg.connect(asyncpg_dsn(fresh_db))
     try:
         columns = await conn.fetchval(

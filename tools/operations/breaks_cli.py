@@ -2,8 +2,9 @@
 
 `resolve ID --reason TEXT --operator NAME` closes an open break as resolved (healed and
 resolved ones are final: exit 1, `break_closed`); `--all-of-type TYPE` and `--from-file FILE`
-resolve many, each its own audited action, and print a summary. `export --format csv|jsonl`
-streams the open breaks with their reason codes.
+resolve many, each its own audited action, and print a summary; in two-person mode
+(SETTLE_TWO_PERSON) each is proposed instead, for `settle approvals approve`.
+`export --format csv|jsonl` streams the open breaks with their reason codes.
 """
 
 from __future__ import annotations
@@ -94,7 +95,10 @@ def resolve(
 ) -> None:  # fmt: skip
     """Resolve open breaks with a reason, each audited."""
     from services.operations import bulk
-    from services.operations.breaks import break_document, open_ids, resolve_break
+    from services.operations.approvals import Submitted, awaiting, policy_of, submit
+    from services.operations.breaks import open_ids
+    from services.operations.rail_lookup import NoRail
+    from services.shared.domain.proposal import ProposedAction
 
     if sum(x is not None for x in (break_id, all_of_type, from_file)) != 1:
         fail("breaks", as_json, "usage", "give one BREAK_ID, --all-of-type or --from-file", 2)
@@ -102,18 +106,24 @@ def resolve(
     listed = from_file.read_text() if from_file is not None else ""
 
     async def work(settings: Settings) -> int:
-        async with database(settings) as pool, pool.acquire() as conn:
+        policy = policy_of(settings)
+        async with database(settings) as pool:
 
-            async def act(item: str) -> object:
-                return await resolve_break(
-                    conn, item, reason=reason, operator=operator, now=datetime.now(UTC)
-                )
+            async def act(item: str) -> Submitted:
+                return await submit(
+                    pool, NoRail(), ProposedAction.BREAK_RESOLVE, item, {}, reason=reason,
+                    operator=operator, now=datetime.now(UTC), two_person=policy.two_person,
+                    max_age=policy.max_age,
+                )  # fmt: skip
 
             if break_id is not None:
-                done = await resolve_break(
-                    conn, break_id, reason=reason, operator=operator, now=datetime.now(UTC)
-                )
-                echo_json(break_document(done)) if as_json else click.echo(f"{done.id}: resolved")
+                done = await act(break_id)
+                if as_json:
+                    echo_json(done.document)
+                elif done.proposed:
+                    click.echo(awaiting(done.document))
+                else:
+                    click.echo(f"{done.document['id']}: resolved")
                 return DONE
             ids = (bulk.lines_of(listed) if from_file is not None
                    else open_ids(pool, BreakType(str(all_of_type))))  # fmt: skip

@@ -2,7 +2,8 @@
 
 `resolve ID --as paid|failed|retry --reason TEXT --operator NAME` is refused (exit 1, with
 its code) unless the rail, looked up at that moment, agrees; `--from-file FILE` resolves
-every id in the file (one a line), each its own audited action, and prints a summary.
+every id in the file (one a line), each its own audited action, and prints a summary. In
+two-person mode (SETTLE_TWO_PERSON) each is proposed instead, for `settle approvals approve`.
 """
 
 from __future__ import annotations
@@ -85,9 +86,9 @@ def resolve(
 ) -> None:  # fmt: skip
     """Resolve settlements under review as paid, failed or retry, if the rail agrees."""
     from services.operations import bulk
+    from services.operations.approvals import Submitted, awaiting, policy_of, submit
     from services.operations.rail_lookup import StripeLookup
-    from services.operations.review import Resolved
-    from services.operations.review import resolve as resolve_one
+    from services.shared.domain.proposal import ProposedAction
 
     if (settlement_id is None) == (from_file is None):
         fail("review", as_json, "usage", "give one SETTLEMENT_ID or --from-file FILE", 2)
@@ -97,23 +98,28 @@ def resolve(
     async def work(settings: Settings) -> int:
         api_base = rail_url or settings.stripe_api_base or SIMULATOR_API
         lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
+        policy = policy_of(settings)
         try:
-            async with database(settings) as pool, pool.acquire() as conn:
+            async with database(settings) as pool:
 
-                async def act(sid: str) -> Resolved:
-                    return await resolve_one(
-                        conn, lookup, sid, Resolution(resolution), reason=reason,
-                        operator=operator, now=datetime.now(UTC),
+                async def act(sid: str) -> Submitted:
+                    return await submit(
+                        pool, lookup, ProposedAction.REVIEW_RESOLVE, sid, {"as": resolution},
+                        reason=reason, operator=operator, now=datetime.now(UTC),
+                        two_person=policy.two_person, max_age=policy.max_age,
                     )  # fmt: skip
 
                 if from_file is None:
                     done = await act(str(settlement_id))
                     if as_json:
-                        echo_json(done._asdict())
+                        echo_json(done.document)
+                    elif done.proposed:
+                        click.echo(awaiting(done.document))
                     else:
+                        d = done.document
                         click.echo(
-                            f"{done.settlement_id}: {done.resolution}, settlement "
-                            f"{done.settlement}, instruction {done.instruction}"
+                            f"{d['settlement_id']}: {d['resolution']}, settlement "
+                            f"{d['settlement']}, instruction {d['instruction']}"
                         )
                     return DONE
                 outcomes = await bulk.each(bulk.lines_of(listed), act)

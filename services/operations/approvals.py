@@ -1,0 +1,276 @@
+"""Maker-checker: actions that move money or close a break, proposed by one operator and
+approved by another (`services/shared/domain/proposal.py` decides who may do what).
+
+`submit` is the one entry point of an action: with two-person mode off it does the action at
+once; on, it records a pending proposal. `approve` locks the proposal, does the action through
+the same function the CLI and the HTTP routes call (`services/operations/proposed.py`), and
+writes the outcome, in one transaction: two approvals of one proposal take turns on its row
+lock, and the second finds it decided. An action refused at approval (the rail contradicts
+it, its item moved on) leaves the proposal `failed` with the refusal, and the refusal is
+raised. The audit row of an approved action names the proposer as `actor` (whose decision and
+reason it is) and the approver as `approved_by`; a proposal that was never approved leaves no
+audit row, its own record being the proposal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
+
+import asyncpg
+
+from services.operations.errors import NotFound, Refused
+from services.operations.proposed import ACTION_REFUSALS, checked, item_of, perform, target_of
+from services.operations.rail_lookup import RailLookup
+from services.shared.config import Settings
+from services.shared.domain.proposal import (
+    DEFAULT_MAX_AGE_SECONDS,
+    Move,
+    Pending,
+    ProposalRefused,
+    ProposalStatus,
+    ProposedAction,
+    after_action,
+    decide,
+    is_expired,
+)
+from services.shared.errors import ApiError
+from services.shared.store_errors import unavailable_when_down
+
+DEFAULT_MAX_AGE = timedelta(seconds=DEFAULT_MAX_AGE_SECONDS)
+MAX_PAGE = 200
+PROPOSAL_PENDING, PROPOSAL_EXPIRED = "proposal_pending", "proposal_expired"
+DOWN = "PostgreSQL is unreachable; no proposal was changed"
+
+COLUMNS = """id, action, target, payload, reason, proposed_by, proposed_at, status, decided_by,
+       decided_at, outcome"""
+EXPIRE_STALE = """
+UPDATE operator_proposals SET status = 'expired', decided_at = $3
+ WHERE action = $1 AND target = $2 AND status = 'pending' AND proposed_at <= $4
+"""
+INSERT = f"""
+INSERT INTO operator_proposals (action, target, payload, reason, proposed_by, proposed_at)
+VALUES ($1, $2, $3::jsonb, $4, $5, $6) RETURNING {COLUMNS}
+"""
+PENDING_OF = """
+SELECT id FROM operator_proposals WHERE action = $1 AND target = $2 AND status = 'pending'
+"""
+LOCK = f"SELECT {COLUMNS} FROM operator_proposals WHERE id = $1 FOR UPDATE"
+DECIDE = f"""
+UPDATE operator_proposals SET status = $2, decided_by = $3, decided_at = $4, outcome = $5::jsonb
+ WHERE id = $1 AND status = 'pending' RETURNING {COLUMNS}
+"""
+# Pending ones past their age are listed as expired, though not yet written so.
+LIST = f"""
+SELECT {COLUMNS} FROM operator_proposals
+ WHERE id > $1 AND ($3::text IS NULL OR status = $3)
+   AND ($4::timestamptz IS NULL OR status <> 'pending' OR proposed_at > $4)
+ ORDER BY id LIMIT $2
+"""
+
+
+class Policy(NamedTuple):
+    """How operator actions are approved (SETTLE_TWO_PERSON, SETTLE_PROPOSAL_MAX_AGE_SECONDS)."""
+
+    two_person: bool  # True: a second operator must approve each action
+    max_age: timedelta  # how long a proposal waits for its decision before it expires
+
+
+ONE_PERSON = Policy(False, DEFAULT_MAX_AGE)
+
+
+def policy_of(settings: Settings) -> Policy:
+    """The approval policy the settings ask for."""
+    return Policy(
+        settings.two_person_required, timedelta(seconds=settings.proposal_max_age_seconds)
+    )
+
+
+class Submitted(NamedTuple):
+    """What `submit` did with an action."""
+
+    proposed: bool  # True: a proposal awaits a second operator; False: the action was done
+    document: dict[str, Any]  # the proposal (proposed), or the action's result
+
+
+def proposal_document(row: asyncpg.Record, now: datetime, max_age: timedelta) -> dict[str, Any]:
+    """A proposal as listings and answers give it; a pending one past its age shows expired."""
+    item = dict(row)
+    stale = row["status"] == "pending" and is_expired(row["proposed_at"], now, max_age)
+    item["status"] = str(ProposalStatus.EXPIRED) if stale else row["status"]
+    item["id"] = int(row["id"])
+    for key in ("payload", "outcome"):
+        item[key] = json.loads(row[key]) if row[key] is not None else None
+    for key in ("proposed_at", "decided_at"):
+        item[key] = row[key].isoformat() if row[key] else None
+    return item
+
+
+def awaiting(proposal: Mapping[str, Any]) -> str:
+    """The line telling an operator that their action awaits a second operator."""
+    return (
+        f"proposal {proposal['id']}: {proposal['action']} {proposal['target']} awaits approval "
+        f"by another operator (settle approvals approve {proposal['id']})"
+    )
+
+
+def parse_proposal_id(text: str) -> int:
+    """A proposal id from text; NotFound when it is not one."""
+    if not text.isdigit() or len(text) > 18:
+        raise NotFound(f"no proposal {text!r}: ids are positive integers")
+    return int(text)
+
+
+async def submit(
+    pool: asyncpg.Pool, lookup: RailLookup, action: ProposedAction, target: str,
+    payload: Mapping[str, Any], *, reason: str | None, operator: str, now: datetime,
+    two_person: bool, max_age: timedelta = DEFAULT_MAX_AGE,
+) -> Submitted:  # fmt: skip
+    """Do `action` on `target` (a settlement, break or inbox event id) as `operator` now, or,
+    in two-person mode, propose it for a different operator to approve."""
+    async with pool.acquire() as conn:
+        if two_person:
+            found = await propose(conn, action, target, payload, reason=reason,
+                                  operator=operator, now=now, max_age=max_age)  # fmt: skip
+            return Submitted(True, found)
+        kept, why = checked(action, payload, reason)
+        done = await perform(conn, lookup, action, target, kept, reason=why, operator=operator,
+                             now=now)  # fmt: skip
+        return Submitted(False, done)
+
+
+async def propose(
+    conn: asyncpg.Connection, action: ProposedAction, target: str, payload: Mapping[str, Any],
+    *, reason: str | None, operator: str, now: datetime, max_age: timedelta = DEFAULT_MAX_AGE,
+) -> dict[str, Any]:  # fmt: skip
+    """Record `operator`'s proposal of `action` on `target`; Refused (`proposal_pending`) while
+    another one for it waits, NotFound, BadRequest or ReasonMissing change nothing."""
+    kept, why = checked(action, payload, reason)
+    canonical = await target_of(conn, action, target)
+    with unavailable_when_down("PostgreSQL is unreachable; nothing was proposed"):
+        async with conn.transaction():
+            # A stale proposal for the target gives way; its decision came too late anyway.
+            await conn.execute(EXPIRE_STALE, action, canonical, now, now - max_age)
+            try:
+                async with conn.transaction():
+                    row = await conn.fetchrow(INSERT, action, canonical, json.dumps(kept), why,
+                                              operator, now)  # fmt: skip
+            except asyncpg.UniqueViolationError:
+                waiting = await conn.fetchval(PENDING_OF, action, canonical)
+                raise Refused(f"proposal {waiting} for {canonical} awaits a decision already",
+                              code=PROPOSAL_PENDING) from None  # fmt: skip
+    return proposal_document(row, now, max_age)
+
+
+async def approve(
+    conn: asyncpg.Connection, lookup: RailLookup, proposal: str, *, operator: str,
+    now: datetime, max_age: timedelta = DEFAULT_MAX_AGE,
+) -> dict[str, Any]:  # fmt: skip
+    """Approve another operator's proposal and do its action, audited with both names; the
+    proposal after. Refused when it is not `operator`'s to approve, has expired or was decided
+    already (nothing changes but an expiry), or when the action is refused (it ends failed)."""
+    refusal: ApiError | None = None
+    # The action (and its rail lookup) runs under the proposal's row lock: a second approval
+    # waits for this one's outcome instead of doing the action again.
+    with unavailable_when_down(DOWN):
+        async with conn.transaction():
+            row, status = await _locked(conn, proposal, Move.APPROVE, operator, now, max_age)
+            if status is ProposalStatus.EXPIRED:
+                row = await _write(conn, row, status, None, now, None)
+            else:
+                try:
+                    outcome = await perform(
+                        conn, lookup, ProposedAction(row["action"]), item_of(row["target"]),
+                        json.loads(row["payload"]), reason=row["reason"],
+                        operator=row["proposed_by"], now=now, approver=operator,
+                    )  # fmt: skip
+                except ACTION_REFUSALS as e:
+                    if e.retriable:
+                        raise  # the rail or the database did not answer: still pending
+                    refusal, outcome = e, {"code": e.code, "message": e.message}
+                status = after_action(refusal is None)
+                row = await _write(conn, row, status, operator, now, outcome)
+    _raise_if_not_done(row, refusal)
+    return proposal_document(row, now, max_age)
+
+
+async def reject(
+    conn: asyncpg.Connection, proposal: str, *, operator: str, now: datetime,
+    reason: str | None = None, max_age: timedelta = DEFAULT_MAX_AGE,
+) -> dict[str, Any]:  # fmt: skip
+    """Refuse another operator's proposal (why, if said, kept in its outcome); the proposal."""
+    return await _close(conn, proposal, Move.REJECT, operator, now, reason, max_age)
+
+
+async def withdraw(
+    conn: asyncpg.Connection, proposal: str, *, operator: str, now: datetime,
+    max_age: timedelta = DEFAULT_MAX_AGE,
+) -> dict[str, Any]:  # fmt: skip
+    """Take back one's own pending proposal; the proposal."""
+    return await _close(conn, proposal, Move.WITHDRAW, operator, now, None, max_age)
+
+
+async def list_proposals(
+    conn: asyncpg.Connection | asyncpg.Pool, *, now: datetime,
+    status: ProposalStatus | None = ProposalStatus.PENDING, after: int = 0,
+    limit: int = MAX_PAGE, max_age: timedelta = DEFAULT_MAX_AGE,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Proposals with id above `after`, by id, at most `limit` (capped), in `status` (None:
+    any); pending means still waiting, those past their age left out."""
+    stale_before = now - max_age if status is ProposalStatus.PENDING else None
+    with unavailable_when_down("PostgreSQL is unreachable; no proposal was read"):
+        rows = await conn.fetch(LIST, after, min(limit, MAX_PAGE), status, stale_before)
+    return [proposal_document(r, now, max_age) for r in rows]
+
+
+async def _close(
+    conn: asyncpg.Connection, proposal: str, move: Move, operator: str, now: datetime,
+    reason: str | None, max_age: timedelta,
+) -> dict[str, Any]:  # fmt: skip
+    with unavailable_when_down(DOWN):
+        async with conn.transaction():
+            row, status = await _locked(conn, proposal, move, operator, now, max_age)
+            decided_by = None if status is ProposalStatus.EXPIRED else operator
+            outcome = {"reason": reason} if reason and decided_by else None
+            row = await _write(conn, row, status, decided_by, now, outcome)
+    _raise_if_not_done(row, None)
+    return proposal_document(row, now, max_age)
+
+
+async def _locked(
+    conn: asyncpg.Connection, proposal: str, move: Move, operator: str, now: datetime,
+    max_age: timedelta,
+) -> tuple[asyncpg.Record, ProposalStatus]:  # fmt: skip
+    row = await conn.fetchrow(LOCK, parse_proposal_id(proposal))
+    if row is None:
+        raise NotFound(f"no proposal {proposal}")
+    pending = Pending(ProposalStatus(row["status"]), row["proposed_by"], row["proposed_at"])
+    try:
+        return row, decide(pending, move, operator, now, max_age)
+    except ProposalRefused as e:
+        raise Refused(f"proposal {row['id']}: {e}", code=e.code) from e
+
+
+async def _write(
+    conn: asyncpg.Connection, row: asyncpg.Record, status: ProposalStatus,
+    decided_by: str | None, now: datetime, outcome: Mapping[str, Any] | None,
+) -> asyncpg.Record:  # fmt: skip
+    written = await conn.fetchrow(
+        DECIDE, row["id"], status, decided_by, now,
+        None if outcome is None else json.dumps(outcome, sort_keys=True, default=str),
+    )  # fmt: skip
+    if written is None:  # the row is locked: only a bug or a manual edit gets here
+        raise Refused(f"proposal {row['id']} changed under its lock", code="proposal_decided")
+    return written
+
+
+def _raise_if_not_done(row: asyncpg.Record, refusal: ApiError | None) -> None:
+    """After the decision is committed: an expiry or a refused action is the caller's error."""
+    if row["status"] == ProposalStatus.EXPIRED:
+        raise Refused(f"proposal {row['id']} has expired; propose it again",
+                      code=PROPOSAL_EXPIRED)  # fmt: skip
+    if refusal is not None:
+        raise Refused(f"proposal {row['id']} failed: {refusal.message}", code=refusal.code,
+                      field=refusal.field) from refusal  # fmt: skip

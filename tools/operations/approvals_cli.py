@@ -1,0 +1,132 @@
+"""`settle approvals list|approve|reject|withdraw`: maker-checker, the second operator's side.
+
+In two-person mode (SETTLE_TWO_PERSON; on by default in production mode) `settle review
+resolve`, `settle breaks resolve` and `settle inbox replay` propose; a different operator
+approves here, and the action is done then, against the rail as it stands, audited with both
+names. Exit status as the other operator commands: 1 when refused (the proposer approving
+their own, a proposal decided or expired, the rail contradicting the action: the proposal
+then ends `failed`), 3 for no such proposal.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import click
+
+from services.shared.config import Settings
+from services.shared.domain.proposal import ProposalStatus
+from tools.check.cli import SIMULATOR_API
+from tools.operations.common import (
+    DONE,
+    database,
+    echo_document,
+    echo_json,
+    json_option,
+    operator_option,
+    run,
+)
+
+STATUSES = click.Choice([*(s.value for s in ProposalStatus), "any"])
+
+
+@click.group()
+def approvals() -> None:
+    """Proposals awaiting a second operator: list, approve, reject, withdraw."""
+
+
+@approvals.command("list")
+@click.option("--status", type=STATUSES, default="pending", show_default=True)
+@click.option("--after", default=0, type=click.IntRange(0), help="List ids after this one.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 200))
+@json_option
+def list_(status: str, after: int, limit: int, as_json: bool) -> None:
+    """Proposals by id: pending ones, or those in --status."""
+    from services.operations.approvals import list_proposals, policy_of
+
+    async def work(settings: Settings) -> None:
+        wanted = None if status == "any" else ProposalStatus(status)
+        async with database(settings) as pool:
+            found = await list_proposals(
+                pool, now=datetime.now(UTC), status=wanted, after=after, limit=limit,
+                max_age=policy_of(settings).max_age,
+            )  # fmt: skip
+        if as_json:
+            echo_json({"data": found})
+            return
+        for p in found:
+            click.echo(f"{p['id']}  {p['status']}  {p['action']}  {p['target']}  "
+                       f"{p['payload']}  by {p['proposed_by']}  {p['reason'] or ''}")  # fmt: skip
+
+    run("approvals", as_json, work)
+
+
+@approvals.command()
+@click.argument("proposal_id")
+@operator_option
+@click.option("--rail-url", default=None, help="The rail's API base (default STRIPE_API_BASE).")
+@json_option
+def approve(proposal_id: str, operator: str, rail_url: str | None, as_json: bool) -> None:
+    """Approve another operator's proposal: its action is done now, if the rail agrees."""
+    from services.operations.approvals import approve as approve_one
+    from services.operations.approvals import policy_of
+    from services.operations.rail_lookup import StripeLookup
+
+    async def work(settings: Settings) -> int:
+        api_base = rail_url or settings.stripe_api_base or SIMULATOR_API
+        lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
+        try:
+            async with database(settings) as pool, pool.acquire() as conn:
+                done = await approve_one(
+                    conn, lookup, proposal_id, operator=operator, now=datetime.now(UTC),
+                    max_age=policy_of(settings).max_age,
+                )  # fmt: skip
+        finally:
+            await lookup.aclose()
+        echo_document(done, as_json)
+        return DONE
+
+    raise SystemExit(run("approvals", as_json, work))
+
+
+@approvals.command()
+@click.argument("proposal_id")
+@operator_option
+@click.option("--reason", default=None, help="Why it is refused: kept with the proposal.")
+@json_option
+def reject(proposal_id: str, operator: str, reason: str | None, as_json: bool) -> None:
+    """Refuse another operator's proposal; nothing is done."""
+    from services.operations.approvals import policy_of
+    from services.operations.approvals import reject as reject_one
+
+    async def work(settings: Settings) -> int:
+        async with database(settings) as pool, pool.acquire() as conn:
+            done = await reject_one(
+                conn, proposal_id, operator=operator, now=datetime.now(UTC), reason=reason,
+                max_age=policy_of(settings).max_age,
+            )  # fmt: skip
+        echo_document(done, as_json)
+        return DONE
+
+    raise SystemExit(run("approvals", as_json, work))
+
+
+@approvals.command()
+@click.argument("proposal_id")
+@operator_option
+@json_option
+def withdraw(proposal_id: str, operator: str, as_json: bool) -> None:
+    """Take back one's own pending proposal."""
+    from services.operations.approvals import policy_of
+    from services.operations.approvals import withdraw as withdraw_one
+
+    async def work(settings: Settings) -> int:
+        async with database(settings) as pool, pool.acquire() as conn:
+            done = await withdraw_one(
+                conn, proposal_id, operator=operator, now=datetime.now(UTC),
+                max_age=policy_of(settings).max_age,
+            )  # fmt: skip
+        echo_document(done, as_json)
+        return DONE
+
+    raise SystemExit(run("approvals", as_json, work))
