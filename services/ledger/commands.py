@@ -19,11 +19,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, ExitStack
+from dataclasses import replace
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
+from opentelemetry.trace import SpanKind
 
 from services.ledger.admission import Admission
 from services.ledger.command_auth import CommandAuthority, written_at
@@ -39,6 +41,7 @@ from services.shared.errors import SchemaError
 from services.shared.kafka import header, messages_behind, run_reconnecting, started
 from services.shared.metrics import ConsumerLag
 from services.shared.store_errors import is_retriable
+from services.shared.tracing import TRACEPARENT, TRACESTATE, carried, traced
 
 log = logging.getLogger(__name__)
 CONSUMER_GROUP = "settle-ledger"
@@ -105,7 +108,14 @@ class CommandIntake:
                 dead.append(outcome)
             else:
                 valid.append((record, outcome))
-        results = await self._book_until_done([request for _, request in valid])
+        with ExitStack() as spans:
+            # Each command's accept span, child of the trace its headers carry (or a new one).
+            requests = [
+                replace(r, trace=spans.enter_context(
+                    traced("settlement.accept", r.trace, SpanKind.CONSUMER)))
+                for _, r in valid
+            ]  # fmt: skip
+            results = await self._book_until_done(requests)
         for (record, request), result in zip(valid, results, strict=True):
             self.metrics.count_request(str(result.outcome), request.tenant)
             if result.outcome is Outcome.REPLAYED:
@@ -138,7 +148,9 @@ class CommandIntake:
             self.metrics.count_request("invalid", _tenant_named(command))
             where = f" ({e.field})" if e.field else ""
             return DeadLetter(record, e.code, f"{e.message}{where}")
-        return request
+        return replace(
+            request, trace=carried(_text(record, TRACEPARENT), _text(record, TRACESTATE))
+        )
 
     async def _book_until_done(self, requests: list[SettlementRequest]) -> list[AcceptResult]:
         # PostgreSQL down or contended: hold the batch and its offsets, retry until it books
@@ -189,6 +201,11 @@ async def consume_commands(
         await intake_of(consumer, producer).run()
 
     await run_reconnecting("command intake", session)
+
+
+def _text(record: ConsumerRecord, name: str) -> str | None:
+    value = header(record.headers or (), name)
+    return None if value is None else value.decode("latin-1")
 
 
 def _tenant_named(command: dict[str, Any]) -> str | None:
