@@ -14,7 +14,6 @@ across the ledger, the relay and the inbox by its id or by its trace. A JSON lin
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Iterator
@@ -23,6 +22,8 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import NamedTuple
+
+import orjson
 
 from services.shared.tracing import TraceContext, trace_id_of
 
@@ -86,7 +87,7 @@ class JsonLines(logging.Formatter):
             line.update(about._asdict())
         if record.exc_info:
             line["error"] = self.formatException(record.exc_info)
-        return json.dumps(line, ensure_ascii=False, default=str)
+        return orjson.dumps(line, default=str).decode()
 
 
 class TextLines(logging.Formatter):

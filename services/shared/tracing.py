@@ -76,7 +76,17 @@ def traced(
     """A span named `name` for the block, child of `parent` (the root of a new trace when
     that is absent or invalid); yields the span's own context, which the work it leads to
     carries on."""
-    span = _TRACER.start_span(name, _parent_context(parent), kind, attributes)
+    context = _parent_context(parent)
+    if not _recording:
+        # The no-op span is its parent's context: a valid parent carries on as it came (a
+        # tracestate is passed through the propagator, which bounds and cleans it).
+        span_context = trace.get_current_span(context).get_span_context()
+        if parent is not None and not parent.tracestate and span_context.is_remote:
+            yield parent
+        else:
+            yield _carrier_of(NonRecordingSpan(span_context))
+        return
+    span = _TRACER.start_span(name, context, kind, attributes)
     try:
         yield _carrier_of(span)
     except BaseException as e:

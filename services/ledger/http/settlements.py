@@ -132,25 +132,24 @@ class CreateSettlement:
         metrics, admission = self._metrics, self._admission
         tenant: str | None = None
         try:
-            tenant = self._auth.tenant_for(bearer_token(authorization))
-            # Refused before the body is read: an overloaded ledger holds nothing more.
-            with admission.backlog.admit():
-                admission.throttle(tenant)
-                key = validate_idempotency_key(idempotency_key)
-                raw = await read_capped(body, content_length, MAX_BODY_BYTES)
-                settlement = parse_settlement_body(tenant, key, raw)
-                admission.check(settlement)
-                with (
-                    metrics.accept_seconds.time(),
-                    traced("settlement.accept", trace, SpanKind.SERVER) as accepted,
-                ):
-                    result = await self._acceptor.accept(replace(settlement, trace=accepted))
+            with traced("settlement.accept", trace, SpanKind.SERVER) as accepted:
+                tenant = self._auth.tenant_for(bearer_token(authorization))
+                # Refused before the body is read: an overloaded ledger holds nothing more.
+                with admission.backlog.admit():
+                    admission.throttle(tenant)
+                    key = validate_idempotency_key(idempotency_key)
+                    raw = await read_capped(body, content_length, MAX_BODY_BYTES)
+                    settlement = parse_settlement_body(tenant, key, raw, accepted)
+                    admission.check(settlement)
+                    with metrics.accept_seconds.time():
+                        result = await self._acceptor.accept(settlement)
         except ApiError as e:
             metrics.count_request(_outcome_of(e), tenant)
             if e.status == 503:
                 metrics.count_fail_closed("backlog" if isinstance(e, Overloaded) else "postgresql")
             raise
         metrics.count_request(result.outcome.value, tenant)
+        # A booked settlement's answer carries its trace already; a refusal gets this one.
         return result if result.trace is not None else replace(result, trace=accepted)
 
 
