@@ -28,6 +28,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
+VERSION_00_LENGTH = 55  # 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>
 _PROPAGATOR = TraceContextTextMapPropagator()
 _TRACER = trace.get_tracer("settle")
 _ids = random.Random()
@@ -78,10 +79,11 @@ def traced(
     carries on."""
     context = _parent_context(parent)
     if not _recording:
-        # The no-op span is its parent's context: a valid parent carries on as it came (a
-        # tracestate is passed through the propagator, which bounds and cleans it).
+        # The no-op span is its parent's context: a valid version-00 parent carries on as it
+        # came; anything else is written anew by the propagator, which bounds and cleans it
+        # (a later version's extra fields, a tracestate), so no caller stores what it likes.
         span_context = trace.get_current_span(context).get_span_context()
-        if parent is not None and not parent.tracestate and span_context.is_remote:
+        if parent is not None and span_context.is_remote and _plain(parent):
             yield parent
         else:
             yield _carrier_of(NonRecordingSpan(span_context))
@@ -135,6 +137,10 @@ def _parent_context(parent: TraceContext | None) -> Context:
     if _recording:
         return Context()  # the SDK draws the new trace's ids and records its root
     return trace.set_span_in_context(NonRecordingSpan(_new_span_context()))
+
+
+def _plain(context: TraceContext) -> bool:
+    return len(context.traceparent) == VERSION_00_LENGTH and not context.tracestate
 
 
 def _context_of(context: TraceContext) -> Context:

@@ -55,6 +55,17 @@ def test_an_absent_or_invalid_traceparent_starts_a_new_trace(traceparent: str | 
     assert first.tracestate is None  # dropped with the invalid parent it belonged to
 
 
+def test_a_later_versions_extra_fields_are_not_carried_on() -> None:
+    later = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-" + "x" * 400
+    with traced("settlement.accept", carried(f"  {CALLER}")) as padded:
+        pass
+    with traced("settlement.accept", carried(later)) as context:
+        pass
+    assert padded.traceparent == CALLER
+    assert trace_id_of(context) == CALLER_TRACE
+    assert context.traceparent == CALLER  # rewritten as version 00, the extra dropped
+
+
 def test_a_trace_id_is_read_only_from_a_valid_context() -> None:
     assert trace_id_of(CALLER) == CALLER_TRACE
     assert trace_id_of(TraceContext(CALLER)) == CALLER_TRACE
