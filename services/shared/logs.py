@@ -45,7 +45,13 @@ class SettlementFields(NamedTuple):
     trace_id: str | None
 
 
-_SETTLEMENT: ContextVar[SettlementFields | None] = ContextVar("settle_settlement", default=None)
+class _About(NamedTuple):
+    settlement_id: object
+    tenant: str | None
+    trace: TraceContext | str | None  # read into a trace id only when a line is written
+
+
+_SETTLEMENT: ContextVar[_About | None] = ContextVar("settle_settlement", default=None)
 
 
 @contextmanager
@@ -53,7 +59,7 @@ def about_settlement(
     settlement_id: object, tenant: str | None, trace: TraceContext | str | None
 ) -> Iterator[None]:
     """Lines logged in the block (in this task) name the settlement, its tenant and trace."""
-    token = _SETTLEMENT.set(SettlementFields(str(settlement_id), tenant, trace_id_of(trace)))
+    token = _SETTLEMENT.set(_About(settlement_id, tenant, trace))
     try:
         yield
     finally:
@@ -61,8 +67,11 @@ def about_settlement(
 
 
 def settlement_fields() -> SettlementFields | None:
-    """The settlement the current block is about, if any."""
-    return _SETTLEMENT.get()
+    """The settlement the current block is about, if any, as its lines name it."""
+    about = _SETTLEMENT.get()
+    if about is None:
+        return None
+    return SettlementFields(str(about.settlement_id), about.tenant, trace_id_of(about.trace))
 
 
 class JsonLines(logging.Formatter):
@@ -82,7 +91,7 @@ class JsonLines(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        about = _SETTLEMENT.get()
+        about = settlement_fields()
         if about is not None:
             line.update(about._asdict())
         if record.exc_info:
@@ -99,7 +108,7 @@ class TextLines(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """The record as text, plus `settlement_id=... tenant=... trace_id=...`."""
         text = super().format(record)
-        about = _SETTLEMENT.get()
+        about = settlement_fields()
         if about is None:
             return text
         return text + "".join(f" {k}={v}" for k, v in about._asdict().items() if v is not None)
