@@ -36,6 +36,7 @@ from services.shared.domain.webhook_match import (
     describe,
     differences,
 )
+from services.shared.transition_rows import LockedSettlement
 from services.shared.transitions import TransitionBatch, TransitionConflict
 
 ACTOR = "inbox"
@@ -59,6 +60,7 @@ class Outcome(NamedTuple):
     settlement_id: uuid.UUID | None = None
     moves: tuple[SettlementStatus, ...] = ()  # transitions made; () when already there
     mismatch: tuple[Difference, ...] = ()  # for a mismatch: each field with both sides
+    settlement: LockedSettlement | None = None  # as locked, for log lines about it
 
 
 async def apply_events(
@@ -117,7 +119,7 @@ def _apply_one(
     sent = Sent(s.amount, s.currency, s.destination or "", s.rail_reference)
     found = differences(sent, event.reported or UNREADABLE)
     if found:
-        return Outcome(InboxStatus.MISMATCH, describe(found), sid, mismatch=found)
+        return Outcome(InboxStatus.MISMATCH, describe(found), sid, mismatch=found, settlement=s)
     reported = event.amount_reversed
     current, before = s.status, s.amount_reversed
     moves = plan(
@@ -134,4 +136,4 @@ def _apply_one(
         by_reference.setdefault(s.rail_reference, sid)
     where = f"{current} ({before} back)" if before else str(current)
     note = None if moves else f"settlement already {where}; nothing to change"
-    return Outcome(InboxStatus.APPLIED, note, sid, moves)
+    return Outcome(InboxStatus.APPLIED, note, sid, moves, settlement=s)

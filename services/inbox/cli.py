@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import click
 
 from services.shared.config import Settings, load_settings
 from services.shared.errors import ConfigError, SettleError
+from services.shared.logs import use_log_format
+from services.shared.tracing import use_exporter
 
 
 def _settings() -> Settings:
@@ -41,7 +42,8 @@ def inbox(ctx: click.Context, host: str, port: int, admin_port: int) -> None:
     from services.inbox.app import serve
 
     settings = _settings()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    use_log_format(settings.log_format, "inbox")
+    use_exporter(settings.otel_exporter, "inbox")
     click.echo(
         f"inbox listening on http://{host}:{port}, admin http://{host}:{admin_port}", err=True
     )

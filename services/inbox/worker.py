@@ -37,6 +37,7 @@ from services.inbox.metrics import InboxMetrics
 from services.inbox.store import Recorded, StoredEvent, claim_due_many, oldest_parked, record_many
 from services.shared.backoff import backoff
 from services.shared.errors import SettleError
+from services.shared.logs import about_settlement
 from services.shared.running import run_until_first_exits
 from services.shared.store_errors import UNREACHABLE, is_retriable, retry_contended
 
@@ -233,6 +234,7 @@ class InboxWorker:
 
     def _count(self, event: StoredEvent, outcome: Outcome, committed_at: datetime) -> None:
         m = self._metrics
+        _log(event, outcome)
         if outcome.status is InboxStatus.APPLIED:
             applied = self._applied.get(event.event_type)
             (applied or m.applied.labels(event_type=event.event_type)).inc()
@@ -244,6 +246,16 @@ class InboxWorker:
             m.dead.inc()
         elif outcome.status is InboxStatus.MISMATCH:
             m.mismatched.inc()
+
+
+def _log(event: StoredEvent, outcome: Outcome) -> None:
+    """One line per committed outcome about a settlement, under its id, tenant and trace."""
+    s = outcome.settlement
+    if s is None:
+        return
+    why = f": {outcome.reason}" if outcome.reason else ""
+    with about_settlement(s.id, s.tenant, s.trace):
+        log.info("webhook %s (%s) %s%s", event.rail_event_id, event.event_type, outcome.status, why)
 
 
 async def _apply_or_park(conn: asyncpg.Connection, event: StoredEvent, now: datetime) -> Outcome:

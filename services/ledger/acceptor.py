@@ -137,5 +137,7 @@ class Ledger:
 
 def _as_replay(result: AcceptResult) -> AcceptResult:
     if result.outcome in (Outcome.CREATED, Outcome.DUPLICATE_REFERENCE, Outcome.REPLAYED):
-        return AcceptResult(Outcome.REPLAYED, result.status, result.body, result.settlement_id)
+        return AcceptResult(
+            Outcome.REPLAYED, result.status, result.body, result.settlement_id, trace=result.trace
+        )
     return result

@@ -34,6 +34,7 @@ from services.shared.edge import error_body
 from services.shared.ids import uuid7_text
 from services.shared.tenant_limits import NO_LIMITS, TenantLimits
 from services.shared.topics import EVENTS
+from services.shared.tracing import carried
 from services.shared.transition_rows import settlement_event
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,9 @@ class Books:
         for n, (r, m) in enumerate(zip(batch, minted, strict=True)):
             claimed, booked = fate[(r.tenant, r.idempotency_key)]
             if booked:
-                results.append(AcceptResult(Outcome.CREATED, 201, m.body, m.settlement_id))
+                results.append(
+                    AcceptResult(Outcome.CREATED, 201, m.body, m.settlement_id, trace=r.trace)
+                )
             elif claimed:
                 results.append(_duplicate_reference(r))
                 refused.append(n)
@@ -173,6 +176,8 @@ class Books:
             next(self._shard),
             self.method,
             EVENTS,
+            [r.trace.traceparent if r.trace else None for r in batch],
+            [r.trace.tracestate if r.trace else None for r in batch],
         ]
 
     async def _answer_used_keys(
@@ -251,7 +256,9 @@ def _duplicate_reference(r: SettlementRequest) -> AcceptResult:
 def _answer(decision: Decision, row: asyncpg.Record) -> AcceptResult:
     if decision is Decision.REPLAY:
         sid = str(row["settlement_id"]) if row["settlement_id"] else None
-        return AcceptResult(Outcome.REPLAYED, row["response_status"], row["response_body"], sid)
+        trace = carried(row["traceparent"], row["tracestate"])
+        status, body = row["response_status"], row["response_body"]
+        return AcceptResult(Outcome.REPLAYED, status, body, sid, trace=trace)
     if decision is Decision.MISMATCH:
         body = error_body(
             "idempotency_key_reused",

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-
 import click
 
 from services.shared.config import load_settings
 from services.shared.errors import ConfigError
+from services.shared.logs import use_log_format
+from services.shared.tracing import use_exporter
 
 
 @click.command()
@@ -32,7 +32,8 @@ def ledger(host: str, port: int, admin_port: int, no_kafka: bool) -> None:
         settings = load_settings(service="ledger")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    use_log_format(settings.log_format, "ledger")
+    use_exporter(settings.otel_exporter, "ledger")
     click.echo(
         f"ledger listening on http://{host}:{port}, admin http://{host}:{admin_port}", err=True
     )

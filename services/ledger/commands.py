@@ -19,11 +19,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, ExitStack
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
+from opentelemetry.trace import SpanKind
 
 from services.ledger.admission import Admission
 from services.ledger.command_auth import CommandAuthority, written_at
@@ -39,6 +40,7 @@ from services.shared.errors import SchemaError
 from services.shared.kafka import header, messages_behind, run_reconnecting, started
 from services.shared.metrics import ConsumerLag
 from services.shared.store_errors import is_retriable
+from services.shared.tracing import TRACEPARENT, TRACESTATE, TraceContext, carried, traced
 
 log = logging.getLogger(__name__)
 CONSUMER_GROUP = "settle-ledger"
@@ -99,13 +101,17 @@ class CommandIntake:
         valid: list[tuple[ConsumerRecord, SettlementRequest]] = []
         dead: list[DeadLetter] = []
         now = int(self.clock())
-        for record in records:
-            outcome = self._admit(record, now)
-            if isinstance(outcome, DeadLetter):
-                dead.append(outcome)
-            else:
-                valid.append((record, outcome))
-        results = await self._book_until_done([request for _, request in valid])
+        with ExitStack() as spans:
+            for record in records:
+                # Each command's span, child of the trace its headers carry (or a new one).
+                sent = carried(_text(record, TRACEPARENT), _text(record, TRACESTATE))
+                trace = spans.enter_context(traced("settlement.accept", sent, SpanKind.CONSUMER))
+                outcome = self._admit(record, now, trace)
+                if isinstance(outcome, DeadLetter):
+                    dead.append(outcome)
+                else:
+                    valid.append((record, outcome))
+            results = await self._book_until_done([request for _, request in valid])
         for (record, request), result in zip(valid, results, strict=True):
             self.metrics.count_request(str(result.outcome), request.tenant)
             if result.outcome is Outcome.REPLAYED:
@@ -116,7 +122,9 @@ class CommandIntake:
         await self.dead_letters.send_all(dead)
         await self._commit(records)
 
-    def _admit(self, record: ConsumerRecord, now: int) -> SettlementRequest | DeadLetter:
+    def _admit(
+        self, record: ConsumerRecord, now: int, trace: TraceContext
+    ) -> SettlementRequest | DeadLetter:
         # Who sent it is settled before what it says: a sender that cannot prove its tenant
         # learns nothing from the validation of its commands.
         try:
@@ -132,7 +140,7 @@ class CommandIntake:
             self.metrics.count_request("unauthorized", None)
             return DeadLetter(record, refusal.code, refusal.message)
         try:
-            request = parse_settlement_command(command)
+            request = parse_settlement_command(command, trace)
             self.admission.check(request)
         except InvalidRequest as e:
             self.metrics.count_request("invalid", _tenant_named(command))
@@ -189,6 +197,11 @@ async def consume_commands(
         await intake_of(consumer, producer).run()
 
     await run_reconnecting("command intake", session)
+
+
+def _text(record: ConsumerRecord, name: str) -> str | None:
+    value = header(record.headers or (), name)
+    return None if value is None else value.decode("latin-1")
 
 
 def _tenant_named(command: dict[str, Any]) -> str | None:

@@ -37,6 +37,7 @@ from services.ledger.model import SettlementRequest
 from services.ledger.responses import canonical_json
 from services.shared.config import RailKind
 from services.shared.money import MAX_SETTLEMENT_AMOUNT, is_currency
+from services.shared.tracing import TraceContext
 
 MAX_BODY_BYTES = 16_384
 MAX_TEXT_CHARS = 255
@@ -67,8 +68,11 @@ def validate_idempotency_key(value: str | None, field: str = "Idempotency-Key") 
     return _idempotency_key(value, field)
 
 
-def parse_settlement_body(tenant: str, idempotency_key: str, raw: bytes) -> SettlementRequest:
-    """The validated, fingerprinted request of a POST /v1/settlements body; else InvalidRequest."""
+def parse_settlement_body(
+    tenant: str, idempotency_key: str, raw: bytes, trace: TraceContext | None = None
+) -> SettlementRequest:
+    """The validated, fingerprinted request of a POST /v1/settlements body, to be booked
+    under `trace`; else InvalidRequest."""
     if len(raw) > MAX_BODY_BYTES:
         raise InvalidRequest(
             f"body is {len(raw)} bytes; send at most {MAX_BODY_BYTES}",
@@ -82,11 +86,14 @@ def parse_settlement_body(tenant: str, idempotency_key: str, raw: bytes) -> Sett
         raise InvalidRequest(
             f"unknown field {unknown[0]!r}{hint}", code="unknown_field", field=unknown[0]
         )
-    return _settlement(tenant, validate_idempotency_key(idempotency_key), fields)
+    return _settlement(tenant, validate_idempotency_key(idempotency_key), fields, trace)
 
 
-def parse_settlement_command(record: Mapping[str, object]) -> SettlementRequest:
-    """The validated, fingerprinted request of a decoded SettlementCommand; else InvalidRequest."""
+def parse_settlement_command(
+    record: Mapping[str, object], trace: TraceContext | None = None
+) -> SettlementRequest:
+    """The validated, fingerprinted request of a decoded SettlementCommand, to be booked under
+    `trace`; else InvalidRequest."""
     unknown = sorted(set(record) - set(COMMAND_FIELDS))
     if unknown:
         raise InvalidRequest(
@@ -95,7 +102,7 @@ def parse_settlement_command(record: Mapping[str, object]) -> SettlementRequest:
     if "tenant" not in record:
         raise InvalidRequest("tenant is required", code="missing_field", field="tenant")
     key = _idempotency_key(record.get("idempotency_key"), "idempotency_key")
-    request = _settlement(record.get("tenant"), key, record)
+    request = _settlement(record.get("tenant"), key, record, trace)
     # No command may carry what an HTTP body could not.
     if len(canonical_body(request)) > MAX_BODY_BYTES:
         raise InvalidRequest(
@@ -164,7 +171,9 @@ def _load_object(raw: bytes) -> dict[str, object]:
     return value
 
 
-def _settlement(tenant: object, key: str, fields: Mapping[str, object]) -> SettlementRequest:
+def _settlement(
+    tenant: object, key: str, fields: Mapping[str, object], trace: TraceContext | None
+) -> SettlementRequest:
     for name in BODY_FIELDS:
         if name not in fields and name not in _OPTIONAL:
             raise InvalidRequest(f"{name} is required", code="missing_field", field=name)
@@ -180,7 +189,7 @@ def _settlement(tenant: object, key: str, fields: Mapping[str, object]) -> Settl
         metadata=_metadata(fields.get("metadata", {})),
     )
     digest = fingerprint(request.tenant, METHOD, PATH, body_fields(request))
-    return replace(request, fingerprint=digest)
+    return replace(request, fingerprint=digest, trace=trace)
 
 
 def _idempotency_key(value: object, field: str) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from services.shared.tracing import TraceContext
+
 
 @dataclass(frozen=True, slots=True)
 class SettlementRequest:
@@ -20,6 +22,7 @@ class SettlementRequest:
     rail: str | None = None  # the rail asked for, or None for the default
     metadata: dict[str, str] = field(default_factory=dict)  # caller's string map, echoed back
     fingerprint: bytes = b""  # SHA-256 over tenant, method, path and canonical body
+    trace: TraceContext | None = None  # the accept span's; not part of the fingerprint
 
 
 class Outcome(StrEnum):
@@ -44,3 +47,4 @@ class AcceptResult:
     body: bytes  # exact response bytes; a replay returns the first request's bytes
     settlement_id: str | None = None  # the settlement booked or replayed, if any
     retry_after: int | None = None  # seconds, for 409 idempotency_key_in_use
+    trace: TraceContext | None = None  # the settlement's trace, when one was booked before

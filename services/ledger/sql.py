@@ -33,9 +33,9 @@ WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::uuid[], $5::text[],
                          $6::text[], $7::text[], $8::bigint[], $9::text[], $10::text[],
                          $11::text[], $12::text[], $13::bytea[], $14::uuid[], $15::uuid[],
-                         $16::bytea[])
+                         $16::bytea[], $26::text[], $27::text[])
         AS i(tenant, key, fp, sid, ref, payee, dest, amount, cur, rail, meta, rkey, body,
-             entry, event, payload)
+             entry, event, payload, tp, ts)
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
            (tenant, key, fingerprint, method, path, state, fence, settlement_id,
@@ -54,9 +54,9 @@ WITH input AS (
 ), settled AS (
     INSERT INTO settlements (id, tenant, reference, idempotency_key, payee, destination,
                              amount, currency, rail, metadata, status, version, created_at,
-                             updated_at)
+                             updated_at, traceparent, tracestate)
     SELECT i.sid, i.tenant, i.ref, i.key, i.payee, i.dest, i.amount, i.cur, i.rail,
-           i.meta::jsonb, 'accepted', 1, $17, $17
+           i.meta::jsonb, 'accepted', 1, $17, $17, i.tp, i.ts
       FROM input i JOIN claimed c ON c.tenant = i.tenant AND c.key = i.key
      ORDER BY i.tenant, i.ref
     ON CONFLICT (tenant, reference) DO NOTHING
@@ -110,9 +110,10 @@ UPDATE idempotency_keys AS k
 
 READ_KEYS = """
 SELECT k.tenant, k.key, k.fingerprint, k.state, k.created_at, k.locked_until,
-       k.response_status, k.response_body, k.settlement_id
+       k.response_status, k.response_body, k.settlement_id, s.traceparent, s.tracestate
   FROM idempotency_keys k
   JOIN unnest($1::text[], $2::text[]) AS u(t, key) ON k.tenant = u.t AND k.key = u.key
+  LEFT JOIN settlements s ON s.id = k.settlement_id
 """
 
 OPEN_ACCOUNTS = """

@@ -3,12 +3,12 @@ schedule, one replica at a time)."""
 
 from __future__ import annotations
 
-import logging
-
 import click
 
 from services.shared.config import load_settings
 from services.shared.errors import ConfigError
+from services.shared.logs import use_log_format
+from services.shared.tracing import use_exporter
 
 
 @click.command()
@@ -26,7 +26,8 @@ def reconciler(host: str, port: int) -> None:
         settings = load_settings(service="reconciler")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    use_log_format(settings.log_format, "reconciler")
+    use_exporter(settings.otel_exporter, "reconciler")
     click.echo(f"reconciler on http://{host}:{port} (/healthz, /metrics)", err=True)
     import uvloop  # the one loop every settle service runs on
 

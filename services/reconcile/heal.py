@@ -42,7 +42,9 @@ from services.reconcile.model import Break, LedgerRecord, Report
 from services.reconcile.store import stored_key
 from services.shared.domain.breaks import BreakStatus, BreakType
 from services.shared.domain.settlement import DomainError
+from services.shared.logs import about_settlement
 from services.shared.store_errors import retry_contended, unavailable_when_down
+from services.shared.transition_rows import LockedSettlement
 from services.shared.transitions import TransitionConflict
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,7 @@ class Heal(NamedTuple):
     healed: bool  # the settlement moved to what the rail shows and the break is healed
     reason: str  # the synthetic event applied, or why nothing was healed
     event_id: str | None = None  # the synthetic inbox row's event id, when healed
+    settlement: LockedSettlement | None = None  # as healed, for the line that says so
 
 
 class _NotHealed(Exception):
@@ -132,7 +135,7 @@ async def _heal(
     moves = " -> ".join([str(item.expected), *outcome.moves])
     reason = f"{event_type} {event.event_id} applied from {item.rail_object_id}: {moves}"
     await close_break(conn, break_id, BreakStatus.HEALED, actor=ACTOR, reason=reason, now=now)
-    return Heal(True, reason, event.event_id)
+    return Heal(True, reason, event.event_id, outcome.settlement)
 
 
 class Healer:
@@ -155,7 +158,11 @@ class Healer:
             money_back = proof.money_back(wire) if wire is not None else None
             at = await self._rail.moved_at(money_back) if money_back is not None else None
             done = await retry_contended(partial(self._heal_one, item, wire, at))
-            if not done.healed:
+            if done.settlement is not None:
+                s = done.settlement
+                with about_settlement(s.id, s.tenant, s.trace):
+                    log.info("drift healed: %s", done.reason)
+            elif not done.healed:
                 log.info("drift of %s left open: %s", item.settlement_id, done.reason)
             healed += done.healed
         return healed

@@ -100,7 +100,7 @@ async def serve(
     server = uvicorn.Server(
         uvicorn.Config(
             service.app, host=host, port=port, log_level="warning", access_log=False,
-            proxy_headers=False,
+            log_config=None, proxy_headers=False,
         )
     )  # fmt: skip
 

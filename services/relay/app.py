@@ -102,7 +102,9 @@ async def serve(settings: Settings, host: str, port: int) -> None:
         return await prune_published(pool, metrics, RETENTION_SECONDS)
 
     server = uvicorn.Server(
-        uvicorn.Config(metrics_app(metrics), host=host, port=port, log_level="warning")
+        uvicorn.Config(
+            metrics_app(metrics), host=host, port=port, log_level="warning", log_config=None
+        )
     )
     try:
         await run_until_first_exits(

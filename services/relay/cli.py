@@ -8,6 +8,8 @@ import click
 
 from services.shared.config import load_settings
 from services.shared.errors import ConfigError
+from services.shared.logs import use_log_format
+from services.shared.tracing import use_exporter
 
 
 @click.command()
@@ -29,7 +31,8 @@ def relay(host: str, port: int) -> None:
         settings = load_settings(service="relay")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    use_log_format(settings.log_format, "relay")
+    use_exporter(settings.otel_exporter, "relay")
     # stripe logs two lines per rail call at INFO; the relay's own metrics count the calls.
     logging.getLogger("stripe").setLevel(logging.WARNING)
     click.echo(f"relay metrics on http://{host}:{port}/metrics", err=True)

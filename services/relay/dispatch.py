@@ -30,7 +30,7 @@ import asyncpg
 from services.relay import dispatch_sql as sql
 from services.relay.lease import LeaseClock
 from services.relay.metrics import RelayMetrics
-from services.relay.rail import Rail, RailInstruction, RailOutcome, RailResult
+from services.relay.rail import Rail, RailInstruction, RailOutcome, RailResult, call_rail
 from services.shared.backoff import backoff
 from services.shared.domain.instruction import SETTLEMENT_AFTER, end_of_budget, target_of
 from services.shared.domain.instruction import InstructionEvent as E
@@ -38,6 +38,7 @@ from services.shared.domain.instruction import InstructionStatus as I
 from services.shared.domain.payout import PayoutMethod
 from services.shared.errors import SettleError
 from services.shared.failpoints import failpoint
+from services.shared.tracing import carried
 from services.shared.transitions import Move, TransitionBatch, apply_transition, apply_transitions
 
 log = logging.getLogger(__name__)
@@ -118,14 +119,15 @@ class Dispatcher:
     async def _send(
         self, instruction: RailInstruction, lease: LeaseClock | None = None
     ) -> RailResult | None:
-        """The rail's answer; None, sending nothing, if `lease` leaves no time for the call."""
+        """The rail's answer (`call_rail`: traced, logged); None, sending nothing, if `lease`
+        leaves no time for the call."""
         async with self._calls:
             if lease is not None and not lease.time_for_a_call():
                 return None  # pass 2 takes it over once the lease ran out
             failpoint("dispatch.before_call")
             started = time.monotonic()
             failpoint("dispatch.during_call")  # with kill-in:S, lands while the call is out
-            result = await self.rail.send(instruction)
+            result = await call_rail(self.rail, instruction)
         self.metrics.rail_seconds.observe(time.monotonic() - started)
         self.metrics.rail_calls.labels(outcome=str(result.outcome)).inc()
         return result
@@ -285,6 +287,7 @@ def _instruction(row: asyncpg.Record) -> RailInstruction:
         settlement_id=str(row["settlement_id"]), tenant=row["tenant"],
         idempotency_key=row["idempotency_key"], destination=row["destination"],
         amount=row["amount"], currency=row["currency"], method=PayoutMethod(row["method"]),
+        trace=carried(row["traceparent"], row["tracestate"]),
     )  # fmt: skip
 
 

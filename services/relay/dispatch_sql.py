@@ -17,16 +17,20 @@ def _among(event: E) -> str:
     return ", ".join(f"'{status}'" for status in sorted(sources_of(event)))
 
 
-# Pass 1: pending instructions, claimed with a new fence and a lease.
+# Pass 1: pending instructions, claimed with a new fence and a lease; with each, the trace
+# context its settlement was accepted under, which the rail call's span continues.
 CLAIM_PENDING = f"""
-UPDATE rail_instructions
-   SET status = '{target_of(E.CLAIM)}', fence = fence + 1,
+UPDATE rail_instructions AS r
+   SET status = '{target_of(E.CLAIM)}', fence = r.fence + 1,
        lease_until = now() + make_interval(secs => $2),
-       claimed_by = $3, attempts = attempts + 1, first_sent_at = coalesce(first_sent_at, now()),
-       updated_at = now()
- WHERE settlement_id = ANY($1::uuid[]) AND status IN ({_among(E.CLAIM)})
-RETURNING settlement_id, tenant, idempotency_key, destination, amount, currency, method, fence,
-          attempts, false AS sent_before, 0::float8 AS sent_age
+       claimed_by = $3, attempts = r.attempts + 1,
+       first_sent_at = coalesce(r.first_sent_at, now()), updated_at = now()
+  FROM settlements s
+ WHERE r.settlement_id = ANY($1::uuid[]) AND r.status IN ({_among(E.CLAIM)})
+   AND s.id = r.settlement_id
+RETURNING r.settlement_id, r.tenant, r.idempotency_key, r.destination, r.amount, r.currency,
+          r.method, r.fence, r.attempts, false AS sent_before, 0::float8 AS sent_age,
+          s.traceparent, s.tracestate
 """
 
 # Pass 2: processing rows whose lease ran out (a crashed or stalled worker, or a retry that is
@@ -52,12 +56,12 @@ UPDATE rail_instructions AS r
                           THEN 'ambiguous' ELSE r.error_class END,
        attempts = r.attempts + 1, first_sent_at = coalesce(r.first_sent_at, now()),
        updated_at = now()
-  FROM due
+  FROM due JOIN settlements s ON s.id = due.settlement_id
  WHERE r.settlement_id = due.settlement_id
 RETURNING r.settlement_id, r.tenant, r.idempotency_key, r.destination, r.amount, r.currency,
           r.method, r.fence, r.attempts, due.sent_at IS NOT NULL AS sent_before,
           coalesce(extract(epoch FROM now() - due.sent_at), 0)::float8 AS sent_age,
-          due.was
+          due.was, s.traceparent, s.tracestate
 """
 
 # Just before calling the rail: is this worker still the holder, with time left on its lease?

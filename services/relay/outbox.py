@@ -33,16 +33,19 @@ from services.relay.metrics import RelayMetrics
 from services.shared.failpoints import failpoint
 from services.shared.kafka import run_reconnecting, started
 from services.shared.partitions import partition_for
+from services.shared.tracing import carried, headers_of
 
 log = logging.getLogger(__name__)
 CHANNEL = "settle_outbox"
 PUBLISH_BATCH_BYTES = 512 * 1024  # a claimed batch leaves in a few record batches
 
 # Claimed and marked in one statement; the mark is part of the transaction, which commits only
-# after Kafka acknowledged every row, so a failed send leaves the rows unpublished.
+# after Kafka acknowledged every row, so a failed send leaves the rows unpublished. Each row
+# goes out with its settlement's trace context, read from the settlement (its primary key)
+# rather than copied into every outbox row by every writer.
 CLAIM = """
 UPDATE outbox AS u SET published_at = now()
-  FROM (SELECT o.id FROM outbox o
+  FROM (SELECT o.id, o.settlement_id FROM outbox o
          WHERE o.published_at IS NULL
            AND NOT EXISTS (SELECT 1 FROM outbox e
                             WHERE e.settlement_id = o.settlement_id AND e.sequence < o.sequence
@@ -50,8 +53,10 @@ UPDATE outbox AS u SET published_at = now()
          ORDER BY o.id
          LIMIT $1
            FOR UPDATE OF o SKIP LOCKED) AS c
+  LEFT JOIN settlements s ON s.id = c.settlement_id
  WHERE u.id = c.id
 RETURNING u.id, u.event_id, u.settlement_id, u.sequence, u.topic, u.message_key, u.payload,
+          s.traceparent, s.tracestate,
           EXISTS (SELECT 1 FROM outbox f
                    WHERE f.settlement_id = u.settlement_id AND f.sequence > u.sequence
                      AND f.published_at IS NULL) AS followed
@@ -145,6 +150,9 @@ class OutboxPublisher:
                 ("settlement_id", str(row["settlement_id"]).encode()),
                 ("sequence", str(row["sequence"]).encode()),
             ]
+            trace = carried(row["traceparent"], row["tracestate"])
+            if trace is not None:
+                headers += headers_of(trace)
             batch = open_batches.get(where)
             if batch is None:
                 batch = open_batches[where] = self.producer.create_batch()

@@ -11,11 +11,18 @@ depends on the class, not on the error's type:
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from opentelemetry.trace import SpanKind
+
 from services.shared.domain.payout import PayoutMethod
+from services.shared.logs import about_settlement
+from services.shared.tracing import TraceContext, traced
+
+log = logging.getLogger(__name__)
 
 
 class RailOutcome(StrEnum):
@@ -38,6 +45,7 @@ class RailInstruction:
     amount: int  # minor units
     currency: str  # ISO 4217, upper case (adapters send what the rail expects)
     method: PayoutMethod  # transfer or payout
+    trace: TraceContext | None = None  # the settlement's; the call runs in a span child of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,3 +68,19 @@ class Rail(Protocol):
     async def find(self, instruction: RailInstruction) -> str | None:
         """The rail reference of a transfer or payout already made for this settlement."""
         ...
+
+
+async def call_rail(rail: Rail, instruction: RailInstruction) -> RailResult:
+    """`rail.send(instruction)` in a span child of the settlement's trace, its answer logged
+    under the settlement."""
+    sid, trace = instruction.settlement_id, instruction.trace
+    with (
+        about_settlement(sid, instruction.tenant, trace),
+        traced("rail.send", trace, SpanKind.CLIENT, {"settlement.id": sid}),
+    ):
+        result = await rail.send(instruction)
+        detail = f": {result.detail}" if result.detail else ""
+        log.info(
+            "rail answered %s to key %s%s", result.outcome, instruction.idempotency_key, detail
+        )
+    return result

@@ -28,8 +28,10 @@ from services.shared.domain.breaks import (
 from services.shared.domain.payout import PayoutMethod
 from services.shared.domain.proposal import DEFAULT_MAX_AGE_SECONDS
 from services.shared.errors import ConfigError
+from services.shared.logs import LogFormat
 from services.shared.tenant_limits import NO_LIMITS, TenantLimits, parse_tenant_limits
 from services.shared.tokens import by_token, parse_tokens
+from services.shared.tracing import TraceExporter
 
 LOCAL_DATABASE_URL = "postgresql+asyncpg://settle@127.0.0.1:55432/settle"
 LOCAL_KAFKA_BOOTSTRAP = "127.0.0.1:59092"
@@ -171,6 +173,9 @@ class Settings(BaseSettings):
     proposal_max_age_seconds: int = Field(
         DEFAULT_MAX_AGE_SECONDS, alias="SETTLE_PROPOSAL_MAX_AGE_SECONDS", gt=0
     )
+    # Observability: log lines as JSON (or text), and where spans go (nowhere by default).
+    log_format: LogFormat = Field(LogFormat.JSON, alias="SETTLE_LOG_FORMAT")
+    otel_exporter: TraceExporter = Field(TraceExporter.NONE, alias="SETTLE_OTEL_EXPORTER")
 
     @field_validator("tenant_limits", mode="before")
     @classmethod

@@ -109,6 +109,7 @@ class ListeningServer:
         # lifespan: the composition root opens and closes what the apps use.
         config = uvicorn.Config(
             ByPort(apps, self.admin_port), log_level="warning", access_log=False,
+            log_config=None,  # its lines go through the service's own log format
             proxy_headers=False, lifespan="off", timeout_graceful_shutdown=GRACE_SECONDS,
         )  # fmt: skip
         self._server = uvicorn.Server(config)

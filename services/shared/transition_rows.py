@@ -17,6 +17,7 @@ from typing import NamedTuple
 from services.shared import avro
 from services.shared.domain.postings import AccountKind, Posting
 from services.shared.domain.settlement import SettlementStatus
+from services.shared.tracing import TraceContext
 
 
 class SettlementMove(NamedTuple):
@@ -132,3 +133,4 @@ class LockedSettlement:
     reason: str | None = None  # the latest step's reason, if any gave one
     amount_reversed: int = 0  # minor units come back so far, after the steps planned so far
     destination: str | None = None  # where the money was sent (the inbox matches webhooks to it)
+    trace: TraceContext | None = None  # the trace it was accepted under, for log lines

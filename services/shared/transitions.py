@@ -45,6 +45,7 @@ from services.shared.domain.settlement import (
 from services.shared.errors import SettleError
 from services.shared.ids import uuid7, uuid7_text
 from services.shared.topics import EVENTS
+from services.shared.tracing import carried
 from services.shared.transition_rows import (
     BalanceDelta,
     EntryRow,
@@ -60,7 +61,7 @@ from services.shared.transition_rows import (
 
 LOCK_SETTLEMENTS = """
 SELECT id, tenant, reference, amount, currency, status, version, rail_reference, amount_reversed,
-       destination
+       destination, traceparent, tracestate
   FROM settlements WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
 """
 # A settlement under review keeps its money where it was; its postings say where that is.
@@ -147,7 +148,7 @@ class TransitionBatch:
                 held.get(r["id"], AccountKind.FUNDING) if status is SettlementStatus.NEEDS_REVIEW
                 else holding_account(status, AccountKind.FUNDING),
                 status, r["version"], amount_reversed=r["amount_reversed"],
-                destination=r["destination"],
+                destination=r["destination"], trace=carried(r["traceparent"], r["tracestate"]),
             )  # fmt: skip
         return cls(locked)
 

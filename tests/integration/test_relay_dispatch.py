@@ -185,7 +185,8 @@ async def test_a_stale_worker_is_fenced_off_and_sends_nothing(pool: asyncpg.Pool
         claimed = await conn.fetchrow(
             "UPDATE rail_instructions SET status = 'processing', fence = fence + 1, "
             "lease_until = now() - interval '1 s', attempts = 1, first_sent_at = now() "
-            "WHERE settlement_id = $1 RETURNING *, false AS sent_before, 0::float8 AS sent_age",
+            "WHERE settlement_id = $1 RETURNING *, false AS sent_before, 0::float8 AS sent_age, "
+            "NULL::text AS traceparent, NULL::text AS tracestate",
             sid,
         )
     await fresh.sweep()  # takes over with fence + 1 and completes

@@ -29,7 +29,13 @@ from tests.unit.test_ledger_http import FakeReads
 
 TOKEN = "tok-acme"
 SETTINGS = load_settings({"SETTLE_API_TOKENS": f"acme:{TOKEN},other:tok-other"})
-AUTH = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+# Both continue one caller's trace, so the traceparent each answers with is the same.
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+AUTH = {
+    "Authorization": f"Bearer {TOKEN}",
+    "Content-Type": "application/json",
+    "traceparent": TRACEPARENT,
+}
 BODY = {
     "reference": "r-1",
     "payee": "p",

@@ -55,7 +55,9 @@ SELECT array_agg('{TENANT}'::text) AS p1,
        array_agg(-amount) || array_agg(amount) AS p21,
        array_agg('USD'::text) || array_agg('USD'::text) AS p22,
        'transfer' AS p24,
-       'settlement.events' AS p25
+       'settlement.events' AS p25,
+       array_agg('00-' || md5(k) || '-' || left(md5(sid::text), 16) || '-01') AS p26,
+       array_agg(NULL::text) AS p27
   FROM (SELECT gen_random_uuid()::text AS k, gen_random_uuid() AS sid,
                gen_random_uuid() AS entry, gen_random_uuid() AS event,
                (random() * 1000000)::bigint + 1 AS amount

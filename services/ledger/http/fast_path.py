@@ -14,9 +14,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from services.ledger.http.settlements import CreateSettlement, accepted_headers
 from services.ledger.intake import PATH
 from services.shared.edge import JsonAnswer, answer_json, asgi_body_chunks, first_headers
+from services.shared.tracing import TRACEPARENT, TRACESTATE, carried
 
 _AUTHORIZATION, _KEY, _LENGTH = b"authorization", b"idempotency-key", b"content-length"
-_HEADERS = frozenset({_AUTHORIZATION, _KEY, _LENGTH})
+_TRACEPARENT, _TRACESTATE = TRACEPARENT.encode(), TRACESTATE.encode()
+_HEADERS = frozenset({_AUTHORIZATION, _KEY, _LENGTH, _TRACEPARENT, _TRACESTATE})
 
 
 class SettlementFastPath:
@@ -40,5 +42,6 @@ class SettlementFastPath:
             headers.get(_KEY),
             asgi_body_chunks(receive),
             headers.get(_LENGTH),
+            carried(headers.get(_TRACEPARENT), headers.get(_TRACESTATE)),
         )
         return result.status, result.body, accepted_headers(result)

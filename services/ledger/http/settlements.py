@@ -4,10 +4,12 @@
 # as an object, not as a string it would try to resolve in module globals.
 
 from collections.abc import AsyncIterable
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.security.utils import get_authorization_scheme_param
+from opentelemetry.trace import SpanKind
 from pydantic import TypeAdapter
 
 from services.ledger.admission import Admission
@@ -30,6 +32,13 @@ from services.shared.edge import (
     tenant_dependency,
 )
 from services.shared.errors import ApiError
+from services.shared.tracing import (
+    TRACEPARENT,
+    TRACESTATE,
+    TraceContext,
+    carried,
+    traced,
+)
 
 _SETTLEMENT = TypeAdapter(Settlement)
 _PAGE = TypeAdapter(SettlementPage)
@@ -42,6 +51,10 @@ def accepted_headers(result: AcceptResult) -> dict[str, str]:
         headers["Idempotent-Replayed"] = "true"
     if result.retry_after is not None:
         headers["Retry-After"] = str(result.retry_after)
+    if result.trace is not None:
+        headers[TRACEPARENT] = result.trace.traceparent
+        if result.trace.tracestate:
+            headers[TRACESTATE] = result.trace.tracestate
     return headers
 
 
@@ -111,28 +124,33 @@ class CreateSettlement:
         idempotency_key: str | None,
         body: AsyncIterable[bytes],
         content_length: str | None,
+        trace: TraceContext | None = None,
     ) -> AcceptResult:
-        """The acceptor's answer to the request; ApiError (counted) when it cannot be booked."""
+        """The acceptor's answer to the request, with the settlement's trace (a replay's is
+        the first request's; any other answer's is this request's, continuing `trace`);
+        ApiError (counted) when it cannot be booked."""
         metrics, admission = self._metrics, self._admission
         tenant: str | None = None
         try:
-            tenant = self._auth.tenant_for(bearer_token(authorization))
-            # Refused before the body is read: an overloaded ledger holds nothing more.
-            with admission.backlog.admit():
-                admission.throttle(tenant)
-                key = validate_idempotency_key(idempotency_key)
-                raw = await read_capped(body, content_length, MAX_BODY_BYTES)
-                settlement = parse_settlement_body(tenant, key, raw)
-                admission.check(settlement)
-                with metrics.accept_seconds.time():
-                    result = await self._acceptor.accept(settlement)
+            with traced("settlement.accept", trace, SpanKind.SERVER) as accepted:
+                tenant = self._auth.tenant_for(bearer_token(authorization))
+                # Refused before the body is read: an overloaded ledger holds nothing more.
+                with admission.backlog.admit():
+                    admission.throttle(tenant)
+                    key = validate_idempotency_key(idempotency_key)
+                    raw = await read_capped(body, content_length, MAX_BODY_BYTES)
+                    settlement = parse_settlement_body(tenant, key, raw, accepted)
+                    admission.check(settlement)
+                    with metrics.accept_seconds.time():
+                        result = await self._acceptor.accept(settlement)
         except ApiError as e:
             metrics.count_request(_outcome_of(e), tenant)
             if e.status == 503:
                 metrics.count_fail_closed("backlog" if isinstance(e, Overloaded) else "postgresql")
             raise
         metrics.count_request(result.outcome.value, tenant)
-        return result
+        # A booked settlement's answer carries its trace already; a refusal gets this one.
+        return result if result.trace is not None else replace(result, trace=accepted)
 
 
 def settlement_routes(
@@ -163,6 +181,7 @@ def _route_create(router: APIRouter, create: CreateSettlement) -> None:
             headers.get("idempotency-key"),
             request.stream(),
             headers.get("content-length"),
+            carried(headers.get(TRACEPARENT), headers.get(TRACESTATE)),
         )
         return accepted_response(result)
 
