@@ -17,9 +17,13 @@ from services.console.auth import Gate
 from services.console.sessions import SessionStore
 from services.console.web import Console, templates
 from services.operations.rail_lookup import StripeLookup
+from services.ledger.acceptor import Ledger
+from services.ledger.booking import Books
+from services.ledger.intake import parse_settlement_body
 from services.shared.edge import BearerAuth
 from tests.conftest import unique
-from tests.integration.check_support import World
+from tests.integration.check_support import TENANT, World
+from tests.integration.test_ledger_books import WINDOWS
 
 ERIN = "erin-operator-token-0123456789"
 FRANK = "frank-operator-token-0123456789"
@@ -111,3 +115,15 @@ async def plant_inbox(pool: asyncpg.Pool, status: str, settlement_id: str | None
         unique("evt_"), unique("tr_"), settlement_id, status, mismatch,
     )  # fmt: skip
     return row_id
+
+
+async def accept(
+    world: World, *, reference: str | None = None, payee: str = "payee-7",
+    destination: str = "acct_1Q2w3E", amount: int = 700,
+) -> str:  # fmt: skip
+    """A settlement accepted by the ledger with these fields; its id."""
+    body = {"reference": reference or unique("ref-"), "payee": payee,
+            "destination": destination, "amount": amount, "currency": "EUR"}  # fmt: skip
+    request = parse_settlement_body(TENANT, unique("key-"), json.dumps(body).encode())
+    result = await Ledger(world.pool, Books(WINDOWS)).accept_many([request])
+    return str(json.loads(result[0].body)["id"])
