@@ -14,6 +14,7 @@ import pytest
 from services.console import story_queries
 from services.console.pages import settlements as settlements_page
 from services.shared.domain.settlement import SettlementStatus as S
+from tests.conftest import unique
 from tests.integration.check_support import World, template
 from tests.integration.console_support import (
     Clock,
@@ -25,7 +26,6 @@ from tests.integration.console_support import (
     row_ids,
 )
 from tests.integration.operator_support import plant_breaks, rail, world
-from tests.conftest import unique
 
 pytestmark = pytest.mark.integration
 __all__ = ["browser", "clock", "rail", "template", "world"]
