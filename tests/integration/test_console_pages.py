@@ -115,7 +115,9 @@ async def test_a_settlements_page_tells_its_whole_story(
         "UPDATE reconciliation_breaks SET settlement_id = $1::uuid WHERE id = $2", sid, break_id
     )
     csrf = await csrf_of(browser)
-    await browser.post("/breaks/resolve", data={"ids": str(break_id), "reason": "seen", "csrf": csrf})
+    await browser.post(
+        "/breaks/resolve", data={"ids": str(break_id), "reason": "seen", "csrf": csrf}
+    )
     await browser.post("/webhooks/replay", data={"ids": str(event), "csrf": csrf})
     key = await world.pool.fetchval(
         "SELECT idempotency_key FROM rail_instructions WHERE settlement_id = $1::uuid", sid
