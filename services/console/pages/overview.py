@@ -55,6 +55,7 @@ def routes(console: Console) -> list[Route]:
         view = await read_overview(console.pool, console.clock())
         return render(
             console, "overview.html", caller, view=view, statuses=list(SettlementStatus),
+            window=WINDOW,
             throughput=throughput_chart(view), latency=latency_chart(view),
             outbox_lag=(view.now - view.outbox_oldest).total_seconds()
             if view.outbox_oldest else 0.0,
