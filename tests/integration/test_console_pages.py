@@ -77,7 +77,7 @@ async def test_the_overview_shows_the_queues_breaks_charts_and_estimates(
     assert waiting not in page.text
     paid_bars = re.findall(r'data-kind="paid" data-count="([0-9]+)"', page.text)
     assert len(paid_bars) == 60 and sum(map(int, paid_bars)) == 2
-    latency = re.findall(r'class="bar p50"[^>]*data-paid="([0-9]+)"', page.text)
+    latency = re.findall(r'class="bar p50"[^>]*data-measured="([0-9]+)"', page.text)
     assert len(latency) == 12 and sum(map(int, latency)) == 2
     assert '<svg id="throughput-chart"' in page.text and '<svg id="latency-chart"' in page.text
 
