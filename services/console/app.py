@@ -81,7 +81,7 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(console), host=host, port=port, log_level="warning", access_log=False,
-            proxy_headers=False,
+            proxy_headers=False, log_config=None,
         )
     )  # fmt: skip
     try:

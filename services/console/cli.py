@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-
 import click
 
 from services.shared.config import load_settings
 from services.shared.errors import ConfigError
+from services.shared.logs import use_log_format
 
 DEFAULT_PORT = 9085  # services.console.app.DEFAULT_PORT, without importing the app here
 
@@ -27,7 +26,7 @@ def console(host: str, port: int) -> None:
         settings = load_settings(service="console")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    use_log_format(settings.log_format, "console")
     click.echo(f"console on http://{host}:{port}/ (sign in with an operator token)", err=True)
     import uvloop  # the one loop every settle service runs on
 
