@@ -1,39 +1,32 @@
-"""The console's operator actions, dispatched in one place: `perform`.
+"""The console's operator actions, dispatched in one place: `perform`; and the second
+operator's decisions on proposals (maker-checker): `decide`.
 
-Each action goes through the function the CLI and the operator HTTP routes use, so it is
+Each selected item goes through `services.operations.approvals.submit`, the entry point the
+CLI and the operator HTTP routes use: with two-person mode off the action is done at once and
 refused exactly as they refuse it (a resolution the rail contradicts, a closed break, a
-webhook that is not dead or parked); each selected item is its own audited action in its own
-transaction (`services.operations.bulk.each`), and its outcome is returned to be shown.
-Maker-checker routes through here: with two-person mode on, `perform` is where an action
-becomes a proposal instead.
+webhook that is not dead or parked); on, it becomes a proposal awaiting a second operator.
+Each item is its own audited action (or proposal) in its own transaction
+(`services.operations.bulk.each`), and its outcome is returned to be shown.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from enum import StrEnum
+from typing import Any
 
 import asyncpg
 
 from services.console.web import Clock
 from services.inbox.errors import InboxError
-from services.inbox.operator import replay
-from services.operations import breaks, review
+from services.operations.approvals import Policy, Submitted, approve, reject, submit, withdraw
 from services.operations.bulk import ItemOutcome, each
 from services.operations.errors import BadRequest, Refused
 from services.operations.rail_lookup import RailLookup
 from services.shared.domain.instruction import Resolution
+from services.shared.domain.proposal import Move, ProposedAction
 from services.shared.store_errors import unavailable_when_down
 
 MAX_TARGETS = 500
-
-
-class Action(StrEnum):
-    """What an operator may do from the console; the values name the audit rows' actions."""
-
-    REVIEW_RESOLVE = "review.resolve"
-    BREAK_RESOLVE = "break.resolve"
-    WEBHOOK_REPLAY = "inbox.replay"
 
 
 async def _targets(ids: Sequence[str]) -> AsyncIterator[str]:
@@ -42,37 +35,63 @@ async def _targets(ids: Sequence[str]) -> AsyncIterator[str]:
 
 
 async def perform(
-    pool: asyncpg.Pool, rail: RailLookup, clock: Clock,
-    action: Action, targets: Sequence[str], form: Mapping[str, str], operator: str,
+    pool: asyncpg.Pool, rail: RailLookup, clock: Clock, policy: Policy,
+    action: ProposedAction, targets: Sequence[str], form: Mapping[str, str], operator: str,
 ) -> list[ItemOutcome]:  # fmt: skip
-    """Do `action` to each of `targets` as `operator` with the form's `as` and `reason`; each
-    item done or refused (with its code), in order. BadRequest when nothing is selected or
-    the action itself cannot be read; StoreUnavailable (PostgreSQL down) stops the run."""
-    if not targets:
-        raise BadRequest("select at least one item", code="nothing_selected", field="ids")
-    if len(targets) > MAX_TARGETS:
-        raise BadRequest(f"select at most {MAX_TARGETS} items", code="too_many", field="ids")
-    reason = form.get("reason", "")
-    async with pool.acquire() as conn:
-        if action is Action.REVIEW_RESOLVE:
-            resolution = _resolution(form.get("as", ""))
+    """Do (or, under a two-person `policy`, propose) `action` on each of `targets` as
+    `operator` with the form's `as` and `reason`; each item done, proposed or refused (with
+    its code), in order. BadRequest when nothing is selected or the action itself cannot be
+    read; StoreUnavailable (PostgreSQL down) stops the run."""
+    _selected(targets, "ids")
+    payload: dict[str, Any] = {}
+    if action is ProposedAction.REVIEW_RESOLVE:
+        payload["as"] = str(_resolution(form.get("as", "")))
+    reason = form.get("reason") or None
 
-            async def act(item: str) -> object:
-                return await review.resolve(
-                    conn, rail, item, resolution, reason=reason, operator=operator, now=clock()
-                )
-        elif action is Action.BREAK_RESOLVE:
+    async def act(item: str) -> Submitted:
+        # The inbox's refusals answered as the other actions' are: a code and a message.
+        try:
+            with unavailable_when_down("PostgreSQL is unreachable; nothing was done"):
+                return await submit(
+                    pool, rail, action, item, payload, reason=reason, operator=operator,
+                    now=clock(), two_person=policy.two_person, max_age=policy.max_age,
+                )  # fmt: skip
+        except InboxError as e:
+            raise Refused(e.message, code=e.code) from e
 
-            async def act(item: str) -> object:
-                return await breaks.resolve_break(
-                    conn, item, reason=reason, operator=operator, now=clock()
-                )
-        else:
+    return await each(_targets(targets), act)
 
-            async def act(item: str) -> object:
-                return await _replay(conn, item, operator, clock)
 
-        return await each(_targets(targets), act)
+async def decide(
+    pool: asyncpg.Pool, rail: RailLookup, clock: Clock, policy: Policy, move: Move,
+    proposals: Sequence[str], reason: str | None, operator: str,
+) -> list[ItemOutcome]:  # fmt: skip
+    """Approve, reject (with `reason`, if given) or withdraw each of `proposals` as `operator`;
+    each done or refused with its code (same_operator, not_proposer, proposal_decided,
+    proposal_expired, or an approved action's own refusal such as rail_disagrees), in order.
+    BadRequest when nothing is selected; StoreUnavailable stops the run."""
+    _selected(proposals, "withdraw" if move is Move.WITHDRAW else "ids")
+
+    async def act(item: str) -> object:
+        # Each decision in its own transaction: one refused leaves the others standing.
+        with unavailable_when_down("PostgreSQL is unreachable; no proposal was decided"):
+            async with pool.acquire() as conn:
+                now, age = clock(), policy.max_age
+                if move is Move.APPROVE:
+                    return await approve(conn, rail, item, operator=operator, now=now, max_age=age)
+                if move is Move.REJECT:
+                    return await reject(conn, item, operator=operator, now=now, reason=reason,
+                                        max_age=age)  # fmt: skip
+                return await withdraw(conn, item, operator=operator, now=now, max_age=age)
+
+    return await each(_targets(proposals), act)
+
+
+def _selected(items: Sequence[str], field: str) -> None:
+    if not items:
+        raise BadRequest("select at least one item", code="nothing_selected", field=field)
+    if len(items) > MAX_TARGETS:
+        raise BadRequest(f"select at most {MAX_TARGETS} items", code="too_many", field=field)
 
 
 def _resolution(value: str) -> Resolution:
@@ -82,12 +101,3 @@ def _resolution(value: str) -> Resolution:
         raise BadRequest(
             "say how to resolve: paid, failed or retry", code="invalid_as", field="as"
         ) from None
-
-
-async def _replay(conn: asyncpg.Connection, item: str, operator: str, clock: Clock) -> int:
-    # The inbox's refusals answered as the other actions' are: a code and a message.
-    try:
-        with unavailable_when_down("PostgreSQL is unreachable; nothing was replayed"):
-            return await replay(conn, item, operator, clock())
-    except InboxError as e:
-        raise Refused(e.message, code=e.code) from e

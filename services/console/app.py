@@ -15,9 +15,10 @@ from starlette.responses import Response
 
 from services.console.auth import Gate
 from services.console.errors import MethodNotAllowed, PageFailed, PageNotFound
-from services.console.pages import audit, login, overview, queues, settlements
+from services.console.pages import approvals, audit, login, overview, queues, settlements
 from services.console.sessions import SessionStore
 from services.console.web import Console, error_page, templates
+from services.operations.approvals import policy_of
 from services.operations.rail_lookup import RailLookup, StripeLookup
 from services.shared.config import Deployment, RailKind, Settings
 from services.shared.database import create_pool
@@ -36,7 +37,7 @@ def create_app(console: Console) -> Starlette:
     """The console's ASGI app over `console`'s pool, rail lookup and gate."""
     routes = [
         *login.routes(console), *overview.routes(console), *settlements.routes(console),
-        *queues.routes(console), *audit.routes(console),
+        *queues.routes(console), *audit.routes(console), *approvals.routes(console),
     ]  # fmt: skip
 
     async def not_found(request: Request, _: Exception) -> Response:
@@ -72,7 +73,7 @@ async def compose(
         BearerAuth(settings.operator_by_token), BearerAuth(settings.tenant_by_token),
         SessionStore(pool, clock), secure=settings.env is Deployment.PRODUCTION,
     )  # fmt: skip
-    return Console(pool, rail, gate, templates(), clock), owned
+    return Console(pool, rail, gate, templates(), clock, policy_of(settings)), owned
 
 
 async def serve(settings: Settings, host: str, port: int) -> None:

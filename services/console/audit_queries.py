@@ -11,7 +11,8 @@ from services.shared.store_errors import unavailable_when_down
 
 PAGE = 50
 LIST = """
-SELECT id, actor, action, target, detail, before, after, occurred_at FROM operator_actions
+SELECT id, actor, approved_by, action, target, detail, before, after, occurred_at
+  FROM operator_actions
  WHERE ($1::bigint IS NULL OR id < $1) AND ($2::text IS NULL OR actor = $2)
    AND ($3::text IS NULL OR action = $3) AND ($4::text IS NULL OR target = $4)
  ORDER BY id DESC LIMIT $5

@@ -19,6 +19,7 @@ from services.console.web import Console, templates
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
+from services.operations.approvals import ONE_PERSON, Policy
 from services.operations.rail_lookup import StripeLookup
 from services.shared.edge import BearerAuth
 from tests.conftest import unique
@@ -44,13 +45,16 @@ class Clock:
         self.now += timedelta(**delta)
 
 
-def console_of(world: World, rail: StripeLookup, clock: Clock, *, secure: bool = False) -> Console:
-    """The console's parts over the world's database and rail."""
+def console_of(
+    world: World, rail: StripeLookup, clock: Clock, *, secure: bool = False,
+    policy: Policy = ONE_PERSON,
+) -> Console:  # fmt: skip
+    """The console's parts over the world's database and rail, approving by `policy`."""
     gate = Gate(
         BearerAuth({ERIN: "erin", FRANK: "frank"}), BearerAuth({TENANT_TOKEN: "acme"}),
         SessionStore(world.pool, clock), secure=secure,
     )  # fmt: skip
-    return Console(world.pool, rail, gate, templates(), clock)
+    return Console(world.pool, rail, gate, templates(), clock, policy)
 
 
 def client_of(console: Console, base: str = "http://console") -> httpx.AsyncClient:
@@ -102,9 +106,11 @@ def error_code(page: httpx.Response) -> str | None:
 
 
 def outcomes(page: httpx.Response) -> dict[str, tuple[str, str]]:
-    """Each item's outcome a page shows after a bulk action: id -> (done|refused, code)."""
+    """Each item's outcome a page shows after a bulk action: id -> (done|proposed|refused,
+    code)."""
     rows = re.findall(
-        r'<tr class="outcome" data-id="([^"]+)" data-outcome="(done|refused)" data-code="([^"]*)"',
+        r'<tr class="outcome" data-id="([^"]+)" data-outcome="(done|proposed|refused)" '
+        r'data-code="([^"]*)"',
         page.text,
     )
     return {item: (outcome, code) for item, outcome, code in rows}

@@ -1,5 +1,5 @@
-"""GET /audit: operator actions, filterable; GET /approvals: proposals awaiting a second
-operator (maker-checker), shown once two-person mode exists."""
+"""GET /audit: operator actions, filterable; an action done under two-person mode names its
+approver beside its actor."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _filter(request: Request) -> AuditFilter:
 
 
 def routes(console: Console) -> list[Route]:
-    """The audit and approvals routes."""
+    """The audit route."""
 
     async def audit(request: Request, caller: Caller) -> Response:
         after = request.query_params.get("after", "")
@@ -41,10 +41,6 @@ def routes(console: Console) -> list[Route]:
             params=params,
         )  # fmt: skip
 
-    async def approvals(request: Request, caller: Caller) -> Response:
-        return render(console, "approvals.html", caller)
-
     return [
         Route("/audit", guarded(console, audit), methods=["GET"]),
-        Route("/approvals", guarded(console, approvals), methods=["GET"]),
     ]

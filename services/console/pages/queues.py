@@ -5,50 +5,42 @@
     GET /webhooks?status=           parked, dead, mismatch;    POST /webhooks/replay
 
 A POST does its action through `services.console.actions.perform` and shows the queue again
-with each selected item's outcome (done, or refused with its code and reason).
+with each selected item's outcome (done; proposed, in two-person mode, with the proposal's
+id; or refused with its code and reason).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from services.console.actions import Action, perform
+from services.console.actions import perform
 from services.console.auth import Caller
-from services.console.web import Console, Handler, guarded, posted, render, text, texts
+from services.console.web import (
+    Console,
+    Handler,
+    choice,
+    cursor,
+    guarded,
+    posted,
+    render,
+    text,
+    texts,
+)
 from services.inbox.decision import InboxStatus
 from services.inbox.operator import list_events
 from services.operations import breaks, review
 from services.operations.bulk import ItemOutcome
-from services.operations.errors import BadRequest
 from services.shared.domain.breaks import BreakStatus, BreakType
 from services.shared.domain.instruction import Resolution
+from services.shared.domain.proposal import ProposedAction
 from services.shared.store_errors import unavailable_when_down
 
 PAGE = 50
 WEBHOOK_QUEUES = (InboxStatus.DEAD, InboxStatus.PARKED, InboxStatus.MISMATCH)
-
-
-def _choice(kinds: Sequence[Any], value: str | None, name: str) -> Any:
-    if not value:
-        return None
-    for kind in kinds:
-        if kind.value == value:
-            return kind
-    allowed = ", ".join(k.value for k in kinds)
-    raise BadRequest(f"{name} must be one of {allowed}", code=f"invalid_{name}", field=name)
-
-
-def _cursor(value: str | None, name: str = "after") -> int:
-    if value is None or value == "":
-        return 0
-    if not value.isdigit() or len(value) > 18:
-        raise BadRequest(f"{name} must be a whole number", code=f"invalid_{name}", field=name)
-    return int(value)
 
 
 Page = Callable[[Console, Request, Caller, list[ItemOutcome] | None], Awaitable[Response]]
@@ -73,10 +65,10 @@ async def breaks_page(
 ) -> Response:
     """Breaks by status (open unless told) and type, with a bulk action's outcomes if given."""
     q = request.query_params
-    status = _choice(list(BreakStatus), q.get("status", "open"), "status")
-    break_type = _choice(list(BreakType), q.get("type"), "type")
+    status = choice(list(BreakStatus), q.get("status", "open"), "status")
+    break_type = choice(list(BreakType), q.get("type"), "type")
     found = await breaks.list_breaks(
-        console.pool, after=_cursor(q.get("after")), limit=PAGE, status=status,
+        console.pool, after=cursor(q.get("after")), limit=PAGE, status=status,
         break_type=break_type,
     )  # fmt: skip
     return render(
@@ -93,9 +85,9 @@ async def webhooks_page(
 ) -> Response:
     """Webhooks dead (unless told parked or mismatch), with a bulk action's outcomes if given."""
     q = request.query_params
-    status = _choice(WEBHOOK_QUEUES, q.get("status", "dead"), "status") or InboxStatus.DEAD
+    status = choice(WEBHOOK_QUEUES, q.get("status", "dead"), "status") or InboxStatus.DEAD
     with unavailable_when_down("PostgreSQL is unreachable; no webhook was read"):
-        page = await list_events(console.pool, status, _cursor(q.get("after")), PAGE)
+        page = await list_events(console.pool, status, cursor(q.get("after")), PAGE)
     return render(
         console, "webhooks.html", caller, items=page["data"], next_after=page["next_cursor"],
         shown_status=status.value, queues=WEBHOOK_QUEUES, outcomes=outcomes,
@@ -111,26 +103,27 @@ def routes(console: Console) -> list[Route]:
 
         return get
 
-    def action(kind: Action, page: Page) -> Handler:
+    def action(kind: ProposedAction, page: Page) -> Handler:
         async def post(request: Request, caller: Caller) -> Response:
             form = await posted(console, request, caller)
             fields = {"as": text(form, "as"), "reason": text(form, "reason")}
             outcomes = await perform(
-                console.pool, console.rail, console.clock, kind, texts(form, "ids"), fields,
-                caller.operator,
+                console.pool, console.rail, console.clock, console.policy, kind,
+                texts(form, "ids"), fields, caller.operator,
             )  # fmt: skip
             return await page(console, request, caller, outcomes)
 
         return post
 
+    resolve, close, replay = (
+        ProposedAction.REVIEW_RESOLVE, ProposedAction.BREAK_RESOLVE, ProposedAction.INBOX_REPLAY
+    )  # fmt: skip
     return [
         Route("/review", guarded(console, listing(review_page)), methods=["GET"]),
-        Route("/review/resolve", guarded(console, action(Action.REVIEW_RESOLVE, review_page)),
-              methods=["POST"]),
+        Route("/review/resolve", guarded(console, action(resolve, review_page)), methods=["POST"]),
         Route("/breaks", guarded(console, listing(breaks_page)), methods=["GET"]),
-        Route("/breaks/resolve", guarded(console, action(Action.BREAK_RESOLVE, breaks_page)),
-              methods=["POST"]),
+        Route("/breaks/resolve", guarded(console, action(close, breaks_page)), methods=["POST"]),
         Route("/webhooks", guarded(console, listing(webhooks_page)), methods=["GET"]),
-        Route("/webhooks/replay", guarded(console, action(Action.WEBHOOK_REPLAY, webhooks_page)),
+        Route("/webhooks/replay", guarded(console, action(replay, webhooks_page)),
               methods=["POST"]),
     ]  # fmt: skip

@@ -1,0 +1,126 @@
+"""Maker-checker on the console: proposals, a keyset page at a time, and their decisions.
+
+    GET  /approvals?status=&after=   pending proposals (or those in `status`; "" = any)
+    POST /approvals/approve          form: ids, csrf        a second operator approves
+    POST /approvals/reject           form: ids, reason, csrf
+    POST /approvals/withdraw         form: withdraw (a proposal id), csrf   its proposer only
+
+A POST decides each selected proposal through `services.console.actions.decide` and shows
+the page again with each one's outcome (done, or refused with its code).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from services.console.actions import decide
+from services.console.auth import Caller
+from services.console.web import (
+    Console,
+    Handler,
+    choice,
+    cursor,
+    guarded,
+    posted,
+    render,
+    text,
+    texts,
+)
+from services.inbox.decision import InboxStatus
+from services.operations.approvals import list_proposals
+from services.operations.bulk import ItemOutcome
+from services.shared.domain.proposal import Move, ProposalStatus
+from services.shared.store_errors import unavailable_when_down
+
+PAGE = 50
+WEBHOOK_QUEUES = {InboxStatus.DEAD, InboxStatus.PARKED, InboxStatus.MISMATCH}
+INBOX_EVENTS = "SELECT id, status, settlement_id FROM inbox_events WHERE id = ANY($1::bigint[])"
+
+
+def age_text(age: timedelta) -> str:
+    """How long a proposal has waited, to the minute (seconds under a minute)."""
+    seconds = max(int(age.total_seconds()), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    hours, minutes = divmod(seconds // 60, 60)
+    return f"{hours}h {minutes}m" if hours else f"{minutes}m"
+
+
+def target_link(target: str, event: asyncpg.Record | None) -> str | None:
+    """Where a proposal's item is shown: its settlement's story, its break first in the
+    breaks of any status, or its webhook's queue (else its settlement); None if nowhere."""
+    kind, _, item = target.partition(":")
+    if kind == "settlement":
+        return f"/settlements/{item}"
+    if kind == "break":
+        return f"/breaks?status=&after={int(item) - 1}"
+    if event is None:
+        return None
+    if event["status"] in WEBHOOK_QUEUES:
+        return f"/webhooks?status={event['status']}&after={int(item) - 1}"
+    return f"/settlements/{event['settlement_id']}" if event["settlement_id"] else None
+
+
+async def _events(pool: asyncpg.Pool, proposals: list[dict[str, Any]]) -> dict[str, Any]:
+    ids = [int(p["target"][6:]) for p in proposals if p["target"].startswith("inbox:")]
+    if not ids:
+        return {}
+    with unavailable_when_down("PostgreSQL is unreachable; no webhook was read"):
+        rows = await pool.fetch(INBOX_EVENTS, ids)
+    return {f"inbox:{r['id']}": r for r in rows}
+
+
+async def approvals_page(
+    console: Console, request: Request, caller: Caller, outcomes: list[ItemOutcome] | None
+) -> Response:
+    """Proposals pending (unless told another status), with a decision's outcomes if given."""
+    q = request.query_params
+    status = choice(list(ProposalStatus), q.get("status", "pending"), "status")
+    now = console.clock()
+    found = await list_proposals(
+        console.pool, now=now, status=status, after=cursor(q.get("after")), limit=PAGE,
+        max_age=console.policy.max_age,
+    )  # fmt: skip
+    events = await _events(console.pool, found)
+    for p in found:
+        p["link"] = target_link(p["target"], events.get(p["target"]))
+        p["age"] = age_text(now - datetime.fromisoformat(p["proposed_at"]))
+    shown = status.value if status else ""
+    return render(
+        console, "approvals.html", caller, items=found, outcomes=outcomes, shown_status=shown,
+        statuses=list(ProposalStatus), two_person=console.policy.two_person,
+        next_after=found[-1]["id"] if len(found) == PAGE else None,
+    )  # fmt: skip
+
+
+def routes(console: Console) -> list[Route]:
+    """The approvals page and its three decisions."""
+
+    async def listing(request: Request, caller: Caller) -> Response:
+        return await approvals_page(console, request, caller, None)
+
+    def decision(move: Move) -> Handler:
+        async def post(request: Request, caller: Caller) -> Response:
+            form = await posted(console, request, caller)
+            chosen = texts(form, "withdraw" if move is Move.WITHDRAW else "ids")
+            outcomes = await decide(
+                console.pool, console.rail, console.clock, console.policy, move, chosen,
+                text(form, "reason").strip() or None, caller.operator,
+            )  # fmt: skip
+            return await approvals_page(console, request, caller, outcomes)
+
+        return post
+
+    return [
+        Route("/approvals", guarded(console, listing), methods=["GET"]),
+        *(
+            Route(f"/approvals/{move.value}", guarded(console, decision(move)), methods=["POST"])
+            for move in Move
+        ),
+    ]
