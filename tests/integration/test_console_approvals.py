@@ -26,6 +26,7 @@ from tests.integration.console_support import (
     csrf_of,
     error_code,
     outcomes,
+    plant_inbox,
     row_ids,
     sign_in,
 )
@@ -186,3 +187,23 @@ async def test_approvals_need_a_selection_and_a_known_status(frank: httpx.AsyncC
     assert (nothing.status_code, error_code(nothing)) == (400, "nothing_selected")
     assert (unknown.status_code, error_code(unknown)) == (400, "invalid_status")
     assert (forged.status_code, error_code(forged)) == (403, "csrf_missing")
+
+
+async def test_a_proposed_replay_links_to_its_webhook_and_replays_once_approved(
+    world: World, erin: httpx.AsyncClient, frank: httpx.AsyncClient
+) -> None:
+    dead = await plant_inbox(world.pool, "dead")
+    asked = await erin.post(
+        "/webhooks/replay", data={"ids": str(dead), "csrf": await csrf_of(erin, "/webhooks")}
+    )
+    proposal = proposal_of(asked, str(dead))
+    listed = await frank.get("/approvals")
+    assert f'href="/webhooks?status=dead&amp;after={dead - 1}"' in listed.text
+    assert await world.pool.fetchval("SELECT status FROM inbox_events WHERE id = $1", dead) == (
+        "dead"
+    )
+    assert outcomes(await decide(frank, "approve", proposal)) == {proposal: ("done", "")}
+    assert await world.pool.fetchval("SELECT status FROM inbox_events WHERE id = $1", dead) == (
+        "received"
+    )
+    assert await audit_of(world, str(dead)) == [("erin", "frank")]

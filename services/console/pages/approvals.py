@@ -11,6 +11,7 @@ the page again with each one's outcome (done, or refused with its code).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -52,7 +53,7 @@ def age_text(age: timedelta) -> str:
     return f"{hours}h {minutes}m" if hours else f"{minutes}m"
 
 
-def target_link(target: str, event: asyncpg.Record | None) -> str | None:
+def target_link(target: str, event: Mapping[str, Any] | None) -> str | None:
     """Where a proposal's item is shown: its settlement's story, its break first in the
     breaks of any status, or its webhook's queue (else its settlement); None if nowhere."""
     kind, _, item = target.partition(":")
