@@ -16,6 +16,8 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.wait import WebDriverWait
 
 from tools.infra.procs import is_root, tool
@@ -61,3 +63,21 @@ def screenshot(driver: WebDriver, page: str) -> Path:
     path = SCREENSHOTS / f"{page}.png"
     assert driver.save_screenshot(str(path)), f"no screenshot of {page}"
     return path
+
+
+def follow(driver: WebDriver, element: WebElement) -> str:
+    """Click `element` (a link or a form's button) and wait for the page it leads to; its name."""
+    before = driver.find_element(By.ID, "page")
+    element.click()
+    WebDriverWait(driver, WAIT_SECONDS).until(staleness_of(before))
+    return page_name(driver)
+
+
+def submit(driver: WebDriver, button_id: str) -> str:
+    """Click the button with id `button_id` and wait for the page its form leads to; its name."""
+    return follow(driver, driver.find_element(By.ID, button_id))
+
+
+def text_of(driver: WebDriver, css: str) -> str:
+    """The visible text of the one element `css` selects, stripped."""
+    return str(driver.find_element(By.CSS_SELECTOR, css).text).strip()
