@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,22 +112,27 @@ async def console(
 ) -> AsyncIterator[Console]:
     """`settle console` on a database of this module's own, its rail a served `settle railsim`."""
     logs = tmp_path_factory.mktemp("console")
-    async with scratch_database(infra.database_url, "settle_browser_") as url:
+    async with AsyncExitStack() as stack:
+        # The database migrates while the simulator starts: together they are most of the
+        # module's set-up time.
+        url, sim_url = await asyncio.gather(
+            stack.enter_async_context(scratch_database(infra.database_url, "settle_browser_")),
+            stack.enter_async_context(serving(["railsim"], _environment(), logs / "railsim.log")),
+        )
         pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
-        try:
-            async with serving(["railsim"], _environment(), logs / "railsim.log") as sim_url:
-                env = _environment(
-                    SETTLE_DATABASE_URL=url,
-                    SETTLE_KAFKA_BOOTSTRAP=kafka_bootstrap,
-                    SETTLE_OPERATOR_TOKENS=",".join(f"{n}:{t}" for n, t in OPERATORS.items()),
-                    STRIPE_API_KEY=STRIPE_KEY,
-                    STRIPE_API_BASE=sim_url,
-                )
-                async with serving(["console"], env, logs / "console.log") as console_url:
-                    world = World(url, pool, RailSim(), sim_url, kafka_bootstrap, *[""] * 5)
-                    yield Console(console_url, world)
-        finally:
-            await pool.close()
+        stack.push_async_callback(pool.close)
+        env = _environment(
+            SETTLE_DATABASE_URL=url,
+            SETTLE_OPERATOR_TOKENS=",".join(f"{n}:{t}" for n, t in OPERATORS.items()),
+            STRIPE_API_KEY=STRIPE_KEY,
+            STRIPE_API_BASE=sim_url,
+        )
+        console_url = await stack.enter_async_context(
+            serving(["console"], env, logs / "console.log")
+        )
+        # RailSim(): World's in-process rail, unused here; its rail is the served simulator.
+        world = World(url, pool, RailSim(), sim_url, kafka_bootstrap, *[""] * 5)
+        yield Console(console_url, world)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,309 @@
+"""An operator's round through the console in a real Chromium: sign in through the form (a
+wrong token is refused), find a settlement and read its page, resolve review items where the
+rail agrees (and see the one it contradicts refused), replay a dead webhook, and find each
+action in the audit. What each page shows is checked against the database, and each page is
+saved as docs/console/<page>.png for the README.
+
+One browser and one console serve the whole module; the tests run in order, as one operator's
+session, and each signs in again only if it runs alone."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+from services.operations.audit import record_action
+from tests.browser.chromium import follow, page_name, screenshot, submit, text_of
+from tests.browser.console_support import OPERATORS, Console, browser, console
+from tests.integration.operator_support import made_at_rail, plant_breaks, referred, snapshot
+from tests.integration.test_check_findings import store_webhook
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+__all__ = ["browser", "console"]
+OPERATOR = "alice"
+
+
+def visit(browser: WebDriver, console: Console, path: str) -> str:
+    """Open `path` on the console; the name of the page shown."""
+    browser.get(f"{console.url}{path}")
+    return page_name(browser)
+
+
+def sign_in(browser: WebDriver, console: Console, token: str) -> str:
+    """Sign in through the form with `token`; the name of the page that follows."""
+    visit(browser, console, "/login")
+    field = browser.find_element(By.ID, "token")
+    field.clear()
+    field.send_keys(token)
+    return submit(browser, "sign-in")
+
+
+@pytest.fixture
+def signed_in(browser: WebDriver, console: Console) -> WebDriver:
+    """The browser signed in as OPERATOR (already, when the tests before it ran)."""
+    if visit(browser, console, "/") != "overview":
+        assert sign_in(browser, console, OPERATORS[OPERATOR]) == "overview"
+    return browser
+
+
+def tick(browser: WebDriver, *ids: object) -> None:
+    """Select the queue rows with these ids."""
+    for item in ids:
+        browser.find_element(By.ID, f"select-{item}").click()
+
+
+def outcomes(browser: WebDriver) -> dict[str, tuple[str, str | None]]:
+    """Each item's outcome after a bulk action: id -> (done|refused, refusal code)."""
+    rows = browser.find_elements(By.CSS_SELECTOR, "#outcomes tr.outcome")
+    return {
+        str(r.get_attribute("data-id")): (
+            str(r.get_attribute("data-outcome")),
+            r.get_attribute("data-code") or None,
+        )
+        for r in rows
+    }
+
+
+def digits(text: str) -> str:
+    # An amount is shown as 700 or as 7.00: its digits are the minor units either way.
+    return re.sub(r"\D", "", text)
+
+
+async def test_a_wrong_token_is_refused_and_the_right_one_signs_in(
+    browser: WebDriver, console: Console
+) -> None:
+    assert visit(browser, console, "/") == "login"  # nothing is shown before signing in
+    screenshot(browser, "login")
+    assert sign_in(browser, console, "ops-not-a-token") == "login"
+    assert browser.find_element(By.ID, "error").get_attribute("data-code") == "sign_in_failed"
+    assert "ops-not-a-token" not in browser.page_source
+    assert browser.get_cookies() == []
+    assert sign_in(browser, console, OPERATORS[OPERATOR]) == "overview"
+    assert text_of(browser, "#operator") == OPERATOR
+    assert browser.get_cookies() != []
+
+
+async def test_search_finds_a_settlement_whose_page_matches_its_row(
+    signed_in: WebDriver, console: Console
+) -> None:
+    sid = await console.paid_at_rail()
+    row = await console.pool.fetchrow(
+        "SELECT s.status, s.amount, s.currency, s.reference, s.rail_reference, "
+        "r.idempotency_key, r.attempts FROM settlements s "
+        "JOIN rail_instructions r ON r.settlement_id = s.id WHERE s.id = $1::uuid",
+        sid,
+    )
+    assert row["rail_reference"]
+    visit(signed_in, console, "/settlements")
+    signed_in.find_element(By.ID, "q").send_keys(row["rail_reference"])
+    assert submit(signed_in, "search") == "settlements"
+    [found] = signed_in.find_elements(By.CSS_SELECTOR, "#settlements tr.settlement")
+    assert found.get_attribute("data-id") == sid
+    assert found.find_element(By.CSS_SELECTOR, "td.reference").text == row["reference"]
+    assert follow(signed_in, found.find_element(By.CSS_SELECTOR, "a.settlement-link")) == (
+        "settlement"
+    )
+    assert text_of(signed_in, "#settlement-id") == sid
+    assert text_of(signed_in, "#settlement-status") == row["status"] == "paid"
+    amount = text_of(signed_in, "#settlement-amount")
+    assert digits(amount) == str(row["amount"]) and row["currency"] in amount
+    assert text_of(signed_in, "#settlement-rail-reference") == row["rail_reference"]
+    assert text_of(signed_in, "#instruction-key") == row["idempotency_key"]
+    moves = signed_in.find_elements(By.CSS_SELECTOR, "#transitions tr.transition")
+    assert len(moves) == await console.pool.fetchval(
+        "SELECT count(*) FROM settlement_transitions WHERE settlement_id = $1::uuid", sid
+    )
+    screenshot(signed_in, "settlement")
+
+
+async def test_review_resolves_where_the_rail_agrees_and_refuses_where_it_does_not(
+    signed_in: WebDriver, console: Console
+) -> None:
+    world = console.world
+    confirmed, contradicted, nothing_made = [await referred(world) for _ in range(3)]
+    await made_at_rail(world, confirmed)
+    await made_at_rail(world, contradicted, amount=699)  # not the 700 it asked for
+    untouched = await snapshot(world, contradicted)
+    assert visit(signed_in, console, "/review") == "review"
+    listed = signed_in.find_elements(By.CSS_SELECTOR, "#review-queue tr.review-item")
+    assert {r.get_attribute("data-id") for r in listed} >= {
+        confirmed,
+        contradicted,
+        nothing_made,
+    }
+
+    tick(signed_in, confirmed, contradicted)
+    Select(signed_in.find_element(By.ID, "as")).select_by_value("paid")
+    signed_in.find_element(By.ID, "reason").send_keys("transfer seen at the rail")
+    assert submit(signed_in, "resolve") == "review"
+    assert outcomes(signed_in) == {
+        confirmed: ("done", None),
+        contradicted: ("refused", "rail_disagrees"),
+    }
+    refusal = signed_in.find_element(By.CSS_SELECTOR, f'tr.outcome[data-id="{contradicted}"]')
+    assert "699" in refusal.find_element(By.CSS_SELECTOR, "td.message").text  # and why
+    screenshot(signed_in, "review")  # the queue with each item's outcome
+    paid = await snapshot(world, confirmed)
+    assert (paid["status"], paid["instruction"]) == ("paid", "transferred")
+    assert paid["rail_reference"]
+    [audit] = paid["actions"]
+    assert (audit["actor"], audit["action"]) == (OPERATOR, "review.resolve")
+    assert audit["detail"]["as"] == "paid"
+    assert audit["detail"]["reason"] == "transfer seen at the rail"
+    assert await snapshot(world, contradicted) == untouched
+
+    visit(signed_in, console, "/review")
+    tick(signed_in, nothing_made)
+    Select(signed_in.find_element(By.ID, "as")).select_by_value("failed")
+    signed_in.find_element(By.ID, "reason").send_keys("nothing at the rail")
+    assert submit(signed_in, "resolve") == "review"
+    assert outcomes(signed_in) == {nothing_made: ("done", None)}
+    failed = await snapshot(world, nothing_made)
+    assert failed["status"] == "failed"
+    assert [(a["actor"], a["detail"]["as"]) for a in failed["actions"]] == [(OPERATOR, "failed")]
+
+
+async def test_a_dead_webhook_replayed_is_received_again_and_audited(
+    signed_in: WebDriver, console: Console
+) -> None:
+    event = await store_webhook(console.world, "dead", "no settlement for tr_lost", 60)
+    row_id = await console.pool.fetchval(
+        "SELECT id FROM inbox_events WHERE rail_event_id = $1", event
+    )
+    assert visit(signed_in, console, "/webhooks?status=dead") == "webhooks"
+    [shown] = signed_in.find_elements(By.CSS_SELECTOR, f'#webhooks tr.webhook[data-id="{row_id}"]')
+    assert shown.find_element(By.CSS_SELECTOR, "td.status").text == "dead"
+    assert shown.find_element(By.CSS_SELECTOR, "td.reason").text == "no settlement for tr_lost"
+    screenshot(signed_in, "webhooks")
+
+    tick(signed_in, row_id)
+    assert submit(signed_in, "replay") == "webhooks"
+    assert outcomes(signed_in) == {str(row_id): ("done", None)}
+    row = await console.pool.fetchrow(
+        "SELECT status, attempts, reason FROM inbox_events WHERE id = $1", row_id
+    )
+    assert dict(row) == {"status": "received", "attempts": 0, "reason": None}
+    [audit] = await console.pool.fetch(
+        "SELECT actor, action, detail FROM operator_actions WHERE target = $1", str(row_id)
+    )
+    assert (audit["actor"], audit["action"]) == (OPERATOR, "inbox.replay")
+    assert json.loads(audit["detail"])["from_status"] == "dead"
+
+
+async def test_the_breaks_page_shows_the_open_breaks(
+    signed_in: WebDriver, console: Console
+) -> None:
+    planted = await plant_breaks(console.pool, 2, "amount_mismatch")
+    assert visit(signed_in, console, "/breaks?status=open") == "breaks"
+    rows = {
+        r.get_attribute("data-id"): r
+        for r in signed_in.find_elements(By.CSS_SELECTOR, "#breaks tr.break")
+    }
+    for break_id in planted:
+        shown = rows[str(break_id)]
+        assert shown.find_element(By.CSS_SELECTOR, "td.type").text == "amount_mismatch"
+        assert shown.find_element(By.CSS_SELECTOR, "td.status").text == "open"
+    screenshot(signed_in, "breaks")
+
+
+async def test_a_post_from_another_origin_without_the_csrf_token_is_refused(
+    signed_in: WebDriver, console: Console
+) -> None:
+    world = console.world
+    sid = await referred(world)
+    await made_at_rail(world, sid)  # the rail agrees: only the missing token can refuse it
+    before = await snapshot(world, sid)
+    # The rail simulator's origin is another port on the same host: the same site, so the
+    # browser sends the session cookie along and only the CSRF token can tell the forgery.
+    signed_in.get(f"{world.sim_url}/healthz")
+    signed_in.execute_script(
+        """const form = document.createElement('form');
+        form.method = 'post'; form.action = arguments[0];
+        for (const [name, value] of Object.entries(arguments[1])) {
+          const field = document.createElement('input');
+          field.name = name; field.value = value; form.appendChild(field);
+        }
+        document.body.appendChild(form); form.submit();""",
+        f"{console.url}/review/resolve",
+        {"ids": sid, "as": "paid", "reason": "forged"},
+    )
+    assert page_name(signed_in) == "error"
+    assert browser_error(signed_in) == "csrf_missing"
+    assert await snapshot(world, sid) == before
+
+
+def browser_error(browser: WebDriver) -> str:
+    """The machine-readable code of the error the page shows."""
+    return str(browser.find_element(By.ID, "error").get_attribute("data-code"))
+
+
+async def test_the_audit_page_shows_one_operators_actions_as_stored(
+    signed_in: WebDriver, console: Console
+) -> None:
+    # The whole trail first, as an operator opens it: the module's resolutions and replay.
+    assert visit(signed_in, console, "/audit") == "audit"
+    screenshot(signed_in, "audit")
+    target = f"settlement:{uuid.uuid4()}"
+    async with console.pool.acquire() as conn:
+        for actor in (OPERATOR, "bob", OPERATOR):
+            await record_action(
+                conn, actor=actor, action="review.resolve", target=target,
+                detail={"as": "failed", "reason": "planted"}, before={}, after={},
+                now=datetime.now(UTC),
+            )  # fmt: skip
+    assert visit(signed_in, console, f"/audit?actor={OPERATOR}&target={target}") == "audit"
+    shown = [
+        (
+            r.get_attribute("data-id"),
+            r.find_element(By.CSS_SELECTOR, "td.actor").text,
+            r.find_element(By.CSS_SELECTOR, "td.action-name").text,
+            r.find_element(By.CSS_SELECTOR, "td.target").text,
+        )
+        for r in signed_in.find_elements(By.CSS_SELECTOR, "#audit tr.action")
+    ]
+    stored = await console.pool.fetch(
+        "SELECT id, actor, action, target FROM operator_actions WHERE actor = $1 AND target = $2",
+        OPERATOR, target,
+    )  # fmt: skip
+    assert len(stored) == 2
+    assert sorted(shown) == sorted(
+        (str(a["id"]), a["actor"], a["action"], a["target"]) for a in stored
+    )
+
+
+async def test_the_overview_counts_what_the_database_holds(
+    signed_in: WebDriver, console: Console
+) -> None:
+    await store_webhook(console.world, "dead", "no settlement for tr_lost", 60)
+    # Per-status figures are the planner's statistics: on a table this small ANALYZE reads
+    # every row, so each figure shown is the exact count; a status held by one row only is
+    # left out of the statistics' common values, and shown as "few".
+    await console.pool.execute("ANALYZE settlements")
+    assert visit(signed_in, console, "/") == "overview"
+    stored = dict(
+        await console.pool.fetch("SELECT status, count(*) FROM settlements GROUP BY status")
+    )
+    shown = {
+        status: signed_in.find_element(By.CSS_SELECTOR, f"#state-{status} td.count").get_attribute(
+            "data-count"
+        )
+        for status in stored
+    }
+    for status, n in stored.items():
+        assert shown[status] in ({str(n)} if n > 1 else {str(n), ""}), status
+    assert stored["paid"] > 1 and stored["needs_review"] > 1  # from the tests before
+    dead = await console.pool.fetchval("SELECT count(*) FROM inbox_events WHERE status = 'dead'")
+    assert text_of(signed_in, "#inbox-dead") == str(dead)
+    open_amounts = await console.pool.fetchval(
+        "SELECT count(*) FROM reconciliation_breaks "
+        "WHERE status = 'open' AND break_type = 'amount_mismatch'"
+    )
+    assert text_of(signed_in, "#breaks-open-amount_mismatch td.count") == str(open_amounts)
+    screenshot(signed_in, "overview")
