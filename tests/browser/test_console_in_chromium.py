@@ -197,20 +197,38 @@ async def test_a_dead_webhook_replayed_is_received_again_and_audited(
     assert json.loads(audit["detail"])["from_status"] == "dead"
 
 
-async def test_the_breaks_page_shows_the_open_breaks(
+async def test_a_break_resolved_on_its_page_is_closed_and_audited(
     signed_in: WebDriver, console: Console
 ) -> None:
-    planted = await plant_breaks(console.pool, 2, "amount_mismatch")
+    resolved, left = await plant_breaks(console.pool, 2, "amount_mismatch")
     assert visit(signed_in, console, "/breaks?status=open") == "breaks"
     rows = {
         r.get_attribute("data-id"): r
         for r in signed_in.find_elements(By.CSS_SELECTOR, "#breaks tr.break")
     }
-    for break_id in planted:
+    for break_id in (resolved, left):
         shown = rows[str(break_id)]
         assert shown.find_element(By.CSS_SELECTOR, "td.type").text == "amount_mismatch"
         assert shown.find_element(By.CSS_SELECTOR, "td.status").text == "open"
     screenshot(signed_in, "breaks")
+
+    tick(signed_in, resolved)
+    signed_in.find_element(By.ID, "reason").send_keys("fee taken by the rail, booked by hand")
+    assert submit(signed_in, "resolve") == "breaks"
+    assert outcomes(signed_in) == {str(resolved): ("done", None)}
+    rows = await console.pool.fetch(
+        "SELECT id, status, resolved_by, resolution_reason FROM reconciliation_breaks "
+        "WHERE id = ANY($1::bigint[]) ORDER BY id",
+        [resolved, left],
+    )
+    assert [tuple(r) for r in rows] == [
+        (resolved, "resolved", OPERATOR, "fee taken by the rail, booked by hand"),
+        (left, "open", None, None),
+    ]
+    [audit] = await console.pool.fetch(
+        "SELECT actor, action FROM operator_actions WHERE target = $1", f"break:{resolved}"
+    )
+    assert tuple(audit) == (OPERATOR, "break.resolve")
 
 
 async def test_a_post_from_another_origin_without_the_csrf_token_is_refused(
@@ -307,3 +325,11 @@ async def test_the_overview_counts_what_the_database_holds(
     )
     assert text_of(signed_in, "#breaks-open-amount_mismatch td.count") == str(open_amounts)
     screenshot(signed_in, "overview")
+
+
+async def test_signing_out_ends_the_session(signed_in: WebDriver, console: Console) -> None:
+    sessions = "SELECT count(*) FROM console_sessions"
+    before = await console.pool.fetchval(sessions)
+    assert submit(signed_in, "logout") == "login"
+    assert await console.pool.fetchval(sessions) == before - 1
+    assert visit(signed_in, console, "/review") == "login"
