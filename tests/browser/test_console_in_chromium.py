@@ -91,6 +91,21 @@ async def test_search_finds_a_settlement_whose_page_matches_its_row(
     screenshot(signed_in, "settlement")
 
 
+async def test_markup_in_a_settlement_is_shown_as_text_and_never_run(
+    signed_in: WebDriver, console: Console
+) -> None:
+    payee = f"<img src=x onerror=\"document.title='ran'\"> {uuid.uuid4().hex[:8]}"
+    sid = await console.world.accept(payee=payee)
+    visit(signed_in, console, "/settlements")
+    signed_in.find_element(By.ID, "q").send_keys(payee)
+    assert submit(signed_in, "search") == "settlements"
+    [found] = signed_in.find_elements(By.CSS_SELECTOR, "#settlements tr.settlement")
+    assert found.get_attribute("data-id") == sid
+    assert found.find_element(By.CSS_SELECTOR, "td.payee").text == payee
+    assert signed_in.find_elements(By.CSS_SELECTOR, "img") == []
+    assert signed_in.title != "ran"
+
+
 async def test_review_resolves_where_the_rail_agrees_and_refuses_where_it_does_not(
     signed_in: WebDriver, console: Console
 ) -> None:

@@ -92,8 +92,8 @@ class World:
             )
         assert moved is not None
 
-    async def accept(self, destination: str = "acct_1Q2w3E") -> str:
-        body = {"reference": unique("ref-"), "payee": "payee-7", "destination": destination,
+    async def accept(self, destination: str = "acct_1Q2w3E", payee: str = "payee-7") -> str:
+        body = {"reference": unique("ref-"), "payee": payee, "destination": destination,
                 "amount": 700, "currency": "EUR"}  # fmt: skip
         req = parse_settlement_body(TENANT, unique("key-"), json.dumps(body).encode())
         result = await Ledger(self.pool, Books(WINDOWS)).accept_many([req])
