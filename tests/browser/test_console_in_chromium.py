@@ -20,6 +20,7 @@ from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
+from services.console.auth import LOCAL_COOKIE as SESSION_COOKIE
 from services.operations.audit import record_action
 from tests.browser.chromium import follow, page_name, screenshot, submit, text_of
 from tests.browser.console_pages import (
@@ -52,10 +53,11 @@ async def test_a_wrong_token_is_refused_and_the_right_one_signs_in(
     assert sign_in(browser, console, "ops-not-a-token") == "login"
     assert browser.find_element(By.ID, "error").get_attribute("data-code") == "sign_in_failed"
     assert "ops-not-a-token" not in browser.page_source
-    assert browser.get_cookies() == []
+    assert browser.get_cookie(SESSION_COOKIE) is None
     assert sign_in(browser, console, OPERATORS[OPERATOR]) == "overview"
     assert text_of(browser, "#operator") == OPERATOR
-    assert browser.get_cookies() != []
+    session = browser.get_cookie(SESSION_COOKIE)
+    assert session is not None and session["httpOnly"] and session["sameSite"] == "Strict"
 
 
 async def test_search_finds_a_settlement_whose_page_matches_its_row(
@@ -313,4 +315,5 @@ async def test_signing_out_ends_the_session(signed_in: WebDriver, console: Conso
     before = await console.pool.fetchval(sessions)
     assert submit(signed_in, "logout") == "login"
     assert await console.pool.fetchval(sessions) == before - 1
+    assert signed_in.get_cookie(SESSION_COOKIE) is None
     assert visit(signed_in, console, "/review") == "login"
