@@ -57,3 +57,21 @@ def outcomes(browser: WebDriver) -> dict[str, tuple[str, str | None]]:
 def error_code(browser: WebDriver) -> str:
     """The machine-readable code of the error the page shows."""
     return str(browser.find_element(By.ID, "error").get_attribute("data-code"))
+
+
+def forge_post(browser: WebDriver, origin: str, action: str, fields: dict[str, str]) -> str:
+    """Submit a form of `fields` to `action` from `origin`'s /healthz page, as a forger's page
+    would (no form token); the name of the console page that answers."""
+    browser.get(f"{origin}/healthz")
+    browser.execute_script(
+        """const form = document.createElement('form');
+        form.method = 'post'; form.action = arguments[0];
+        for (const [name, value] of Object.entries(arguments[1])) {
+          const field = document.createElement('input');
+          field.name = name; field.value = value; form.appendChild(field);
+        }
+        document.body.appendChild(form); form.submit();""",
+        action,
+        fields,
+    )
+    return page_name(browser)

@@ -22,10 +22,11 @@ from selenium.webdriver.support.ui import Select
 
 from services.console.auth import LOCAL_COOKIE as SESSION_COOKIE
 from services.operations.audit import record_action
-from tests.browser.chromium import follow, page_name, screenshot, submit, text_of
+from tests.browser.chromium import follow, screenshot, submit, text_of
 from tests.browser.console_pages import (
     OPERATOR,
     error_code,
+    forge_post,
     outcomes,
     sign_in,
     signed_in,
@@ -216,7 +217,7 @@ async def test_a_break_resolved_on_its_page_is_closed_and_audited(
     assert tuple(audit) == (OPERATOR, "break.resolve")
 
 
-async def test_a_post_from_another_origin_without_the_csrf_token_is_refused(
+async def test_posts_forged_on_another_origin_are_refused(
     signed_in: WebDriver, console: Console
 ) -> None:
     world = console.world
@@ -224,22 +225,19 @@ async def test_a_post_from_another_origin_without_the_csrf_token_is_refused(
     await made_at_rail(world, sid)  # the rail agrees: only the missing token can refuse it
     before = await snapshot(world, sid)
     # The rail simulator's origin is another port on the same host: the same site, so the
-    # browser sends the session cookie along and only the CSRF token can tell the forgery.
-    signed_in.get(f"{world.sim_url}/healthz")
-    signed_in.execute_script(
-        """const form = document.createElement('form');
-        form.method = 'post'; form.action = arguments[0];
-        for (const [name, value] of Object.entries(arguments[1])) {
-          const field = document.createElement('input');
-          field.name = name; field.value = value; form.appendChild(field);
-        }
-        document.body.appendChild(form); form.submit();""",
-        f"{console.url}/review/resolve",
-        {"ids": sid, "as": "paid", "reason": "forged"},
+    # browser sends the console's cookies along and only the form's token tells a forgery.
+    forged = {"ids": sid, "as": "paid", "reason": "forged"}
+    assert forge_post(signed_in, world.sim_url, f"{console.url}/review/resolve", forged) == (
+        "error"
     )
-    assert page_name(signed_in) == "error"
     assert error_code(signed_in) == "csrf_missing"
     assert await snapshot(world, sid) == before
+    # Nor can another page sign this browser in as someone else.
+    forged = {"token": OPERATORS["bob"]}
+    assert forge_post(signed_in, world.sim_url, f"{console.url}/login", forged) == "login"
+    assert error_code(signed_in) == "csrf_missing"
+    assert visit(signed_in, console, "/") == "overview"
+    assert text_of(signed_in, "#operator") == OPERATOR
 
 
 async def test_the_audit_page_shows_one_operators_actions_as_stored(
