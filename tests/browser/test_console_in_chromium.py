@@ -52,7 +52,7 @@ async def test_a_wrong_token_is_refused_and_the_right_one_signs_in(
     assert visit(browser, console, "/") == "login"  # nothing is shown before signing in
     screenshot(browser, "login")
     assert sign_in(browser, console, "ops-not-a-token") == "login"
-    assert browser.find_element(By.ID, "error").get_attribute("data-code") == "sign_in_failed"
+    assert error_code(browser) == "sign_in_failed"
     assert "ops-not-a-token" not in browser.page_source
     assert browser.get_cookie(SESSION_COOKIE) is None
     assert sign_in(browser, console, OPERATORS[OPERATOR]) == "overview"
