@@ -8,6 +8,7 @@ is downloaded. Every page is drawn at one viewport size, so screenshots are alik
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +25,10 @@ from tools.infra.procs import is_root, tool
 
 WHY = "the console is tested in Chromium"
 VIEWPORT = {"width": 1280, "height": 800}
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+ROOT = Path(__file__).resolve().parents[2]
+# Where screenshots go: .run/screenshots (ignored by git), or SETTLE_SCREENSHOTS (relative to
+# the checkout), e.g. docs/console to refresh the README's.
+SCREENSHOTS = ROOT / os.environ.get("SETTLE_SCREENSHOTS", ".run/screenshots")
 WAIT_SECONDS = 15
 
 
@@ -58,7 +62,7 @@ def page_name(driver: WebDriver) -> str:
 
 
 def screenshot(driver: WebDriver, page: str) -> Path:
-    """Save what the browser shows as docs/console/<page>.png; its path."""
+    """Save what the browser shows as SCREENSHOTS/<page>.png; its path."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{page}.png"
     assert driver.save_screenshot(str(path)), f"no screenshot of {page}"
