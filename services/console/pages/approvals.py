@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from services.console.actions import decide
 from services.console.auth import Caller
+from services.console.pages.queues import PAGE, WEBHOOK_QUEUES
 from services.console.web import (
     Console,
     Handler,
@@ -33,14 +34,11 @@ from services.console.web import (
     text,
     texts,
 )
-from services.inbox.decision import InboxStatus
 from services.operations.approvals import list_proposals
 from services.operations.bulk import ItemOutcome
 from services.shared.domain.proposal import Move, ProposalStatus
 from services.shared.store_errors import unavailable_when_down
 
-PAGE = 50
-WEBHOOK_QUEUES = {InboxStatus.DEAD, InboxStatus.PARKED, InboxStatus.MISMATCH}
 INBOX_EVENTS = "SELECT id, status, settlement_id FROM inbox_events WHERE id = ANY($1::bigint[])"
 
 
