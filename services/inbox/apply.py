@@ -59,6 +59,7 @@ class Outcome(NamedTuple):
     settlement_id: uuid.UUID | None = None
     moves: tuple[SettlementStatus, ...] = ()  # transitions made; () when already there
     mismatch: tuple[Difference, ...] = ()  # for a mismatch: each field with both sides
+    accepted_at: datetime | None = None  # for a move to paid: when the settlement was accepted
 
 
 async def apply_events(
@@ -134,4 +135,7 @@ def _apply_one(
         by_reference.setdefault(s.rail_reference, sid)
     where = f"{current} ({before} back)" if before else str(current)
     note = None if moves else f"settlement already {where}; nothing to change"
-    return Outcome(InboxStatus.APPLIED, note, sid, moves)
+    paid_now = SettlementStatus.PAID in moves
+    return Outcome(
+        InboxStatus.APPLIED, note, sid, moves, accepted_at=s.accepted_at if paid_now else None
+    )

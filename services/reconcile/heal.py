@@ -71,6 +71,7 @@ class Heal(NamedTuple):
     healed: bool  # the settlement moved to what the rail shows and the break is healed
     reason: str  # the synthetic event applied, or why nothing was healed
     event_id: str | None = None  # the synthetic inbox row's event id, when healed
+    paid_after: float | None = None  # seconds since accepted, when the heal made it paid
 
 
 class _NotHealed(Exception):
@@ -132,18 +133,26 @@ async def _heal(
     moves = " -> ".join([str(item.expected), *outcome.moves])
     reason = f"{event_type} {event.event_id} applied from {item.rail_object_id}: {moves}"
     await close_break(conn, break_id, BreakStatus.HEALED, actor=ACTOR, reason=reason, now=now)
-    return Heal(True, reason, event.event_id)
+    accepted = outcome.accepted_at
+    return Heal(True, reason, event.event_id, None if accepted is None else _since(accepted, now))
+
+
+def _since(accepted_at: datetime, now: datetime) -> float:
+    return max((now - accepted_at).total_seconds(), 0.0)
 
 
 class Healer:
     """Heals the drifts of each page of breaks a run stores; counts what it healed."""
 
     def __init__(
-        self, pool: asyncpg.Pool, rail: RailObjects, clock: Callable[[], datetime]
-    ) -> None:
+        self, pool: asyncpg.Pool, rail: RailObjects, clock: Callable[[], datetime],
+        paid_after: list[float] | None = None,
+    ) -> None:  # fmt: skip
         self._pool = pool
         self._rail = rail
         self._clock = clock
+        # Seconds from accepted to paid of each settlement a heal made paid, once committed.
+        self.paid_after = paid_after if paid_after is not None else []
 
     async def heal(self, breaks: Iterable[Break]) -> int:
         """Heal every drift among `breaks` the rail proves; how many were healed."""
@@ -157,6 +166,8 @@ class Healer:
             done = await retry_contended(partial(self._heal_one, item, wire, at))
             if not done.healed:
                 log.info("drift of %s left open: %s", item.settlement_id, done.reason)
+            if done.paid_after is not None:
+                self.paid_after.append(done.paid_after)
             healed += done.healed
         return healed
 

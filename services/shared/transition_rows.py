@@ -132,3 +132,4 @@ class LockedSettlement:
     reason: str | None = None  # the latest step's reason, if any gave one
     amount_reversed: int = 0  # minor units come back so far, after the steps planned so far
     destination: str | None = None  # where the money was sent (the inbox matches webhooks to it)
+    accepted_at: datetime | None = None  # when it was booked (`created_at`), as locked

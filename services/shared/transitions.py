@@ -60,7 +60,7 @@ from services.shared.transition_rows import (
 
 LOCK_SETTLEMENTS = """
 SELECT id, tenant, reference, amount, currency, status, version, rail_reference, amount_reversed,
-       destination
+       destination, created_at
   FROM settlements WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
 """
 # A settlement under review keeps its money where it was; its postings say where that is.
@@ -147,7 +147,7 @@ class TransitionBatch:
                 held.get(r["id"], AccountKind.FUNDING) if status is SettlementStatus.NEEDS_REVIEW
                 else holding_account(status, AccountKind.FUNDING),
                 status, r["version"], amount_reversed=r["amount_reversed"],
-                destination=r["destination"],
+                destination=r["destination"], accepted_at=r["created_at"],
             )  # fmt: skip
         return cls(locked)
 
