@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from railsim.cli import railsim
+from services.console.cli import console
 from services.inbox.cli import inbox
 from services.ledger.cli import ledger
 from services.reconcile.cli import reconciler
@@ -41,6 +42,7 @@ cli.add_command(breaks)
 cli.add_command(archive)
 cli.add_command(rail)
 cli.add_command(reconciler)
+cli.add_command(console)
 cli.add_command(run)
 cli.add_command(demo)
 cli.add_command(chaos)

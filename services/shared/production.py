@@ -36,11 +36,12 @@ SERVICE_SECRETS: dict[str, frozenset[str]] = {
     "relay": frozenset({"STRIPE_API_KEY"}),
     "inbox": frozenset({"STRIPE_WEBHOOK_SECRET", "SETTLE_OPERATOR_TOKENS"}),
     "reconciler": frozenset({"STRIPE_API_KEY", "SETTLE_API_TOKENS", "SETTLE_OPERATOR_TOKENS"}),
+    "console": frozenset({"STRIPE_API_KEY", "SETTLE_OPERATOR_TOKENS"}),
     "migrate": frozenset(),
 }
 ALL_SECRETS = frozenset().union(*SERVICE_SECRETS.values())
 # Services that never dial Kafka: its security is not theirs to prove.
-WITHOUT_KAFKA = frozenset({"inbox", "reconciler"})
+WITHOUT_KAFKA = frozenset({"inbox", "reconciler", "console"})
 # Each secret variable and the setting that holds it.
 SECRET_FIELDS: dict[str, str] = {
     "STRIPE_API_KEY": "stripe_api_key",

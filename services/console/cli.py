@@ -1,0 +1,34 @@
+"""`settle console`: run the operator console."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from services.shared.config import load_settings
+from services.shared.errors import ConfigError
+
+DEFAULT_PORT = 9085  # services.console.app.DEFAULT_PORT, without importing the app here
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535),
+    help="Where the console's pages listen: for operators only.",
+)  # fmt: skip
+def console(host: str, port: int) -> None:
+    """Run the operator console: sign in with an operator token (SETTLE_OPERATOR_TOKENS), then
+    the overview, settlement search and story, review queue, breaks, webhooks and audit."""
+    from services.console.app import serve
+
+    try:
+        settings = load_settings(service="console")
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    click.echo(f"console on http://{host}:{port}/ (sign in with an operator token)", err=True)
+    import uvloop  # the one loop every settle service runs on
+
+    uvloop.run(serve(settings, host, port))

@@ -1,0 +1,120 @@
+"""The work queues, each a keyset page with checkboxes for a bulk action:
+
+    GET /review                     settlements under review;  POST /review/resolve
+    GET /breaks?status=&type=       reconciliation breaks;     POST /breaks/resolve
+    GET /webhooks?status=           parked, dead, mismatch;    POST /webhooks/replay
+
+A POST does its action through `services.console.actions.perform` and shows the queue again
+with each selected item's outcome (done, or refused with its code and reason).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from services.console.actions import Action, perform
+from services.console.auth import Caller
+from services.console.web import Console, guarded, posted, render, text, texts
+from services.inbox.decision import InboxStatus
+from services.inbox.operator import list_events
+from services.operations import breaks, review
+from services.operations.bulk import ItemOutcome
+from services.operations.errors import BadRequest
+from services.shared.domain.breaks import BreakStatus, BreakType
+from services.shared.domain.instruction import Resolution
+
+PAGE = 50
+WEBHOOK_QUEUES = (InboxStatus.DEAD, InboxStatus.PARKED, InboxStatus.MISMATCH)
+
+
+def _choice(kinds: Sequence[Any], value: str | None, name: str) -> Any:
+    if not value:
+        return None
+    for kind in kinds:
+        if kind.value == value:
+            return kind
+    allowed = ", ".join(k.value for k in kinds)
+    raise BadRequest(f"{name} must be one of {allowed}", code=f"invalid_{name}", field=name)
+
+
+def _cursor(value: str | None, name: str = "after") -> int:
+    if value is None or value == "":
+        return 0
+    if not value.isdigit() or len(value) > 18:
+        raise BadRequest(f"{name} must be a whole number", code=f"invalid_{name}", field=name)
+    return int(value)
+
+
+def routes(console: Console) -> list[Route]:
+    """The queues' routes."""
+
+    async def review_page(
+        request: Request, caller: Caller, outcomes: list[ItemOutcome] | None = None
+    ) -> Response:
+        after_text = request.query_params.get("after")
+        after = review.parse_id(after_text) if after_text else None
+        items = await review.list_review(console.pool, after, PAGE)
+        next_after = items[-1]["id"] if len(items) == PAGE else None
+        return render(
+            console, "review.html", caller, items=items, next_after=next_after,
+            outcomes=outcomes, resolutions=list(Resolution),
+        )  # fmt: skip
+
+    async def breaks_page(
+        request: Request, caller: Caller, outcomes: list[ItemOutcome] | None = None
+    ) -> Response:
+        q = request.query_params
+        status = _choice(list(BreakStatus), q.get("status", "open"), "status")
+        break_type = _choice(list(BreakType), q.get("type"), "type")
+        found = await breaks.list_breaks(
+            console.pool, after=_cursor(q.get("after")), limit=PAGE, status=status,
+            break_type=break_type,
+        )  # fmt: skip
+        return render(
+            console, "breaks.html", caller, items=found, outcomes=outcomes,
+            next_after=found[-1].id if len(found) == PAGE else None,
+            shown_status=status.value if status else "",
+            break_type=break_type.value if break_type else "",
+            statuses=list(BreakStatus), types=list(BreakType),
+        )  # fmt: skip
+
+    async def webhooks_page(
+        request: Request, caller: Caller, outcomes: list[ItemOutcome] | None = None
+    ) -> Response:
+        q = request.query_params
+        status = _choice(WEBHOOK_QUEUES, q.get("status", "dead"), "status") or InboxStatus.DEAD
+        page = await list_events(console.pool, status, _cursor(q.get("after")), PAGE)
+        return render(
+            console, "webhooks.html", caller, items=page["data"], next_after=page["next_cursor"],
+            shown_status=status.value, queues=WEBHOOK_QUEUES, outcomes=outcomes,
+        )  # fmt: skip
+
+    def action(kind: Action, page: Any) -> Any:
+        async def post(request: Request, caller: Caller) -> Response:
+            form = await posted(console, request, caller)
+            fields = {"as": text(form, "as"), "reason": text(form, "reason")}
+            outcomes = await perform(
+                console.pool, console.rail, console.clock, kind, texts(form, "ids"), fields,
+                caller.operator,
+            )  # fmt: skip
+            answer: Response = await page(request, caller, outcomes)
+            return answer
+
+        return post
+
+    return [
+        Route("/review", guarded(console, review_page), methods=["GET"]),
+        Route("/review/resolve", guarded(console, action(Action.REVIEW_RESOLVE, review_page)),
+              methods=["POST"]),
+        Route("/breaks", guarded(console, breaks_page), methods=["GET"]),
+        Route("/breaks/resolve", guarded(console, action(Action.BREAK_RESOLVE, breaks_page)),
+              methods=["POST"]),
+        Route("/webhooks", guarded(console, webhooks_page), methods=["GET"]),
+        Route("/webhooks/replay", guarded(console, action(Action.WEBHOOK_REPLAY, webhooks_page)),
+              methods=["POST"]),
+    ]  # fmt: skip
