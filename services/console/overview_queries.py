@@ -4,7 +4,8 @@
   `pg_class.reltuples`), an estimate as of the last ANALYZE: counting would read the table,
   and an index on status would make every status move a non-HOT update (migration 0008);
 - rail instructions pending and processing: exact, through `rail_instructions_due`, which
-  holds those rows only;
+  holds those rows only; settlements under review: exact, through the transitions into
+  review (`settlement_transitions_into_review`, migration 0015), as the review queue reads;
 - throughput and accepted->paid latency: the last hour's transitions, through
   `settlement_transitions_occurred_at`, each paid one joined to its settlement by key;
 - the oldest settlement still `submitted` among those submitted in the last hour (older ones
@@ -40,24 +41,35 @@ OPEN_INSTRUCTIONS = """
 SELECT status, count(*) AS n FROM rail_instructions
  WHERE status IN ('pending', 'processing') GROUP BY status
 """
+UNDER_REVIEW = """
+SELECT count(*) FROM (SELECT DISTINCT settlement_id FROM settlement_transitions
+                       WHERE to_status = 'needs_review') AS referred
+ CROSS JOIN LATERAL (SELECT 1 FROM settlements
+                      WHERE id = referred.settlement_id AND status = 'needs_review' LIMIT 1) still
+"""
 THROUGHPUT = """
 SELECT date_bin('1 minute', occurred_at, $1) AS minute, to_status, count(*) AS n
   FROM settlement_transitions
  WHERE occurred_at >= $1 AND occurred_at < $2 AND to_status IN ('accepted', 'paid')
  GROUP BY 1, 2
 """
+# Each transition of the window looks its settlement up by key (LATERAL ... LIMIT 1 keeps the
+# planner from reading the settlements table whole when its statistics say few match).
 LATENCY = """
 SELECT date_bin($3, t.occurred_at, $1) AS bucket, count(*) AS n,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY t.occurred_at - s.created_at) AS p50,
        percentile_cont(0.99) WITHIN GROUP (ORDER BY t.occurred_at - s.created_at) AS p99
-  FROM settlement_transitions t JOIN settlements s ON s.id = t.settlement_id
+  FROM settlement_transitions t
+ CROSS JOIN LATERAL (SELECT created_at FROM settlements WHERE id = t.settlement_id LIMIT 1) s
  WHERE t.occurred_at >= $1 AND t.occurred_at < $2 AND t.to_status = 'paid'
  GROUP BY 1
 """
 OLDEST_SUBMITTED = """
 SELECT t.settlement_id, t.occurred_at
-  FROM settlement_transitions t JOIN settlements s ON s.id = t.settlement_id
- WHERE t.occurred_at >= $1 AND t.to_status = 'submitted' AND s.status = 'submitted'
+  FROM settlement_transitions t
+ CROSS JOIN LATERAL (SELECT 1 FROM settlements
+                      WHERE id = t.settlement_id AND status = 'submitted' LIMIT 1) still
+ WHERE t.occurred_at >= $1 AND t.to_status = 'submitted'
  ORDER BY t.occurred_at LIMIT 1
 """
 OUTBOX = """
@@ -86,6 +98,7 @@ class Overview(NamedTuple):
     total: int | None  # settlements, as the statistics estimate them; None before ANALYZE
     by_status: dict[str, int | None]  # estimated; None: too few to show in the statistics
     instructions: dict[str, int]  # pending and processing, exact
+    under_review: int  # settlements in needs_review, exact
     throughput: dict[datetime, dict[str, int]]  # minute -> {"accepted": n, "paid": n}
     latency: dict[datetime, tuple[int, float, float]]  # bucket -> (paid, p50 s, p99 s)
     oldest_submitted: asyncpg.Record | None  # settlement_id, occurred_at
@@ -124,7 +137,8 @@ async def read_overview(pool: asyncpg.Pool, now: datetime) -> Overview:
             outbox = await conn.fetchrow(OUTBOX)
             last_run = await conn.fetchrow(LAST_RUN)
     return Overview(
-        now, total, by_status, counts["instructions"], throughput, latency, oldest,
+        now, total, by_status, counts["instructions"], counts["under_review"], throughput,
+        latency, oldest,
         outbox["unpublished"], outbox["oldest"], counts["inbox"], counts["breaks"], last_run,
     )  # fmt: skip
 
@@ -134,4 +148,5 @@ async def _counts(conn: asyncpg.Connection) -> dict[str, Any]:
         "instructions": {r["status"]: r["n"] for r in await conn.fetch(OPEN_INSTRUCTIONS)},
         "inbox": {r["status"]: r["n"] for r in await conn.fetch(INBOX)},
         "breaks": {r["break_type"]: r["n"] for r in await conn.fetch(OPEN_BREAKS)},
+        "under_review": await conn.fetchval(UNDER_REVIEW),
     }

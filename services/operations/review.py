@@ -35,9 +35,17 @@ COLUMNS = """s.id, s.tenant, s.reference, s.amount, s.currency, s.status, s.reas
        s.rail_reference, s.updated_at, r.status AS instruction_status, r.method,
        r.destination, r.idempotency_key, r.attempts, r.error_class,
        r.rail_reference AS instruction_reference, r.created_at AS instruction_created_at"""
+# A settlement under review went there by a transition: the settlements ever referred are
+# found through `settlement_transitions_into_review` (migration 0015), never by reading every
+# settlement's status.
 LIST = f"""
-SELECT {COLUMNS} FROM settlements s JOIN rail_instructions r ON r.settlement_id = s.id
- WHERE s.status = 'needs_review' AND s.id > $1 ORDER BY s.id LIMIT $2
+SELECT {COLUMNS}
+  FROM (SELECT DISTINCT settlement_id FROM settlement_transitions
+         WHERE to_status = 'needs_review' AND settlement_id > $1) AS referred
+ CROSS JOIN LATERAL (SELECT * FROM settlements
+                      WHERE id = referred.settlement_id AND status = 'needs_review' LIMIT 1) s
+  JOIN rail_instructions r ON r.settlement_id = s.id
+ ORDER BY s.id LIMIT $2
 """
 SHOW = f"""
 SELECT {COLUMNS} FROM settlements s JOIN rail_instructions r ON r.settlement_id = s.id

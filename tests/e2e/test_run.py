@@ -117,6 +117,7 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
         "inbox.log",
         "railsim.log",
         "reconciler.log",
+        "console.log",
     }
     conn = await asyncpg.connect(asyncpg_dsn(database))
     try:

@@ -16,10 +16,10 @@ from services.console.app import create_app
 from services.console.auth import Gate
 from services.console.sessions import SessionStore
 from services.console.web import Console, templates
-from services.operations.rail_lookup import StripeLookup
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
+from services.operations.rail_lookup import StripeLookup
 from services.shared.edge import BearerAuth
 from tests.conftest import unique
 from tests.integration.check_support import TENANT, World
@@ -64,7 +64,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-async def browser(world: World, rail: StripeLookup, clock: Clock) -> AsyncIterator[httpx.AsyncClient]:
+async def browser(
+    world: World, rail: StripeLookup, clock: Clock
+) -> AsyncIterator[httpx.AsyncClient]:
     """A client signed in as erin, by the form."""
     async with client_of(console_of(world, rail, clock)) as client:
         signed = await client.post("/login", data={"token": ERIN, "next": "/"})

@@ -14,6 +14,7 @@ import pytest
 from services.console import story_queries
 from services.console.pages import settlements as settlements_page
 from services.shared.domain.settlement import SettlementStatus as S
+from tests.conftest import unique
 from tests.integration.check_support import World, template
 from tests.integration.console_support import (
     Clock,
@@ -24,8 +25,7 @@ from tests.integration.console_support import (
     plant_inbox,
     row_ids,
 )
-from tests.integration.operator_support import plant_breaks, rail, world
-from tests.conftest import unique
+from tests.integration.operator_support import plant_breaks, rail, referred, world
 
 pytestmark = pytest.mark.integration
 __all__ = ["browser", "clock", "rail", "template", "world"]
@@ -43,6 +43,7 @@ async def test_the_overview_shows_the_queues_breaks_charts_and_estimates(
     world: World, browser: httpx.AsyncClient, clock: Clock
 ) -> None:
     waiting = await accept(world)
+    await referred(world)
     submitted = await accept(world)
     await world.dispatch(submitted)
     paid = [await accept(world) for _ in range(2)]
@@ -61,8 +62,10 @@ async def test_the_overview_shows_the_queues_breaks_charts_and_estimates(
     assert count_of(page, "breaks-open-amount_mismatch") == "2"
     assert count_of(page, "breaks-open-missing_at_rail") == "1"
     assert [count_of(page, f"inbox-{s}") for s in ("dead", "parked", "mismatch")] == ["2", "1", "1"]
-    assert count_of(page, "instructions-pending") == "1"  # `waiting`, not yet dispatched
-    assert count_of(page, "state-paid") == "2" and count_of(page, "settlements-total") == "4"
+    # `waiting` not yet dispatched; the referred one is under review, its instruction too
+    assert count_of(page, "instructions-pending") == "1"
+    assert count_of(page, "under-review") == "1"
+    assert count_of(page, "state-paid") == "2" and count_of(page, "settlements-total") == "5"
     assert f'id="oldest-submitted" data-id="{submitted}"' in page.text
     assert waiting not in page.text
     paid_bars = re.findall(r'data-kind="paid" data-count="([0-9]+)"', page.text)
@@ -112,8 +115,10 @@ async def test_a_settlements_page_tells_its_whole_story(
         "UPDATE reconciliation_breaks SET settlement_id = $1::uuid WHERE id = $2", sid, break_id
     )
     csrf = await csrf_of(browser)
-    await browser.post("/breaks/resolve", data={"ids": break_id, "reason": "seen", "csrf": csrf})
-    await browser.post("/webhooks/replay", data={"ids": event, "csrf": csrf})
+    await browser.post(
+        "/breaks/resolve", data={"ids": str(break_id), "reason": "seen", "csrf": csrf}
+    )
+    await browser.post("/webhooks/replay", data={"ids": str(event), "csrf": csrf})
     key = await world.pool.fetchval(
         "SELECT idempotency_key FROM rail_instructions WHERE settlement_id = $1::uuid", sid
     )
@@ -176,7 +181,7 @@ async def test_queues_list_what_waits_and_audit_filters_page_newest_first(
 
     csrf = await csrf_of(browser)
     for item in open_breaks:
-        await browser.post("/breaks/resolve", data={"ids": item, "reason": "r", "csrf": csrf})
+        await browser.post("/breaks/resolve", data={"ids": str(item), "reason": "r", "csrf": csrf})
     audit = await browser.get("/audit", params={"actor": "erin", "action": "break.resolve"})
     expected_targets = [f"break:{i}" for i in reversed(open_breaks)]
     assert re.findall(r'class="target mono">([^<]+)<', audit.text) == expected_targets

@@ -39,7 +39,7 @@ def _commands() -> list[tuple[str, list[str]]]:
 
 def test_every_settle_service_is_deployed() -> None:
     deployed = {args[0] for _, args in _commands()}
-    assert {"migrate", "ledger", "relay", "inbox", "reconciler"} <= deployed
+    assert {"migrate", "ledger", "relay", "inbox", "reconciler", "console"} <= deployed
 
 
 @pytest.mark.parametrize(("where", "args"), _commands(), ids=lambda v: str(v))
@@ -66,6 +66,7 @@ SECRETS_OF = {
     "settle-inbox": {DB, WEBHOOK, OPS},
     "settle-relay": {DB, STRIPE, *KAFKA},
     "settle-reconciler": {DB, STRIPE, API, OPS},
+    "settle-console": {DB, STRIPE, OPS},
     "settle-migrate": {DB, *KAFKA},
     "settle-service-role": {"PGPASSWORD"},  # psql, as the schema's owner
 }
@@ -80,6 +81,7 @@ EGRESS_PORTS = {
     "settle-inbox": PG,
     "settle-relay": PG | KAFKA_PORTS | RAIL,
     "settle-reconciler": PG | RAIL,
+    "settle-console": PG | RAIL,
     "settle-migrate": PG | KAFKA_PORTS,
     "settle-service-role": PG,
 }
@@ -93,7 +95,13 @@ PROMETHEUS = {
 INGRESS = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}
 TENANTS = {"namespaceSelector": {"matchLabels": {"settle.io/tenant": "true"}}}
 # Who may call each public port; a workload missing here has none.
-PUBLIC_CALLERS = {"settle-ledger": [INGRESS, TENANTS], "settle-inbox": [INGRESS]}
+PUBLIC_CALLERS = {
+    "settle-ledger": [INGRESS, TENANTS],
+    "settle-inbox": [INGRESS],
+    "settle-console": [INGRESS],  # an ingress for operators only
+}
+# Workloads whose one port serves people, not machines: no admin port, nothing to scrape.
+ONE_PORT = {"settle-console"}
 
 
 def _docs(kind: str) -> dict[str, dict[str, Any]]:
@@ -174,13 +182,19 @@ def test_services_expose_only_the_public_ports() -> None:
         ports = _ports(workloads[name])
         assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http"]
         assert ports["http"] == _option(container["args"], "--port")
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+        if name in ONE_PORT:
+            assert set(ports) == {"http"}, name
+            continue
         assert ports["admin"] == _option(container["args"], "--admin-port") != ports["http"]
         assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
-        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
 
 
 def test_prometheus_scrapes_each_admin_port() -> None:
     for name, workload in _docs("Deployment").items():
+        if name in ONE_PORT:
+            assert "annotations" not in workload["spec"]["template"]["metadata"], name
+            continue
         annotations = workload["spec"]["template"]["metadata"]["annotations"]
         assert int(annotations["prometheus.io/port"]) == _ports(workload)["admin"], name
 
@@ -214,6 +228,8 @@ def test_compose_publishes_only_public_ports_and_runs_locked_down() -> None:
         assert "no-new-privileges:true" in service["security_opt"], name
         published = [str(p).rsplit(":", 1)[-1] for p in service.get("ports", [])]
         public = _option(service["command"], "--port")
-        assert published == ([str(public)] if name in ("ledger", "inbox") else []), name
+        assert published == ([str(public)] if name in ("ledger", "inbox", "console") else []), name
+        if name == "console":  # for operators on this host only
+            assert service["ports"] == [f"127.0.0.1:{public}:{public}"]
         held = SECRETS & set(service["environment"]) - {DB}
         assert held == SECRETS_OF[f"settle-{name}"] - {DB}, name

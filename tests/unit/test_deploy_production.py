@@ -74,7 +74,7 @@ def _no_process_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_every_service_is_checked() -> None:
     commands = {c["args"][0] for c in _settle_workloads().values()}
-    assert commands == {"migrate", "ledger", "relay", "inbox", "reconciler"}
+    assert commands == {"migrate", "ledger", "relay", "inbox", "reconciler", "console"}
 
 
 @pytest.mark.parametrize("name", sorted(_settle_workloads()))

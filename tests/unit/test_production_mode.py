@@ -201,6 +201,8 @@ def test_settings_never_show_a_secret() -> None:
         ("inbox", "STRIPE_WEBHOOK_SECRET"),
         ("inbox", "SETTLE_OPERATOR_TOKENS"),
         ("reconciler", "STRIPE_API_KEY"),
+        ("console", "SETTLE_OPERATOR_TOKENS"),
+        ("console", "STRIPE_API_KEY"),
     ],
 )
 def test_every_service_refuses_to_start_without_a_secret_it_uses(
@@ -240,6 +242,8 @@ def test_migrate_refuses_a_local_default_it_is_given_though_it_uses_no_secret(
         ("inbox", "STRIPE_API_KEY", "stripe_api_key"),
         ("ledger", "SETTLE_OPERATOR_TOKENS", "operator_tokens"),
         ("reconciler", "STRIPE_WEBHOOK_SECRET", "stripe_webhook_secret"),
+        ("console", "STRIPE_WEBHOOK_SECRET", "stripe_webhook_secret"),
+        ("console", "SETTLE_API_TOKENS", "api_tokens"),
     ],
 )
 def test_a_pod_gets_only_its_own_secrets_and_holds_nothing_usable_for_the_others(
@@ -256,7 +260,13 @@ def test_a_pod_gets_only_its_own_secrets_and_holds_nothing_usable_for_the_others
 
 @pytest.mark.parametrize(
     ("service", "refused_too"),
-    [("inbox", False), ("reconciler", False), ("relay", True), ("ledger", True)],
+    [
+        ("inbox", False),
+        ("reconciler", False),
+        ("console", False),
+        ("relay", True),
+        ("ledger", True),
+    ],
 )
 def test_kafka_security_is_required_only_of_services_that_reach_kafka(
     service: str, refused_too: bool

@@ -84,11 +84,17 @@ async def _serve(
     supervisor = Supervisor(log_dir)
     status = 0
     try:
-        console.print(f"starting ledger, 2 relays, inbox, reconciler, railsim (logs in {log_dir})")
+        console.print(
+            f"starting ledger, 2 relays, inbox, reconciler, console, railsim (logs in {log_dir})"
+        )
         specs = service_specs(ports, dict(os.environ), options)
         started, _ = await _until(supervisor.start_all(specs), stop)
         if started:
             print_services(supervisor, console)
+            console.print(
+                f"operator console: {ports.url(ports.console)}/ "
+                "(sign in with a token of SETTLE_OPERATOR_TOKENS)"
+            )
         if started and demo.count:
             batch = DemoOptions(
                 ports.url(ports.ledger), ports.url(ports.railsim), demo.count, None, demo.rate,
@@ -158,7 +164,7 @@ def _and_infra(started: frozenset[str]) -> str:
     type=click.IntRange(1024, 65530),
     envvar=PORTS_ENV,
     default=None,
-    help=f"Ports P..P+7 instead of the defaults (env {PORTS_ENV}).",
+    help=f"Ports P..P+8 instead of the defaults (env {PORTS_ENV}).",
 )
 @click.option("--seed", type=int, default=None, help="Seed of the simulator's fault dice.")
 def run(

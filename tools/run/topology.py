@@ -1,13 +1,14 @@
-"""The local stack as child specs: one ledger, two relays, the inbox, the reconciler and the
-rail simulator.
+"""The local stack as child specs: one ledger, two relays, the inbox, the reconciler, the
+operator console and the rail simulator.
 
 Default ports (the services' own defaults): ledger 8081 (admin 9081), inbox 8083 (admin
-9083), reconciler 8084, rail simulator 12111, relay metrics 9101 and 9102. `--ports-from P`
-(or SETTLE_RUN_PORTS_FROM) puts them on P..P+7 instead, in the order ledger, inbox, simulator,
-relays, reconciler, ledger admin, inbox admin, so a second stack does not collide with the
-first. The reconciler's and the relays' one port is an admin port (operator endpoints,
-/metrics); the ledger's and the inbox's admin ports serve /readyz, /metrics, /docs and the
-inbox's operator view.
+9083), reconciler 8084, rail simulator 12111, relay metrics 9101 and 9102, console 9085.
+`--ports-from P` (or SETTLE_RUN_PORTS_FROM) puts them on P..P+8 instead, in the order ledger,
+inbox, simulator, relays, reconciler, ledger admin, inbox admin, console, so a second stack
+does not collide with the first. The reconciler's and the relays' one port is an admin port
+(operator endpoints, /metrics), and so is the console's (its pages, for operators only); the
+ledger's and the inbox's admin ports serve /readyz, /metrics, /docs and the inbox's operator
+view.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ LOCAL_RELAY_LEASE_SECONDS = 9.0
 class Ports:
     """Where each child listens."""
 
-    SPAN: ClassVar[int] = 8  # the consecutive ports `from_base` takes
+    SPAN: ClassVar[int] = 9  # the consecutive ports `from_base` takes
 
     ledger: int = 8081
     inbox: int = 8083
@@ -39,13 +40,16 @@ class Ports:
     reconciler: int = 8084
     ledger_admin: int = 9081
     inbox_admin: int = 9083
+    console: int = 9085  # the operator console's pages
 
     @classmethod
     def from_base(cls, base: int) -> Ports:
         """`SPAN` consecutive ports from `base`: ledger, inbox, simulator, relay 1, relay 2,
-        reconciler, ledger admin, inbox admin (the admin ports last, so the others keep the
-        ports they always had)."""
-        return cls(base, base + 1, base + 2, (base + 3, base + 4), base + 5, base + 6, base + 7)
+        reconciler, ledger admin, inbox admin, console (each port added since goes last, so the
+        others keep the ports they always had)."""
+        return cls(
+            base, base + 1, base + 2, (base + 3, base + 4), base + 5, base + 6, base + 7, base + 8
+        )
 
     def url(self, port: int) -> str:
         """http://host:port."""
@@ -119,4 +123,11 @@ def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> l
             admin_port=ports.reconciler,
         )
     )  # fmt: skip
-    return specs
+    return [*specs, console_spec(ports, child_env)]
+
+
+def console_spec(ports: Ports, env: dict[str, str]) -> ServiceSpec:
+    """The operator console, on the stack's database and rail."""
+    args = ["console", "--host", HOST, "--port", str(ports.console)]
+    health = f"{ports.url(ports.console)}/healthz"
+    return ServiceSpec("console", args, env, ports.console, health, admin_port=ports.console)

@@ -10,7 +10,7 @@ with each selected item's outcome (done, or refused with its code and reason).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from starlette.requests import Request
@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from services.console.actions import Action, perform
 from services.console.auth import Caller
-from services.console.web import Console, guarded, posted, render, text, texts
+from services.console.web import Console, Handler, guarded, posted, render, text, texts
 from services.inbox.decision import InboxStatus
 from services.inbox.operator import list_events
 from services.operations import breaks, review
@@ -50,51 +50,66 @@ def _cursor(value: str | None, name: str = "after") -> int:
     return int(value)
 
 
+Page = Callable[[Console, Request, Caller, list[ItemOutcome] | None], Awaitable[Response]]
+
+
+async def review_page(
+    console: Console, request: Request, caller: Caller, outcomes: list[ItemOutcome] | None
+) -> Response:
+    """The review queue, a page after `?after=`, with a bulk action's outcomes if given."""
+    after_text = request.query_params.get("after")
+    after = review.parse_id(after_text) if after_text else None
+    items = await review.list_review(console.pool, after, PAGE)
+    next_after = items[-1]["id"] if len(items) == PAGE else None
+    return render(
+        console, "review.html", caller, items=items, next_after=next_after,
+        outcomes=outcomes, resolutions=list(Resolution),
+    )  # fmt: skip
+
+
+async def breaks_page(
+    console: Console, request: Request, caller: Caller, outcomes: list[ItemOutcome] | None
+) -> Response:
+    """Breaks by status (open unless told) and type, with a bulk action's outcomes if given."""
+    q = request.query_params
+    status = _choice(list(BreakStatus), q.get("status", "open"), "status")
+    break_type = _choice(list(BreakType), q.get("type"), "type")
+    found = await breaks.list_breaks(
+        console.pool, after=_cursor(q.get("after")), limit=PAGE, status=status,
+        break_type=break_type,
+    )  # fmt: skip
+    return render(
+        console, "breaks.html", caller, items=found, outcomes=outcomes,
+        next_after=found[-1].id if len(found) == PAGE else None,
+        shown_status=status.value if status else "",
+        break_type=break_type.value if break_type else "",
+        statuses=list(BreakStatus), types=list(BreakType),
+    )  # fmt: skip
+
+
+async def webhooks_page(
+    console: Console, request: Request, caller: Caller, outcomes: list[ItemOutcome] | None
+) -> Response:
+    """Webhooks dead (unless told parked or mismatch), with a bulk action's outcomes if given."""
+    q = request.query_params
+    status = _choice(WEBHOOK_QUEUES, q.get("status", "dead"), "status") or InboxStatus.DEAD
+    page = await list_events(console.pool, status, _cursor(q.get("after")), PAGE)
+    return render(
+        console, "webhooks.html", caller, items=page["data"], next_after=page["next_cursor"],
+        shown_status=status.value, queues=WEBHOOK_QUEUES, outcomes=outcomes,
+    )  # fmt: skip
+
+
 def routes(console: Console) -> list[Route]:
-    """The queues' routes."""
+    """The queues' routes: each queue's GET, and its action's POST."""
 
-    async def review_page(
-        request: Request, caller: Caller, outcomes: list[ItemOutcome] | None = None
-    ) -> Response:
-        after_text = request.query_params.get("after")
-        after = review.parse_id(after_text) if after_text else None
-        items = await review.list_review(console.pool, after, PAGE)
-        next_after = items[-1]["id"] if len(items) == PAGE else None
-        return render(
-            console, "review.html", caller, items=items, next_after=next_after,
-            outcomes=outcomes, resolutions=list(Resolution),
-        )  # fmt: skip
+    def listing(page: Page) -> Handler:
+        async def get(request: Request, caller: Caller) -> Response:
+            return await page(console, request, caller, None)
 
-    async def breaks_page(
-        request: Request, caller: Caller, outcomes: list[ItemOutcome] | None = None
-    ) -> Response:
-        q = request.query_params
-        status = _choice(list(BreakStatus), q.get("status", "open"), "status")
-        break_type = _choice(list(BreakType), q.get("type"), "type")
-        found = await breaks.list_breaks(
-            console.pool, after=_cursor(q.get("after")), limit=PAGE, status=status,
-            break_type=break_type,
-        )  # fmt: skip
-        return render(
-            console, "breaks.html", caller, items=found, outcomes=outcomes,
-            next_after=found[-1].id if len(found) == PAGE else None,
-            shown_status=status.value if status else "",
-            break_type=break_type.value if break_type else "",
-            statuses=list(BreakStatus), types=list(BreakType),
-        )  # fmt: skip
+        return get
 
-    async def webhooks_page(
-        request: Request, caller: Caller, outcomes: list[ItemOutcome] | None = None
-    ) -> Response:
-        q = request.query_params
-        status = _choice(WEBHOOK_QUEUES, q.get("status", "dead"), "status") or InboxStatus.DEAD
-        page = await list_events(console.pool, status, _cursor(q.get("after")), PAGE)
-        return render(
-            console, "webhooks.html", caller, items=page["data"], next_after=page["next_cursor"],
-            shown_status=status.value, queues=WEBHOOK_QUEUES, outcomes=outcomes,
-        )  # fmt: skip
-
-    def action(kind: Action, page: Any) -> Any:
+    def action(kind: Action, page: Page) -> Handler:
         async def post(request: Request, caller: Caller) -> Response:
             form = await posted(console, request, caller)
             fields = {"as": text(form, "as"), "reason": text(form, "reason")}
@@ -102,19 +117,18 @@ def routes(console: Console) -> list[Route]:
                 console.pool, console.rail, console.clock, kind, texts(form, "ids"), fields,
                 caller.operator,
             )  # fmt: skip
-            answer: Response = await page(request, caller, outcomes)
-            return answer
+            return await page(console, request, caller, outcomes)
 
         return post
 
     return [
-        Route("/review", guarded(console, review_page), methods=["GET"]),
+        Route("/review", guarded(console, listing(review_page)), methods=["GET"]),
         Route("/review/resolve", guarded(console, action(Action.REVIEW_RESOLVE, review_page)),
               methods=["POST"]),
-        Route("/breaks", guarded(console, breaks_page), methods=["GET"]),
+        Route("/breaks", guarded(console, listing(breaks_page)), methods=["GET"]),
         Route("/breaks/resolve", guarded(console, action(Action.BREAK_RESOLVE, breaks_page)),
               methods=["POST"]),
-        Route("/webhooks", guarded(console, webhooks_page), methods=["GET"]),
+        Route("/webhooks", guarded(console, listing(webhooks_page)), methods=["GET"]),
         Route("/webhooks/replay", guarded(console, action(Action.WEBHOOK_REPLAY, webhooks_page)),
               methods=["POST"]),
     ]  # fmt: skip

@@ -13,6 +13,13 @@ Indexes, and what each costs on the write path:
 - `operator_actions_target` (target, id): a settlement's page lists the actions about it, and
   the audit page filters by target. The table is append-only and written by operators and
   reconciliation's heals only: one entry per audit row, none on any settlement's path.
+- `settlement_transitions_into_review` (settlement_id) holding only transitions into
+  `needs_review`: the review queue (console, CLI and HTTP alike) and the overview's count of
+  it walk the settlements ever referred, not the whole table; an index on the settlements'
+  status would make every status move a non-HOT update (migration 0008). The table is
+  append-only and a transition gets an entry only when it goes to review: nothing on the
+  path of a settlement paid. A settlement under review is never archived (its month is
+  refused, tools/operations/archive.py), so its transition into review stays attached.
 - `inbox_events_unsettled` (status, id) holding only parked, dead and mismatch rows: the
   webhook queues page through them by id. `status` is already a key of
   `inbox_events_pending`, so no update that was heap-only stops being so, and a row gets an
@@ -47,11 +54,14 @@ UPGRADE = [
     "CREATE INDEX IF NOT EXISTS settlements_payee ON settlements (payee, id)",
     "CREATE INDEX IF NOT EXISTS settlements_destination ON settlements (destination, id)",
     "CREATE INDEX operator_actions_target ON operator_actions (target, id)",
+    """CREATE INDEX settlement_transitions_into_review ON settlement_transitions (settlement_id)
+        WHERE to_status = 'needs_review'""",
     """CREATE INDEX inbox_events_unsettled ON inbox_events (status, id)
         WHERE status IN ('parked', 'dead', 'mismatch')""",
 ]
 DOWNGRADE = [
     "DROP INDEX inbox_events_unsettled",
+    "DROP INDEX settlement_transitions_into_review",
     "DROP INDEX operator_actions_target",
     "DROP INDEX settlements_destination",
     "DROP INDEX settlements_payee",
