@@ -20,6 +20,8 @@ SELECT break_type, count(*) AS open, min(first_seen) AS oldest
   FROM reconciliation_breaks WHERE status = 'open' GROUP BY break_type
 """
 # A settlement's updated_at is when it became submitted: any later change leaves the status.
+# One sequential read of the table per round: no index holds only open settlements, and one
+# on status would make every status move a non-HOT update (migration 0008).
 OLDEST_SUBMITTED = "SELECT min(updated_at) FROM settlements WHERE status = 'submitted'"
 LAST_SUCCESS = "SELECT max(finished_at) FROM reconciliation_runs WHERE status = 'completed'"
 SOURCE_ROWS = "SELECT source, rows_returned FROM reconciliation_sources WHERE run_id = $1"
