@@ -4,6 +4,7 @@ PostgreSQL is down (pages then show `store_unavailable`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -13,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from services.console.auth import Gate
-from services.console.errors import PageNotFound
+from services.console.errors import MethodNotAllowed, PageFailed, PageNotFound
 from services.console.pages import audit, login, overview, queues, settlements
 from services.console.sessions import SessionStore
 from services.console.web import Console, error_page, templates
@@ -23,6 +24,7 @@ from services.shared.database import create_pool
 from services.shared.edge import BearerAuth
 
 POOL_SIZE = 8
+log = logging.getLogger(__name__)
 SIMULATOR_API = "http://127.0.0.1:12111"
 
 
@@ -40,7 +42,18 @@ def create_app(console: Console) -> Starlette:
     async def not_found(request: Request, _: Exception) -> Response:
         return error_page(console, PageNotFound(f"no page at {request.url.path}"), None)
 
-    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    async def not_allowed(request: Request, _: Exception) -> Response:
+        refused = MethodNotAllowed(f"{request.method} is not how {request.url.path} is used")
+        return error_page(console, refused, None)
+
+    async def failed(request: Request, error: Exception) -> Response:
+        # Shown as a page with its code, and logged with its traceback (never a token: the
+        # request's headers and form are not logged).
+        log.error("console page %s failed", request.url.path, exc_info=error)
+        return error_page(console, PageFailed("the console failed to answer; try again"), None)
+
+    handlers = {404: not_found, 405: not_allowed, Exception: failed}
+    return Starlette(routes=routes, exception_handlers=handlers)
 
 
 async def compose(

@@ -7,19 +7,26 @@ browser never sends it on its own). A tenant's API token is known but is not an 
 
 from __future__ import annotations
 
+import secrets
+from string import hexdigits
 from typing import NamedTuple
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from services.console.errors import SignInFailed, SignInNeeded
-from services.console.sessions import SessionStore, check_csrf, csrf_token
+from services.console.errors import CSRF_MISSING, CsrfRefused, SignInFailed, SignInNeeded
+from services.console.sessions import SessionStore, check_csrf, check_same, csrf_token
 from services.operations.errors import Forbidden
 from services.shared.edge import BearerAuth, Unauthorized
 
 LOCAL_COOKIE = "settle_console"
 # `__Host-`: a browser keeps it only when Secure, from the host itself, with Path=/.
 SECURE_COOKIE = "__Host-settle_console"
+# The sign-in form's own token, before there is a session: the same value in a cookie and in
+# the form (another site can make a browser post the form, but can neither read nor set this
+# SameSite=Strict cookie), so no other site can sign a browser in as someone else.
+LOGIN_COOKIE = "settle_console_login"
+LOGIN_TOKEN_BYTES = 32
 FORBIDDEN = "a tenant's API token; the console needs an operator token (SETTLE_OPERATOR_TOKENS)"
 
 
@@ -45,6 +52,7 @@ class Gate:
         self._operators, self._tenants, self.sessions = operators, tenants, sessions
         self.secure = secure
         self.cookie = SECURE_COOKIE if secure else LOCAL_COOKIE
+        self.login_cookie = f"__Host-{LOGIN_COOKIE}" if secure else LOGIN_COOKIE
 
     async def caller(self, request: Request) -> Caller:
         """The operator behind `request`; SignInNeeded, Unauthorized or Forbidden if none."""
@@ -77,6 +85,19 @@ class Gate:
         if caller.session_id is not None:
             check_csrf(caller.session_id, form_token)
 
+    def login_token(self, request: Request) -> str:
+        """The sign-in form's token: the browser's, if it holds a well-formed one, else new."""
+        held = request.cookies.get(self.login_cookie, "")
+        well_formed = len(held) == 2 * LOGIN_TOKEN_BYTES and all(c in hexdigits for c in held)
+        return held if well_formed else secrets.token_hex(LOGIN_TOKEN_BYTES)
+
+    def check_login_form(self, request: Request, form_token: str | None) -> None:
+        """Refuse (CsrfRefused) a sign-in whose form token is not the one its cookie holds."""
+        held = request.cookies.get(self.login_cookie)
+        if not held:
+            raise CsrfRefused("sign-in needs the form's cookie: reload the page", code=CSRF_MISSING)
+        check_same(held, form_token)
+
     async def sign_in(self, token: str) -> str:
         """A new session for the operator whose token this is; SignInFailed otherwise (the
         same refusal for an unknown token, a tenant's or none)."""
@@ -90,6 +111,13 @@ class Gate:
         """Hand the session to the browser: HttpOnly, SameSite=Strict, Secure in production."""
         response.set_cookie(
             self.cookie, session_id, httponly=True, samesite="strict", secure=self.secure,
+            path="/",
+        )  # fmt: skip
+
+    def set_login_cookie(self, response: Response, token: str) -> None:
+        """Hand the sign-in form's token to the browser, as its session cookie is handed."""
+        response.set_cookie(
+            self.login_cookie, token, httponly=True, samesite="strict", secure=self.secure,
             path="/",
         )  # fmt: skip
 

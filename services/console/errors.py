@@ -4,7 +4,9 @@ ApiError (shared.errors)
 ├── SignInFailed        401 `sign_in_failed`: the same answer whatever was wrong
 ├── SignInNeeded        401 `unauthorized`: no session and no operator bearer token
 ├── CsrfRefused         403 `csrf_missing` | `csrf_invalid`: a POST without its form token
-└── PageNotFound        404 `not_found`
+├── PageNotFound        404 `not_found`
+├── MethodNotAllowed    405 `method_not_allowed`
+└── PageFailed          500 `internal_error`: anything unforeseen, logged with its traceback
 """
 
 from __future__ import annotations
@@ -44,3 +46,17 @@ class PageNotFound(ApiError):
 
     status = 404
     code = "not_found"
+
+
+class MethodNotAllowed(ApiError):
+    """A page asked for with a method it does not answer (a GET of an action's address)."""
+
+    status = 405
+    code = "method_not_allowed"
+
+
+class PageFailed(ApiError):
+    """Something unforeseen failed; the page says so rather than answering blank."""
+
+    status = 500
+    code = "internal_error"

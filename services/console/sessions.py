@@ -49,13 +49,18 @@ def csrf_token(session_id: str) -> str:
 def check_csrf(session_id: str, given: str | None) -> None:
     """Refuse (CsrfRefused, `csrf_missing` or `csrf_invalid`) a form token that is not the
     session's; compared in constant time."""
+    check_same(csrf_token(session_id), given)
+
+
+def check_same(expected: str, given: str | None) -> None:
+    """Refuse (CsrfRefused) a form token that is missing or not `expected`, in constant time."""
     if not given:
         raise CsrfRefused(
             "this form came without its form token; reload the page", code=CSRF_MISSING
         )
-    if not hmac.compare_digest(given.encode(), csrf_token(session_id).encode()):
+    if not hmac.compare_digest(given.encode(), expected.encode()):
         raise CsrfRefused(
-            "this form's token is not this session's; reload the page", code=CSRF_INVALID
+            "this form's token is not the one it was given; reload the page", code=CSRF_INVALID
         )
 
 

@@ -19,6 +19,7 @@ from services.console.auth import Caller, Gate
 from services.console.errors import SignInNeeded
 from services.operations.rail_lookup import RailLookup
 from services.shared.errors import ApiError
+from services.shared.money import major_text
 
 Clock = Callable[[], datetime]
 Handler = Callable[[Request, Caller], Awaitable[Response]]
@@ -36,10 +37,12 @@ HEADERS = {
 
 def templates() -> jinja2.Environment:
     """The console's templates, every value escaped unless marked safe."""
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("services.console", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined,
     )  # fmt: skip
+    env.globals["money_text"] = major_text
+    return env
 
 
 @dataclass(frozen=True)

@@ -79,3 +79,13 @@ def exponent(currency: str) -> int:
     if currency in ZERO_DECIMAL:
         return 0
     return 3 if currency in THREE_DECIMAL else 2
+
+
+def major_text(amount: int, currency: str) -> str:
+    """`amount` minor units written in major units with the currency's decimals, digits
+    grouped, and the code: 123456 EUR is "1,234.56 EUR" (integers only, never a float)."""
+    places = exponent(currency)
+    whole, fraction = divmod(abs(amount), 10**places)
+    sign = "-" if amount < 0 else ""
+    decimals = f".{fraction:0{places}d}" if places else ""
+    return f"{sign}{whole:,}{decimals} {currency}"

@@ -88,7 +88,7 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
         text = out.read_text()
         assert proc.poll() is None, text
         children = children_of(proc.pid)
-        assert len(children) == 6, text
+        assert len(children) == 7, text  # ledger, 2 relays, inbox, reconciler, console, railsim
         proc.send_signal(signal.SIGINT)
         code = await asyncio.to_thread(proc.wait, 20)
     finally:

@@ -63,13 +63,23 @@ def clock() -> Clock:
     return Clock()
 
 
+async def sign_in(client: httpx.AsyncClient, token: str, next_path: str = "/") -> httpx.Response:
+    """Sign in as a browser does: the form first (with its form token and cookie), then POST."""
+    form = await client.get("/login", params={"next": next_path})
+    found = CSRF.search(form.text)
+    assert found is not None
+    return await client.post(
+        "/login", data={"token": token, "next": next_path, "csrf": found.group(1)}
+    )
+
+
 @pytest.fixture
 async def browser(
     world: World, rail: StripeLookup, clock: Clock
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A client signed in as erin, by the form."""
     async with client_of(console_of(world, rail, clock)) as client:
-        signed = await client.post("/login", data={"token": ERIN, "next": "/"})
+        signed = await sign_in(client, ERIN)
         assert signed.status_code == 303
         yield client
 

@@ -24,6 +24,7 @@ from tests.integration.console_support import (
     console_of,
     csrf_of,
     error_code,
+    sign_in,
 )
 from tests.integration.operator_support import plant_breaks, rail, world
 
@@ -37,9 +38,11 @@ async def test_signing_in_sets_a_strict_http_only_cookie_whose_id_is_stored_hash
 ) -> None:
     async with client_of(console_of(world, rail, clock)) as client:
         form = await client.get("/login")
-        signed = await client.post("/login", data={"token": ERIN, "next": "/review"})
+        signed = await sign_in(client, ERIN, "/review")
         page = await client.get("/")
     assert 'id="login-form"' in form.text and 'name="token"' in form.text
+    login_cookie = form.headers["set-cookie"]
+    assert login_cookie.startswith("settle_console_login=") and "HttpOnly" in login_cookie
     assert (signed.status_code, signed.headers["location"]) == (303, "/review")
     cookie = signed.headers["set-cookie"]
     assert cookie.startswith("settle_console=") and "HttpOnly" in cookie
@@ -56,10 +59,12 @@ async def test_in_production_the_cookie_is_secure_and_host_prefixed(
     world: World, rail: StripeLookup, clock: Clock
 ) -> None:
     async with client_of(console_of(world, rail, clock, secure=True), "https://console") as client:
-        signed = await client.post("/login", data={"token": ERIN})
+        form = await client.get("/login")
+        signed = await sign_in(client, ERIN)
         page = await client.get("/")
     cookie = signed.headers["set-cookie"]
     assert cookie.startswith("__Host-settle_console=") and "Secure" in cookie
+    assert form.headers["set-cookie"].startswith("__Host-settle_console_login=")
     assert page.status_code == 200
 
 
@@ -68,13 +73,28 @@ async def test_a_refused_sign_in_answers_the_same_whatever_was_wrong(
     world: World, rail: StripeLookup, clock: Clock, token: str
 ) -> None:
     async with client_of(console_of(world, rail, clock)) as client:
-        refused = await client.post("/login", data={"token": token})
+        refused = await sign_in(client, token)
         after = await client.get("/")
     assert refused.status_code == 401 and error_code(refused) == "sign_in_failed"
     assert "sign-in failed: check the operator token and try again" in refused.text
-    assert "set-cookie" not in refused.headers
+    assert "settle_console=" not in refused.headers.get("set-cookie", "")  # no session
     assert token == "" or token not in refused.text
     assert after.status_code == 303 and after.headers["location"] == "/login?next=/"
+    assert await world.pool.fetchval("SELECT count(*) FROM console_sessions") == 0
+
+
+async def test_a_sign_in_without_its_form_token_is_refused_and_signs_nobody_in(
+    world: World, rail: StripeLookup, clock: Clock
+) -> None:
+    async with client_of(console_of(world, rail, clock)) as client:
+        no_cookie = await client.post("/login", data={"token": ERIN, "csrf": "0" * 64})
+        await client.get("/login")  # the browser now holds the form's cookie
+        no_field = await client.post("/login", data={"token": ERIN})
+        wrong = await client.post("/login", data={"token": ERIN, "csrf": "0" * 64})
+    assert (no_cookie.status_code, error_code(no_cookie)) == (403, "csrf_missing")
+    assert (no_field.status_code, error_code(no_field)) == (403, "csrf_missing")
+    assert (wrong.status_code, error_code(wrong)) == (403, "csrf_invalid")
+    assert all('id="login-form"' in page.text for page in (no_cookie, no_field, wrong))
     assert await world.pool.fetchval("SELECT count(*) FROM console_sessions") == 0
 
 
@@ -82,7 +102,7 @@ async def test_a_session_ends_after_eight_idle_hours_and_at_logout(
     world: World, rail: StripeLookup, clock: Clock
 ) -> None:
     async with client_of(console_of(world, rail, clock)) as client:
-        await client.post("/login", data={"token": ERIN})
+        await sign_in(client, ERIN)
         clock.advance(hours=7, minutes=59)
         assert (await client.get("/audit")).status_code == 200  # used: idle time starts again
         clock.advance(hours=7, minutes=59)
@@ -91,7 +111,14 @@ async def test_a_session_ends_after_eight_idle_hours_and_at_logout(
         idle = await client.get("/audit")
         assert (idle.status_code, idle.headers["location"]) == (303, "/login?next=/audit")
 
-        await client.post("/login", data={"token": ERIN})
+        await sign_in(client, ERIN)
+        for _ in range(3):  # used every seven hours, a session still ends after a day
+            clock.advance(hours=7)
+            assert (await client.get("/audit")).status_code == 200
+        clock.advance(hours=3, minutes=1)
+        assert (await client.get("/audit")).status_code == 303
+
+        await sign_in(client, ERIN)
         cookies = dict(client.cookies)
         out = await client.post("/logout", data={"csrf": await csrf_of(client)})
         assert (out.status_code, out.headers["location"]) == (303, "/login")

@@ -6,22 +6,29 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 
+import asyncpg
 import httpx
 import pytest
 
 from services.console import story_queries
 from services.console.pages import settlements as settlements_page
+from services.operations.rail_lookup import StripeLookup
 from services.shared.domain.settlement import SettlementStatus as S
 from tests.conftest import unique
 from tests.integration.check_support import World, template
 from tests.integration.console_support import (
     Clock,
     accept,
+    bearer,
     browser,
+    client_of,
     clock,
+    console_of,
     csrf_of,
+    error_code,
     plant_inbox,
     row_ids,
 )
@@ -70,7 +77,7 @@ async def test_the_overview_shows_the_queues_breaks_charts_and_estimates(
     assert waiting not in page.text
     paid_bars = re.findall(r'data-kind="paid" data-count="([0-9]+)"', page.text)
     assert len(paid_bars) == 60 and sum(map(int, paid_bars)) == 2
-    latency = re.findall(r'class="bar p50"[^>]*data-paid="([0-9]+)"', page.text)
+    latency = re.findall(r'class="bar p50"[^>]*data-measured="([0-9]+)"', page.text)
     assert len(latency) == 12 and sum(map(int, latency)) == 2
     assert '<svg id="throughput-chart"' in page.text and '<svg id="latency-chart"' in page.text
 
@@ -191,3 +198,23 @@ async def test_queues_list_what_waits_and_audit_filters_page_newest_first(
     older = await browser.get("/audit", params={"actor": "erin", "after": newest})
     assert re.findall(r'class="target mono">([^<]+)<', older.text) == expected_targets[1:]
     assert row_ids(await browser.get("/audit", params={"actor": "nobody"}), "action") == []
+
+
+async def test_a_database_that_does_not_answer_is_shown_as_such_on_every_page(
+    world: World, rail: StripeLookup, clock: Clock
+) -> None:
+    down = await asyncpg.create_pool("postgresql://settle@127.0.0.1:1/settle", min_size=0)
+    try:
+        console = console_of(world, rail, clock)
+        async with client_of(replace(console, pool=down)) as client:
+            pages = [await client.get(path, headers=bearer()) for path in (
+                "/", "/review", "/breaks", "/webhooks", "/audit", f"/settlements/{uuid.uuid4()}",
+                "/settlements?q=x",
+            )]  # fmt: skip
+            wrong_method = await client.get("/review/resolve", headers=bearer())
+    finally:
+        await down.close()
+    for page in pages:
+        assert (page.status_code, error_code(page)) == (503, "store_unavailable"), page.url
+        assert page.headers["Retry-After"]
+    assert (wrong_method.status_code, error_code(wrong_method)) == (405, "method_not_allowed")

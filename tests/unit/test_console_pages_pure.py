@@ -13,6 +13,7 @@ from services.console.errors import CsrfRefused
 from services.console.overview_queries import estimates
 from services.console.pages.login import local_path
 from services.console.sessions import check_csrf, csrf_token
+from services.shared.money import major_text
 
 
 def test_a_chart_scales_its_bars_to_the_tallest_and_escapes_every_label() -> None:
@@ -68,3 +69,15 @@ def test_a_form_token_belongs_to_one_session_and_is_checked_whole() -> None:
         with pytest.raises(CsrfRefused) as refused:
             check_csrf("session-a", given)
         assert refused.value.code == code
+
+
+@pytest.mark.parametrize(
+    ("amount", "currency", "text"),
+    [(123456, "EUR", "1,234.56 EUR"), (5, "EUR", "0.05 EUR"), (700, "JPY", "700 JPY"),
+     (1234, "KWD", "1.234 KWD"), (-250, "USD", "-2.50 USD"),
+     (10**15, "EUR", "10,000,000,000,000.00 EUR")],
+)  # fmt: skip
+def test_amounts_are_written_in_major_units_from_integers(
+    amount: int, currency: str, text: str
+) -> None:
+    assert major_text(amount, currency) == text

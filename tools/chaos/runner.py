@@ -135,7 +135,7 @@ async def _start_services(
     ports = Ports.from_base(free_ports(Ports.SPAN, avoid))
     stack = StackOptions("none", options.rail_ignores_keys, options.seed)
     await supervisor.start_all(service_specs(ports, env, stack))
-    say(f"services up on ports {ports.ledger}..{ports.inbox_admin}; logs in {supervisor.log_dir}")
+    say(f"services up on ports {ports.ledger}..{ports.console}; logs in {supervisor.log_dir}")
     return ports
 
 

@@ -11,7 +11,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from services.console.auth import Caller
-from services.console.errors import SignInFailed
+from services.console.errors import CsrfRefused, SignInFailed
 from services.console.web import HEADERS, Console, error_page, guarded, posted, render, text
 from services.shared.errors import ApiError
 
@@ -29,20 +29,30 @@ def routes(console: Console) -> list[Route]:
     """The sign-in, sign-out and health routes."""
     gate = console.gate
 
+    def login_page(request: Request, next_path: str, error: ApiError | None) -> Response:
+        token = gate.login_token(request)
+        status = error.status if error is not None else 200
+        response = render(
+            console, "login.html", None, status, next_path=next_path, error=error,
+            login_token=token,
+        )  # fmt: skip
+        gate.set_login_cookie(response, token)
+        return response
+
     async def form(request: Request) -> Response:
-        next_path = local_path(request.query_params.get("next", "/"))
-        return render(console, "login.html", None, next_path=next_path, error=None)
+        return login_page(request, local_path(request.query_params.get("next", "/")), None)
 
     async def sign_in(request: Request) -> Response:
         fields = await request.form(max_fields=4)
         next_path = local_path(text(fields, "next") or "/")
         token = text(fields, "token").strip()
         try:
+            gate.check_login_form(request, text(fields, "csrf") or None)
             if len(token) > MAX_TOKEN:
                 raise SignInFailed()
             session_id = await gate.sign_in(token)
-        except SignInFailed as e:
-            return render(console, "login.html", None, e.status, next_path=next_path, error=e)
+        except (SignInFailed, CsrfRefused) as e:
+            return login_page(request, next_path, e)
         except ApiError as e:
             return error_page(console, e, None)
         response = RedirectResponse(next_path, 303, headers=HEADERS)

@@ -27,6 +27,7 @@ from services.operations.bulk import ItemOutcome
 from services.operations.errors import BadRequest
 from services.shared.domain.breaks import BreakStatus, BreakType
 from services.shared.domain.instruction import Resolution
+from services.shared.store_errors import unavailable_when_down
 
 PAGE = 50
 WEBHOOK_QUEUES = (InboxStatus.DEAD, InboxStatus.PARKED, InboxStatus.MISMATCH)
@@ -93,7 +94,8 @@ async def webhooks_page(
     """Webhooks dead (unless told parked or mismatch), with a bulk action's outcomes if given."""
     q = request.query_params
     status = _choice(WEBHOOK_QUEUES, q.get("status", "dead"), "status") or InboxStatus.DEAD
-    page = await list_events(console.pool, status, _cursor(q.get("after")), PAGE)
+    with unavailable_when_down("PostgreSQL is unreachable; no webhook was read"):
+        page = await list_events(console.pool, status, _cursor(q.get("after")), PAGE)
     return render(
         console, "webhooks.html", caller, items=page["data"], next_after=page["next_cursor"],
         shown_status=status.value, queues=WEBHOOK_QUEUES, outcomes=outcomes,
