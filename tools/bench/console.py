@@ -15,20 +15,24 @@ the console's app in this process with `auto_explain` on (`console_explain.py`):
 sequential scans of tables over 10,000 rows and of statements that read over 10,000 rows only
 to filter them out are figures (both should be 0), and each page's
 slowest statement is printed and its plan written to `docs/bench/console-plans.txt`. The
-machine's one-minute load average before and after is reported: the machine is shared.
+reconciler's oldest-submitted read (one pass over `settlements`) is timed on the same
+database. The machine's one-minute load average before and after is reported: it is shared.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import time
 from collections.abc import Callable
 from urllib.parse import quote
 
+import asyncpg
 import httpx
 
+from services.reconcile.standing import OLDEST_SUBMITTED
 from services.shared.config import Settings, libpq_dsn
 from services.shared.database import create_pool
 from tools.bench.console_explain import explain_pages, plans_text, slowest, title
@@ -111,6 +115,16 @@ def _check(name: str, path: str, answer: httpx.Response, holds: tuple[str, ...])
         raise BenchError(f"{name}: GET {path} does not hold {missing}")
 
 
+async def _gauge_read(url: str) -> float:
+    """Milliseconds the reconciler's oldest-submitted read takes on the filled database."""
+    conn = await asyncpg.connect(libpq_dsn(url))
+    try:
+        plan = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {OLDEST_SUBMITTED}")
+    finally:
+        await conn.close()
+    return float(json.loads(plan)[0]["Execution Time"])
+
+
 async def _seeded(url: str, settings: Settings) -> Seeded:
     pool = await create_pool(settings.model_copy(update={"database_url": url}), max_size=2)
     try:
@@ -145,6 +159,7 @@ def _once(settings: Settings, fill: int) -> tuple[list[Figure], list[Figure], Fi
     figures.append(Figure("sequential scans of tables over 10,000 rows", scans, "scans"))
     in_vain = sum(1 for p in plans if p.reads_in_vain)
     figures.append(Figure("statements filtering out over 10,000 rows", in_vain, "statements"))
+    figures.append(Figure("oldest-submitted gauge read", asyncio.run(_gauge_read(url)), "ms"))
     return figures, [], filled
 
 
