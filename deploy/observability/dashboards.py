@@ -24,6 +24,10 @@ FAILED = 'event_type=~"payout.failed|payout.canceled"'
 REVERSED = 'event_type="transfer.reversed"'
 # Ledger outcomes that are the service failing the caller, not the caller's own mistake.
 LEDGER_ERRORS = 'outcome=~"unavailable|overloaded"'
+# Set by the replica holding the reconciler lock; a standby keeps the value it last set.
+OLDEST_SUBMITTED = (
+    "settle_settlement_oldest_submitted_seconds and on (instance) settle_reconcile_lock_held == 1"
+)
 # A row of the dashboard: its title and its panels, left to right.
 Section = tuple[str, list[TimeSeries]]
 
@@ -98,11 +102,23 @@ def funnel() -> Dashboard:
         (quantile(0.99, "settle_relay_rail_call_seconds"), "rail call p99"),
         (quantile(0.99, "settle_inbox_apply_seconds"), "webhook apply p99"),
     )
+    paid = panel(
+        "Accepted to paid",
+        "s",
+        (quantile(0.5, "settle_settlement_accepted_to_paid_seconds"), "p50"),
+        (quantile(0.99, "settle_settlement_accepted_to_paid_seconds"), "p99"),
+    )
+    submitted = panel(
+        "Oldest submitted without an outcome",
+        "s",
+        (f"max({OLDEST_SUBMITTED})", "oldest submitted"),
+    )
     return dashboard(
         "settle-funnel",
         "settle: settlement funnel",
         ("Throughput", [stages, refused]),
         ("Time in each stage", [waits, latency]),
+        ("Accepted to paid", [paid, submitted]),
     )
 
 

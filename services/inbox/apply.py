@@ -62,6 +62,13 @@ class Outcome(NamedTuple):
     mismatch: tuple[Difference, ...] = ()  # for a mismatch: each field with both sides
     settlement: LockedSettlement | None = None  # as locked, for log lines about it
 
+    @property
+    def accepted_at(self) -> datetime | None:
+        """For a move to paid: when the settlement was accepted; None otherwise."""
+        if self.settlement is None or SettlementStatus.PAID not in self.moves:
+            return None
+        return self.settlement.accepted_at
+
 
 async def apply_events(
     conn: asyncpg.Connection,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.inbox.decision import SIGNALS
+from services.shared.metrics import accepted_to_paid_histogram
 
 RECEIVED_OUTCOMES = ("stored", "ignored", "duplicate", "rejected")
 SIGNATURE_FAILURES = ("missing_signature", "invalid_signature", "stale_signature")
@@ -35,6 +36,7 @@ class InboxMetrics:
     apply_lag: Histogram  # settle_inbox_apply_lag_seconds: webhook received -> applied
     left_to_worker: Counter  # settle_inbox_left_to_worker_total: applies as stored that failed
     oldest_parked: Gauge  # settle_inbox_oldest_parked_seconds: age of the oldest parked event
+    accepted_to_paid: Histogram  # settle_settlement_accepted_to_paid_seconds: paid by a webhook
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> InboxMetrics:
@@ -94,4 +96,5 @@ def create_metrics(registry: CollectorRegistry | None = None) -> InboxMetrics:
         oldest_parked=Gauge(
             "settle_inbox_oldest_parked_seconds", "Age of the oldest parked event.", registry=r
         ),
+        accepted_to_paid=accepted_to_paid_histogram(r),
     )  # fmt: skip

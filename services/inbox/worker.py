@@ -240,6 +240,9 @@ class InboxWorker:
             (applied or m.applied.labels(event_type=event.event_type)).inc()
             # Counted once committed: applied means visible, not merely written.
             m.apply_lag.observe(max((committed_at - event.received_at).total_seconds(), 0.0))
+            if outcome.accepted_at is not None:
+                paid_after = (committed_at - outcome.accepted_at).total_seconds()
+                m.accepted_to_paid.observe(max(paid_after, 0.0))
         elif outcome.status is InboxStatus.PARKED:
             m.parked.inc()
         elif outcome.status is InboxStatus.DEAD:

@@ -84,7 +84,7 @@ async def reconcile(
     outcome = Outcome(run_id, window, RunStatus.RUNNING)
     # Only the rail's own API is live proof and shows a balance: a statement file is neither.
     live = rail if isinstance(rail, RailSource) else None
-    healer = Healer(pool, live, clock) if heal and live is not None else None
+    healer = Healer(pool, live, clock, outcome.paid_after) if heal and live is not None else None
     staged = Staging(pool, run_id)
     state = _Pass(started, int(started.timestamp()), staged, page_size, grace, healer)
     try:

@@ -74,6 +74,7 @@ class Heal(NamedTuple):
     reason: str  # the synthetic event applied, or why nothing was healed
     event_id: str | None = None  # the synthetic inbox row's event id, when healed
     settlement: LockedSettlement | None = None  # as healed, for the line that says so
+    paid_after: float | None = None  # seconds since accepted, when the heal made it paid
 
 
 class _NotHealed(Exception):
@@ -135,18 +136,27 @@ async def _heal(
     moves = " -> ".join([str(item.expected), *outcome.moves])
     reason = f"{event_type} {event.event_id} applied from {item.rail_object_id}: {moves}"
     await close_break(conn, break_id, BreakStatus.HEALED, actor=ACTOR, reason=reason, now=now)
-    return Heal(True, reason, event.event_id, outcome.settlement)
+    accepted = outcome.accepted_at
+    paid_after = None if accepted is None else _since(accepted, now)
+    return Heal(True, reason, event.event_id, outcome.settlement, paid_after)
+
+
+def _since(accepted_at: datetime, now: datetime) -> float:
+    return max((now - accepted_at).total_seconds(), 0.0)
 
 
 class Healer:
     """Heals the drifts of each page of breaks a run stores; counts what it healed."""
 
     def __init__(
-        self, pool: asyncpg.Pool, rail: RailObjects, clock: Callable[[], datetime]
-    ) -> None:
+        self, pool: asyncpg.Pool, rail: RailObjects, clock: Callable[[], datetime],
+        paid_after: list[float] | None = None,
+    ) -> None:  # fmt: skip
         self._pool = pool
         self._rail = rail
         self._clock = clock
+        # Seconds from accepted to paid of each settlement a heal made paid, once committed.
+        self.paid_after = paid_after if paid_after is not None else []
 
     async def heal(self, breaks: Iterable[Break]) -> int:
         """Heal every drift among `breaks` the rail proves; how many were healed."""
@@ -164,6 +174,8 @@ class Healer:
                     log.info("drift healed: %s", done.reason)
             elif not done.healed:
                 log.info("drift of %s left open: %s", item.settlement_id, done.reason)
+            if done.paid_after is not None:
+                self.paid_after.append(done.paid_after)
             healed += done.healed
         return healed
 

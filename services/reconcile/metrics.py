@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.reconcile.model import RunKind
 from services.shared.domain.breaks import BreakType
+from services.shared.metrics import accepted_to_paid_histogram
 
 # A run that could not even be recorded (PostgreSQL away) is `unavailable`.
 RUN_OUTCOMES = ("completed", "failed", "unavailable")
@@ -34,6 +35,8 @@ class ReconcileMetrics:
     objects_read: Counter  # settle_reconcile_objects_read_total{source}: rows the runs read
     run_seconds: Histogram  # settle_reconcile_run_seconds{kind}: one run, start to finish
     lock_held: Gauge  # settle_reconcile_lock_held: 1 while this replica is the reconciler
+    oldest_submitted: Gauge  # settle_settlement_oldest_submitted_seconds: since it was submitted
+    accepted_to_paid: Histogram  # settle_settlement_accepted_to_paid_seconds: paid by a heal
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> ReconcileMetrics:
@@ -82,4 +85,10 @@ def create_metrics(registry: CollectorRegistry | None = None) -> ReconcileMetric
             "settle_reconcile_lock_held", "1 while this replica holds the reconciler lock.",
             registry=r,
         ),
+        oldest_submitted=Gauge(
+            "settle_settlement_oldest_submitted_seconds",
+            "Time the oldest settlement still submitted has been so (0 when none is).",
+            registry=r,
+        ),
+        accepted_to_paid=accepted_to_paid_histogram(r),
     )  # fmt: skip

@@ -32,6 +32,7 @@ class Outcome:
     stored: dict[str, BreakStatus] = field(default_factory=dict)  # status by stored key
     error: str | None = None  # why a source could not be read
     healed: int = 0  # status drifts this run healed through the inbox
+    paid_after: list[float] = field(default_factory=list)  # accepted -> paid, of heals to paid
 
     def report(self) -> Report:
         """The breaks and pending items found, in the stable order."""

@@ -132,13 +132,17 @@ class Reconciler:
             log.info("created %d monthly history partitions", created)
 
     async def refresh(self) -> None:
-        """Set the gauges from the store: open breaks by type, the oldest, the heartbeat."""
+        """Set the gauges from the store: open breaks by type, the oldest, the heartbeat, the
+        oldest `submitted` settlement."""
         found = await standing.standing(self._pool)
         for break_type, count in found.open_by_type.items():
             self._metrics.breaks_open.labels(type=break_type.value).set(count)
         now = self._clock()
         oldest = 0.0 if found.oldest_open is None else (now - found.oldest_open).total_seconds()
         self._metrics.oldest_open.set(max(oldest, 0.0))
+        since = found.oldest_submitted
+        submitted = 0.0 if since is None else (now - since).total_seconds()
+        self._metrics.oldest_submitted.set(max(submitted, 0.0))
         if found.last_success is not None:
             self._metrics.last_success.set(found.last_success.timestamp())
 
@@ -175,6 +179,8 @@ class Reconciler:
             self._metrics.run_seconds.labels(kind=kind).observe(time.monotonic() - started)
         self._metrics.runs.labels(kind=kind, outcome=outcome.status.value).inc()
         self._metrics.healed.inc(outcome.healed)
+        for seconds in outcome.paid_after:
+            self._metrics.accepted_to_paid.observe(seconds)
         for source, rows in (await standing.source_rows(self._pool, outcome.run_id)).items():
             self._metrics.objects_read.labels(source=source).inc(rows)
         if outcome.status is not RunStatus.COMPLETED:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
-from prometheus_client import CollectorRegistry, Gauge, make_asgi_app
+from prometheus_client import CollectorRegistry, Gauge, Histogram, make_asgi_app
 from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -13,6 +13,11 @@ from starlette.types import Receive, Scope, Send
 
 METRICS_PATH = "/metrics"
 CONSUMER_LAG = "settle_consumer_lag"
+# A settlement is paid within seconds when the rail answers at once, within hours or days when
+# the rail batches payouts: both ends are watched.
+ACCEPTED_TO_PAID_BUCKETS = (
+    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0, 259200.0,
+)  # fmt: skip
 _DOCUMENTED = {
     "get": {
         "tags": ["operations"],
@@ -79,3 +84,14 @@ class ConsumerLag:
             if child is None:
                 child = self._by_topic[topic] = self._gauge.labels(self._service, topic)
             child.set(messages)
+
+
+def accepted_to_paid_histogram(registry: CollectorRegistry) -> Histogram:
+    """Register settle_settlement_accepted_to_paid_seconds on `registry`: from a settlement's
+    acceptance (its `created_at`) to the committed move that made it paid."""
+    return Histogram(
+        "settle_settlement_accepted_to_paid_seconds",
+        "From a settlement accepted to its move to paid committed.",
+        buckets=ACCEPTED_TO_PAID_BUCKETS,
+        registry=registry,
+    )

@@ -134,3 +134,4 @@ class LockedSettlement:
     amount_reversed: int = 0  # minor units come back so far, after the steps planned so far
     destination: str | None = None  # where the money was sent (the inbox matches webhooks to it)
     trace: TraceContext | None = None  # the trace it was accepted under, for log lines
+    accepted_at: datetime | None = None  # when it was booked (`created_at`), as locked

@@ -61,7 +61,7 @@ from services.shared.transition_rows import (
 
 LOCK_SETTLEMENTS = """
 SELECT id, tenant, reference, amount, currency, status, version, rail_reference, amount_reversed,
-       destination, traceparent, tracestate
+       destination, traceparent, tracestate, created_at
   FROM settlements WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
 """
 # A settlement under review keeps its money where it was; its postings say where that is.
@@ -149,6 +149,7 @@ class TransitionBatch:
                 else holding_account(status, AccountKind.FUNDING),
                 status, r["version"], amount_reversed=r["amount_reversed"],
                 destination=r["destination"], trace=carried(r["traceparent"], r["tracestate"]),
+                accepted_at=r["created_at"],
             )  # fmt: skip
         return cls(locked)
 

@@ -19,7 +19,7 @@ from tools.bench.report import (
 )
 from tools.bench.runner import BenchError, BenchOptions, scenarios
 
-PREFILLED = ("e2e", "ingest")  # the scenarios that take --prefill
+PREFILLED = ("e2e", "ingest", "console")  # the scenarios that take --prefill
 
 
 @click.command()
@@ -61,7 +61,7 @@ PREFILLED = ("e2e", "ingest")  # the scenarios that take --prefill
 @click.option(
     "--prefill",
     default="",
-    help="e2e and ingest only: comma-separated settlements of history to pre-fill the "
+    help="e2e, ingest and console only: comma-separated settlements of history to pre-fill the "
     "database with, one run each, e.g. 0,10000000 (empty, then ten million) with ratios.",
 )
 @click.option("--no-markdown", is_flag=True, help=f"Do not update {BENCHMARKS_MD.name}.")
@@ -93,7 +93,7 @@ def bench(
     fills = parse_fills(prefill)
     if fills and name not in PREFILLED:
         raise click.BadParameter(
-            f"only the {' and '.join(PREFILLED)} scenarios are pre-filled", param_hint="--prefill"
+            f"only these scenarios are pre-filled: {', '.join(PREFILLED)}", param_hint="--prefill"
         )
     options = BenchOptions(seconds=seconds, clients=clients, count=count, settlements=sizes,
                            rates=offered, profile=profile_dir, prefill=fills)  # fmt: skip

@@ -25,8 +25,8 @@ class BenchOptions:
     settlements: tuple[int, ...] = (100_000, 1_000_000)  # the reconcile scenario's sizes
     rates: tuple[int, ...] = (100, 250, 500)  # the e2e scenario's offered settlements/s
     profile: Path | None = None  # the e2e scenario's py-spy flame graphs go here, if set
-    # The e2e and ingest scenarios run once per entry, on a database pre-filled with that many
-    # settlements of history (0: empty); none: once, empty, figures named as always.
+    # The e2e, ingest and console scenarios run once per entry, on a database pre-filled with
+    # that many settlements of history (0: empty); none: once, empty, figures named as always.
     prefill: tuple[int, ...] = ()
 
 
@@ -36,6 +36,7 @@ Scenario = Callable[[Settings, BenchOptions], BenchResult]
 def scenarios() -> dict[str, Scenario]:
     """Every scenario by name; imported lazily so `settle --help` stays fast."""
     from tools.bench.baseline import run_baseline
+    from tools.bench.console import run_console
     from tools.bench.e2e import run_e2e
     from tools.bench.inbox import run_inbox
     from tools.bench.ingest import run_ingest
@@ -44,6 +45,7 @@ def scenarios() -> dict[str, Scenario]:
 
     return {
         "baseline": run_baseline,
+        "console": run_console,
         "e2e": run_e2e,
         "ingest": run_ingest,
         "relay": run_relay,

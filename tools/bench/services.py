@@ -33,9 +33,11 @@ class RunningService:
 
 
 @contextmanager
-def running(command: list[str], env: dict[str, str], log: Path) -> Iterator[RunningService]:
-    """Run `settle <command> --port P [--admin-port P+1]` until the block ends; it must become
-    ready first."""
+def running(
+    command: list[str], env: dict[str, str], log: Path, ready_path: str = "/readyz"
+) -> Iterator[RunningService]:
+    """Run `settle <command> --port P [--admin-port P+1]` until the block ends; it must answer
+    200 at `ready_path` (on its admin port, if it has one) first."""
     admin = command[0] in WITH_ADMIN_PORT
     port = free_ports(2 if admin else 1)
     argv = [SETTLE, *command, "--port", str(port)]
@@ -46,7 +48,10 @@ def running(command: list[str], env: dict[str, str], log: Path) -> Iterator[Runn
     service = RunningService(process, url, f"http://127.0.0.1:{port + 1}" if admin else url, log)
     try:
         ready = children.wait_healthy(
-            command[0], f"{service.admin_url}/readyz", log, running=lambda: process.poll() is None
+            command[0],
+            f"{service.admin_url}{ready_path}",
+            log,
+            running=lambda: process.poll() is None,
         )
         try:
             asyncio.run(ready)
