@@ -4,9 +4,8 @@ shared rules, audit row and outbox event, together in the caller's transaction o
 Every change to an existing settlement goes through `TransitionBatch`; a single change is a
 batch of one (`apply_transition`). The batch locks its settlements in id order (batches
 sharing settlements queue, never deadlock) and plans each step on the locked row through the
-domain's `transition`: an illegal or repeated move (a reversal adding nothing) is answered
-with None and changes nothing; needs_review without a reason raises ReasonRequired. Steps of
-one settlement chain. `write` stores them all in one statement, each table fed one array of
+domain's `transition`: an illegal or repeated move (a reversal adding nothing) is None and
+changes nothing; needs_review without a reason raises ReasonRequired. Steps chain. `write` stores them all in one statement, each table fed one array of
 named rows (`transition_rows`): one update per settlement guarded by status and version, its
 row count checked; audit rows, journal entries, postings, balances, outbox events.
 
@@ -148,8 +147,8 @@ class TransitionBatch:
                 held.get(r["id"], AccountKind.FUNDING) if status is SettlementStatus.NEEDS_REVIEW
                 else holding_account(status, AccountKind.FUNDING),
                 status, r["version"], amount_reversed=r["amount_reversed"],
-                destination=r["destination"], trace=carried(r["traceparent"], r["tracestate"]),
-                accepted_at=r["created_at"],
+                destination=r["destination"], accepted_at=r["created_at"],
+                trace=carried(r["traceparent"], r["tracestate"]),
             )  # fmt: skip
         return cls(locked)
 
