@@ -5,14 +5,13 @@ Every change to an existing settlement goes through `TransitionBatch`; a single 
 batch of one (`apply_transition`). The batch locks its settlements in id order (batches
 sharing settlements queue, never deadlock) and plans each step on the locked row through the
 domain's `transition`: an illegal or repeated move (a reversal adding nothing) is None and
-changes nothing; needs_review without a reason raises ReasonRequired. Steps chain. `write`
-stores them all in one statement, each table fed one array of named rows (`transition_rows`):
-one update per settlement guarded by status and version, its row count checked; audit rows,
-journal entries, postings, balances, outbox events.
+changes nothing; needs_review without a reason raises ReasonRequired. `write` stores them
+all in one statement, a named array of rows per table (`transition_rows`): one update per
+settlement guarded by status and version (row count checked), audit, entries, postings,
+balances, outbox events.
 
-Booking is the one writer of `settlements` outside this path (`services/ledger/sql.py`): it
-inserts rows that do not exist yet, so there is no status or version to guard; its guards are
-the idempotency-key claim and the reference's uniqueness, in the same single statement.
+Booking (`services/ledger/sql.py`) is the one other writer: it inserts new rows, with no
+status or version to guard, guarded by the key claim and the reference's uniqueness instead.
 """
 
 from __future__ import annotations
