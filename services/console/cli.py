@@ -26,7 +26,7 @@ def console(host: str, port: int) -> None:
         settings = load_settings(service="console")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
-    use_log_format(settings.log_format, "console")
+    use_log_format(settings.log_format, "console", settings.log_level)
     click.echo(f"console on http://{host}:{port}/ (sign in with an operator token)", err=True)
     import uvloop  # the one loop every settle service runs on
 

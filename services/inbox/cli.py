@@ -42,7 +42,7 @@ def inbox(ctx: click.Context, host: str, port: int, admin_port: int) -> None:
     from services.inbox.app import serve
 
     settings = _settings()
-    use_log_format(settings.log_format, "inbox")
+    use_log_format(settings.log_format, "inbox", settings.log_level)
     use_exporter(settings.otel_exporter, "inbox")
     click.echo(
         f"inbox listening on http://{host}:{port}, admin http://{host}:{admin_port}", err=True

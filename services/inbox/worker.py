@@ -252,13 +252,17 @@ class InboxWorker:
 
 
 def _log(event: StoredEvent, outcome: Outcome) -> None:
-    """One line per committed outcome about a settlement, under its id, tenant and trace."""
+    """One line per committed outcome about a settlement, under its id, tenant and trace:
+    `debug` when applied or ignored (routine), `info` when parked, dead or a mismatch."""
     s = outcome.settlement
-    if s is None:
+    routine = outcome.status in (InboxStatus.APPLIED, InboxStatus.IGNORED)
+    level = logging.DEBUG if routine else logging.INFO
+    if s is None or not log.isEnabledFor(level):
         return
     why = f": {outcome.reason}" if outcome.reason else ""
     with about_settlement(s.id, s.tenant, s.trace):
-        log.info("webhook %s (%s) %s%s", event.rail_event_id, event.event_type, outcome.status, why)
+        log.log(level, "webhook %s (%s) %s%s", event.rail_event_id, event.event_type,
+                outcome.status, why)  # fmt: skip
 
 
 async def _apply_or_park(conn: asyncpg.Connection, event: StoredEvent, now: datetime) -> Outcome:

@@ -32,7 +32,7 @@ def ledger(host: str, port: int, admin_port: int, no_kafka: bool) -> None:
         settings = load_settings(service="ledger")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
-    use_log_format(settings.log_format, "ledger")
+    use_log_format(settings.log_format, "ledger", settings.log_level)
     use_exporter(settings.otel_exporter, "ledger")
     click.echo(
         f"ledger listening on http://{host}:{port}, admin http://{host}:{admin_port}", err=True

@@ -26,7 +26,7 @@ def reconciler(host: str, port: int) -> None:
         settings = load_settings(service="reconciler")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
-    use_log_format(settings.log_format, "reconciler")
+    use_log_format(settings.log_format, "reconciler", settings.log_level)
     use_exporter(settings.otel_exporter, "reconciler")
     click.echo(f"reconciler on http://{host}:{port} (/healthz, /metrics)", err=True)
     import uvloop  # the one loop every settle service runs on

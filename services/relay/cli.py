@@ -31,7 +31,7 @@ def relay(host: str, port: int) -> None:
         settings = load_settings(service="relay")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
-    use_log_format(settings.log_format, "relay")
+    use_log_format(settings.log_format, "relay", settings.log_level)
     use_exporter(settings.otel_exporter, "relay")
     # stripe logs two lines per rail call at INFO; the relay's own metrics count the calls.
     logging.getLogger("stripe").setLevel(logging.WARNING)

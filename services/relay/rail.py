@@ -72,15 +72,16 @@ class Rail(Protocol):
 
 async def call_rail(rail: Rail, instruction: RailInstruction) -> RailResult:
     """`rail.send(instruction)` in a span child of the settlement's trace, its answer logged
-    under the settlement."""
+    under the settlement (`debug` when accepted, routine; `info` otherwise)."""
     sid, trace = instruction.settlement_id, instruction.trace
     with (
         about_settlement(sid, instruction.tenant, trace),
         traced("rail.send", trace, SpanKind.CLIENT, {"settlement.id": sid}),
     ):
         result = await rail.send(instruction)
-        detail = f": {result.detail}" if result.detail else ""
-        log.info(
-            "rail answered %s to key %s%s", result.outcome, instruction.idempotency_key, detail
-        )
+        level = logging.DEBUG if result.outcome is RailOutcome.ACCEPTED else logging.INFO
+        if log.isEnabledFor(level):
+            detail = f": {result.detail}" if result.detail else ""
+            log.log(level, "rail answered %s to key %s%s", result.outcome,
+                    instruction.idempotency_key, detail)  # fmt: skip
     return result

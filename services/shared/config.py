@@ -28,7 +28,7 @@ from services.shared.domain.breaks import (
 from services.shared.domain.payout import PayoutMethod
 from services.shared.domain.proposal import DEFAULT_MAX_AGE_SECONDS
 from services.shared.errors import ConfigError
-from services.shared.logs import LogFormat
+from services.shared.logs import LogFormat, LogLevel
 from services.shared.tenant_limits import NO_LIMITS, TenantLimits, parse_tenant_limits
 from services.shared.tokens import by_token, parse_tokens
 from services.shared.tracing import TraceExporter
@@ -173,8 +173,9 @@ class Settings(BaseSettings):
     proposal_max_age_seconds: int = Field(
         DEFAULT_MAX_AGE_SECONDS, alias="SETTLE_PROPOSAL_MAX_AGE_SECONDS", gt=0
     )
-    # Observability: log lines as JSON (or text), and where spans go (nowhere by default).
+    # Observability: log lines as JSON (or text), how many, and where spans go (nowhere).
     log_format: LogFormat = Field(LogFormat.JSON, alias="SETTLE_LOG_FORMAT")
+    log_level: LogLevel = Field(LogLevel.INFO, alias="SETTLE_LOG_LEVEL")
     otel_exporter: TraceExporter = Field(TraceExporter.NONE, alias="SETTLE_OTEL_EXPORTER")
 
     @field_validator("tenant_limits", mode="before")

@@ -37,6 +37,15 @@ class LogFormat(StrEnum):
     TEXT = "text"  # the classic line, for a person at a terminal
 
 
+class LogLevel(StrEnum):
+    """The least a service logs (`SETTLE_LOG_LEVEL`): each settlement's routine steps (a
+    webhook applied, a rail call answered) are `debug`; what needs a look is `info` or more."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+
+
 class SettlementFields(NamedTuple):
     """What every line about a settlement names."""
 
@@ -114,7 +123,7 @@ class TextLines(logging.Formatter):
         return text + "".join(f" {k}={v}" for k, v in about._asdict().items() if v is not None)
 
 
-def use_log_format(log_format: LogFormat, service: str, level: int = logging.INFO) -> None:
+def use_log_format(log_format: LogFormat, service: str, level: LogLevel = LogLevel.INFO) -> None:
     """Send this process's log lines to standard error in `log_format`."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines(service) if log_format is LogFormat.JSON else TextLines())
@@ -122,4 +131,4 @@ def use_log_format(log_format: LogFormat, service: str, level: int = logging.INF
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level)
+    root.setLevel(level.upper())

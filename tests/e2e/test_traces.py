@@ -113,6 +113,7 @@ async def test_a_settlement_keeps_its_callers_trace_from_request_to_webhook(
         "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
         "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": rail_url,
         "SETTLE_API_TOKENS": f"{tenant}:{token}",
+        "SETTLE_LOG_LEVEL": "debug",  # each settlement's routine lines are debug
     }  # fmt: skip
     relay_log, inbox_log = tmp_path / "relay.log", tmp_path / "inbox.log"
     db = await asyncpg.connect(asyncpg_dsn(database))

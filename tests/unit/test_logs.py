@@ -17,6 +17,7 @@ from services.shared.errors import ConfigError
 from services.shared.logs import (
     JsonLines,
     LogFormat,
+    LogLevel,
     TextLines,
     about_settlement,
     settlement_fields,
@@ -104,6 +105,9 @@ def test_the_format_is_named_by_its_setting_and_json_by_default() -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings({"SETTLE_LOG_FORMAT": "xml"})
     assert caught.value.variable == "SETTLE_LOG_FORMAT"
+    assert load_settings({}).log_level is LogLevel.INFO
+    with pytest.raises(ConfigError, match="SETTLE_LOG_LEVEL"):
+        load_settings({"SETTLE_LOG_LEVEL": "chatty"})
 
 
 def test_use_log_format_puts_one_handler_on_the_root() -> None:
@@ -114,6 +118,12 @@ def test_use_log_format_puts_one_handler_on_the_root() -> None:
         use_log_format(LogFormat.JSON, "ledger")
         [handler] = root.handlers
         assert isinstance(handler.formatter, JsonLines)
+        # A settlement's routine steps are debug lines: not written at the default level.
+        assert not logging.getLogger("services.relay.rail").isEnabledFor(logging.DEBUG)
+        use_log_format(
+            LogFormat.JSON, "ledger", load_settings({"SETTLE_LOG_LEVEL": "debug"}).log_level
+        )
+        assert logging.getLogger("services.relay.rail").isEnabledFor(logging.DEBUG)
     finally:
         for h in list(root.handlers):
             root.removeHandler(h)
