@@ -20,13 +20,13 @@ from services.console.sessions import SessionStore
 from services.console.web import Console, error_page, templates
 from services.operations.approvals import policy_of
 from services.operations.rail_lookup import RailLookup, StripeLookup
-from services.shared.config import Deployment, RailKind, Settings
+from services.shared.config import Deployment, Settings
 from services.shared.database import create_pool
 from services.shared.edge import BearerAuth
+from services.shared.rail_address import rail_api_base
 
 POOL_SIZE = 8
 log = logging.getLogger(__name__)
-SIMULATOR_API = "http://127.0.0.1:12111"
 
 
 def _now() -> datetime:
@@ -65,9 +65,7 @@ async def compose(
     pool = await create_pool(settings, max_size=POOL_SIZE, keep_sessions=True)
     owned = None
     if rail is None:
-        base = settings.stripe_api_base or (
-            SIMULATOR_API if settings.rail is RailKind.SIM else None
-        )
+        base = rail_api_base(settings)
         rail = owned = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=base)
     gate = Gate(
         BearerAuth(settings.operator_by_token), BearerAuth(settings.tenant_by_token),

@@ -62,7 +62,9 @@ class Gate:
         session_id = request.cookies.get(self.cookie)
         if session_id:
             operator = await self.sessions.operator_of(session_id)
-            if operator is not None:
+            # A session lasts only while its operator still holds a token: one taken out of
+            # SETTLE_OPERATOR_TOKENS ends the sessions it opened at the console's restart.
+            if operator is not None and operator in self._operators.names:
                 return Caller(operator, session_id)
         raise SignInNeeded("sign in with an operator token")
 

@@ -29,12 +29,12 @@ from services.reconcile.metrics import ReconcileMetrics, create_metrics
 from services.reconcile.rail_source import RailSource
 from services.reconcile.reconciler import Reconciler, utc_now
 from services.reconcile.schedule import Schedule
-from services.shared.config import RailKind, Settings, libpq_dsn
+from services.shared.config import Settings, libpq_dsn
 from services.shared.database import create_pool
 from services.shared.edge import BearerAuth
+from services.shared.rail_address import rail_api_base
 from services.shared.running import run_until_first_exits
 
-SIMULATOR_API = "http://127.0.0.1:12111"
 POOL_SIZE = 4
 
 
@@ -79,7 +79,7 @@ async def compose(
     stripe.enable_telemetry = False  # nothing about our calls leaves but the calls
     metrics = create_metrics()
     pool = await create_pool(settings, max_size=POOL_SIZE)
-    api_base = settings.stripe_api_base or _default_api(settings)
+    api_base = rail_api_base(settings)
     rail = RailSource(settings.stripe_api_key.get_secret_value(), api_base=api_base)
     lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
     operators = BearerAuth(settings.operator_by_token)
@@ -115,8 +115,3 @@ async def serve(
     finally:
         server.should_exit = True
         await service.aclose()
-
-
-def _default_api(settings: Settings) -> str | None:
-    # The simulator is the local rail; against Stripe the library's own address is used.
-    return SIMULATOR_API if settings.rail is RailKind.SIM else None

@@ -25,14 +25,14 @@ from services.relay.outbox import (
 )
 from services.relay.stripe_rail import stripe_rail
 from services.relay.triggers import CONSUMER_GROUP, trigger_dispatch
-from services.shared.config import RailKind, Settings
+from services.shared.config import Settings
 from services.shared.database import create_pool
 from services.shared.kafka import idempotent_producer, manual_commit_consumer
 from services.shared.kafka_access import kafka_access
+from services.shared.rail_address import rail_api_base
 from services.shared.running import every, run_until_first_exits
 from services.shared.topics import EVENTS
 
-SIMULATOR_API = "http://127.0.0.1:12111"
 SWEEP_SECONDS = 1.0
 PRUNE_SECONDS = 60.0
 RETENTION_SECONDS = 3_600.0
@@ -76,8 +76,7 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     access = kafka_access(settings)  # a bad setting stops the start, before any connection
     metrics = create_metrics()
     pool = await relay_pool(settings)
-    if settings.rail is RailKind.SIM and settings.stripe_api_base is None:
-        settings = settings.model_copy(update={"stripe_api_base": SIMULATOR_API})
+    settings = settings.model_copy(update={"stripe_api_base": rail_api_base(settings)})
     policy = dispatch_policy(settings)
     rail = stripe_rail(settings, timeout=policy.call_seconds, connections=policy.concurrent_calls)
     dispatcher = Dispatcher(pool, rail, metrics, worker_name(), settings.rail_idempotent, policy)

@@ -151,6 +151,7 @@ class BearerAuth:
             raise ValueError("tenant_by_token: an empty token would let anyone in; remove it")
         # Comparing fixed-length digests hides the known tokens' lengths as well as contents.
         self._tenants = [(_digest(token), tenant) for token, tenant in tenant_by_token.items()]
+        self.names = frozenset(tenant_by_token.values())  # who holds a token now
 
     def tenant_for(self, token: str | None) -> str:
         """The tenant `token` belongs to; raise Unauthorized when it is missing or unknown."""

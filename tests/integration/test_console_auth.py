@@ -7,14 +7,19 @@ and action without cookie or form token, and a tenant's token is refused."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import httpx
 import pytest
 
+from services.console.auth import Gate
+from services.console.sessions import SessionStore
 from services.operations.rail_lookup import StripeLookup
+from services.shared.edge import BearerAuth
 from tests.integration.check_support import World, template
 from tests.integration.console_support import (
     ERIN,
+    FRANK,
     TENANT_TOKEN,
     Clock,
     bearer,
@@ -125,6 +130,23 @@ async def test_a_session_ends_after_eight_idle_hours_and_at_logout(
         client.cookies.update(cookies)  # the old cookie, kept by someone: no longer a session
         assert (await client.get("/")).status_code == 303
     assert await world.pool.fetchval("SELECT count(*) FROM console_sessions") == 0
+
+
+async def test_a_session_ends_once_its_operators_token_is_taken_out(
+    world: World, rail: StripeLookup, clock: Clock
+) -> None:
+    async with client_of(console_of(world, rail, clock)) as client:
+        await sign_in(client, FRANK)
+        assert (await client.get("/audit")).status_code == 200
+        # The console restarted without frank's token: his cookie no longer signs him in.
+        gate = Gate(
+            BearerAuth({ERIN: "erin"}), BearerAuth({TENANT_TOKEN: "acme"}),
+            SessionStore(world.pool, clock), secure=False,
+        )  # fmt: skip
+        revoked = replace(console_of(world, rail, clock), gate=gate)
+        async with client_of(revoked) as after:
+            after.cookies.update(dict(client.cookies))
+            assert (await after.get("/audit")).status_code == 303
 
 
 async def test_a_post_without_its_form_token_is_refused_with_a_code_and_changes_nothing(

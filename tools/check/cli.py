@@ -17,6 +17,7 @@ from rich.console import Console
 from services.shared.config import RailKind, Settings, load_settings
 from services.shared.errors import ConfigError
 from services.shared.kafka_access import kafka_access
+from services.shared.rail_address import SIMULATOR_API
 from services.shared.topics import EVENTS
 from tools.check.errors import SourceUnavailable
 
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from tools.check.rail import EffectSource
 
 HOLDS, BROKEN, NO_VERDICT = 0, 1, 2
-SIMULATOR_API = "http://127.0.0.1:12111"
 
 
 @click.command()

@@ -16,7 +16,7 @@ import click
 
 from services.shared.config import Settings
 from services.shared.domain.proposal import ProposalStatus
-from tools.check.cli import SIMULATOR_API
+from services.shared.rail_address import rail_api_base
 from tools.operations.common import (
     DONE,
     database,
@@ -73,7 +73,7 @@ def approve(proposal_id: str, operator: str, rail_url: str | None, as_json: bool
     from services.operations.rail_lookup import StripeLookup
 
     async def work(settings: Settings) -> int:
-        api_base = rail_url or settings.stripe_api_base or SIMULATOR_API
+        api_base = rail_api_base(settings, rail_url)
         lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
         try:
             async with database(settings) as pool, pool.acquire() as conn:

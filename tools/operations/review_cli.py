@@ -15,7 +15,7 @@ import click
 
 from services.shared.config import Settings
 from services.shared.domain.instruction import Resolution
-from tools.check.cli import SIMULATOR_API
+from services.shared.rail_address import rail_api_base
 from tools.operations.common import (
     DONE,
     REFUSED,
@@ -96,7 +96,7 @@ def resolve(
     listed = from_file.read_text() if from_file is not None else ""
 
     async def work(settings: Settings) -> int:
-        api_base = rail_url or settings.stripe_api_base or SIMULATOR_API
+        api_base = rail_api_base(settings, rail_url)
         lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
         policy = policy_of(settings)
         try:

@@ -18,7 +18,7 @@ import httpx
 
 from services.shared.config import load_settings
 from services.shared.errors import ConfigError
-from tools.check.cli import SIMULATOR_API
+from services.shared.rail_address import SIMULATOR_API
 
 STATEMENT_PATH = "/v1/reporting/statement"
 TIMES = click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"])

@@ -21,7 +21,7 @@ from services.reconcile.errors import StatementUnreadable
 from services.shared.config import Settings, load_settings
 from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS
 from services.shared.errors import ConfigError, StoreUnavailable
-from tools.check.cli import SIMULATOR_API
+from services.shared.rail_address import rail_api_base
 
 if TYPE_CHECKING:
     from services.reconcile.lineage import Ref
@@ -127,7 +127,7 @@ async def _run(
     else:
         rail = RailSource(
             settings.stripe_api_key.get_secret_value(),
-            api_base=rail_url or settings.stripe_api_base or SIMULATOR_API,
+            api_base=rail_api_base(settings, rail_url),
         )
         window = windows.end_of_day(day) if day is not None else None
     pool = await create_pool(settings, max_size=2)

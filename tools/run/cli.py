@@ -256,7 +256,7 @@ def demo(
     timeout_s: float,
 ) -> None:
     """Submit a batch over Kafka and HTTP (with retries), follow it, report, check invariants."""
-    from tools.check.cli import SIMULATOR_API
+    from services.shared.rail_address import SIMULATOR_API
     from tools.check.errors import SourceUnavailable
     from tools.run.demo import DemoOptions, run_demo
     from tools.run.report import print_demo
