@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import click
 
@@ -60,6 +61,7 @@ def replay_command(event: str, actor: str) -> None:
     from services.inbox.operator import replay
     from services.inbox.worker import utc_now
     from services.operations.approvals import awaiting, policy_of, propose
+    from services.operations.operator_proof import OPERATOR_TOKEN, prove_operator
     from services.shared.config import libpq_dsn
     from services.shared.domain.proposal import ProposedAction
 
@@ -69,6 +71,7 @@ def replay_command(event: str, actor: str) -> None:
     async def run() -> str:
         import asyncpg
 
+        prove_operator(settings, actor, os.environ.get(OPERATOR_TOKEN))
         conn = await asyncpg.connect(libpq_dsn(settings.database_url))
         try:
             if policy.two_person:

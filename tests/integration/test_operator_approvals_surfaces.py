@@ -103,10 +103,12 @@ async def test_an_inbox_replay_in_two_person_mode_is_proposed_not_done(world: Wo
     assert status == "dead" and await audit_of(world, str(row_id)) == []
 
 
-async def settle(world: World, *args: str) -> tuple[int, dict[str, Any]]:
+async def settle(world: World, *args: str, token: str = ALICE) -> tuple[int, dict[str, Any]]:
+    """`settle *args --json` in two-person mode, proving its operator with `token`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
     env |= {"SETTLE_DATABASE_URL": world.url, "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap,
-            "SETTLE_TWO_PERSON": "true"}  # fmt: skip
+            "SETTLE_TWO_PERSON": "true", "SETTLE_OPERATOR_TOKENS": f"alice:{ALICE},bob:{BOB}",
+            "SETTLE_OPERATOR_TOKEN": token}  # fmt: skip
     process = await asyncio.create_subprocess_exec(
         SETTLE, *args, "--json", env=env, stdout=asyncio.subprocess.PIPE
     )
@@ -128,7 +130,16 @@ async def test_settle_review_proposes_and_settle_approvals_approves(world: World
     rail_url = ("--rail-url", world.sim_url)
     status, own = await settle(world, "approvals", "approve", pid, "--operator", "alice", *rail_url)
     assert (status, own["error"]["code"]) == (1, "same_operator")
-    status, done = await settle(world, "approvals", "approve", pid, "--operator", "bob", *rail_url)
+    # A typed name is not a second operator: bob's name needs bob's token.
+    for token in (ALICE, "", "not-a-token"):
+        status, posing = await settle(
+            world, "approvals", "approve", pid, "--operator", "bob", *rail_url, token=token
+        )
+        assert (status, posing["error"]["code"]) == (1, "operator_unproven")
+    assert (await snapshot(world, sid))["status"] == "needs_review"
+    status, done = await settle(
+        world, "approvals", "approve", pid, "--operator", "bob", *rail_url, token=BOB
+    )
     assert (status, done["status"], done["decided_by"]) == (0, "approved", "bob")
     assert (await snapshot(world, sid))["status"] == "failed"
     assert await audit_of(world, f"settlement:{sid}") == [("alice", "bob")]

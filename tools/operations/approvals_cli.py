@@ -24,6 +24,7 @@ from tools.operations.common import (
     echo_json,
     json_option,
     operator_option,
+    proven,
     run,
 )
 
@@ -73,6 +74,7 @@ def approve(proposal_id: str, operator: str, rail_url: str | None, as_json: bool
     from services.operations.rail_lookup import StripeLookup
 
     async def work(settings: Settings) -> int:
+        proven(settings, operator)
         api_base = rail_api_base(settings, rail_url)
         lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
         try:
@@ -100,6 +102,7 @@ def reject(proposal_id: str, operator: str, reason: str | None, as_json: bool) -
     from services.operations.approvals import reject as reject_one
 
     async def work(settings: Settings) -> int:
+        proven(settings, operator)
         async with database(settings) as pool, pool.acquire() as conn:
             done = await reject_one(
                 conn, proposal_id, operator=operator, now=datetime.now(UTC), reason=reason,
@@ -121,6 +124,7 @@ def withdraw(proposal_id: str, operator: str, as_json: bool) -> None:
     from services.operations.approvals import withdraw as withdraw_one
 
     async def work(settings: Settings) -> int:
+        proven(settings, operator)
         async with database(settings) as pool, pool.acquire() as conn:
             done = await withdraw_one(
                 conn, proposal_id, operator=operator, now=datetime.now(UTC),

@@ -26,6 +26,7 @@ from tools.operations.common import (
     fail,
     json_option,
     operator_option,
+    proven,
     reason_option,
     run,
 )
@@ -106,6 +107,7 @@ def resolve(
     listed = from_file.read_text() if from_file is not None else ""
 
     async def work(settings: Settings) -> int:
+        proven(settings, operator)
         policy = policy_of(settings)
         async with database(settings) as pool:
 

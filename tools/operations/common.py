@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, NoReturn, TypeVar
@@ -31,6 +32,14 @@ operator_option = click.option(
     "--operator", required=True, help="Who acts: the name the audit row keeps."
 )
 reason_option = click.option("--reason", required=True, help="Why: kept in the audit row.")
+
+
+def proven(settings: Settings, operator: str) -> None:
+    """In two-person mode, refuse unless SETTLE_OPERATOR_TOKEN is one of `operator`'s tokens
+    (services/operations/operator_proof.py): a typed name alone proves nobody."""
+    from services.operations.operator_proof import OPERATOR_TOKEN, prove_operator
+
+    prove_operator(settings, operator, os.environ.get(OPERATOR_TOKEN))
 
 
 def exit_status(error: ApiError) -> int:

@@ -25,6 +25,7 @@ from tools.operations.common import (
     fail,
     json_option,
     operator_option,
+    proven,
     reason_option,
     run,
 )
@@ -96,6 +97,7 @@ def resolve(
     listed = from_file.read_text() if from_file is not None else ""
 
     async def work(settings: Settings) -> int:
+        proven(settings, operator)
         api_base = rail_api_base(settings, rail_url)
         lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
         policy = policy_of(settings)
