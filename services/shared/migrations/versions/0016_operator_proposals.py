@@ -23,7 +23,7 @@ partitioned table rewrites nothing, and its CHECK is added NOT VALID (no partiti
 every existing row has no approver, so it holds by construction).
 
 Revision ID: 0016
-Revises: 0014
+Revises: 0015
 Create Date: 2026-11-26
 """
 

@@ -16,7 +16,7 @@ reads no row. Settlements booked before it have no trace (NULL), and their event
 without the headers. The downgrade drops both columns.
 
 Revision ID: 0017
-Revises: 0014
+Revises: 0016
 Create Date: 2026-11-26
 """
 
