@@ -15,7 +15,7 @@ import stripe
 import uvicorn
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from services.relay.dispatch import Dispatcher, DispatchPolicy
+from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics, metrics_app
 from services.relay.outbox import (
     PUBLISH_BATCH_BYTES,
@@ -23,6 +23,7 @@ from services.relay.outbox import (
     prune_published,
     publish_forever,
 )
+from services.relay.policy import DispatchPolicy
 from services.relay.stripe_rail import stripe_rail
 from services.relay.triggers import CONSUMER_GROUP, trigger_dispatch
 from services.shared.config import Settings

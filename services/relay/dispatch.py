@@ -9,9 +9,15 @@ key; a rail that honours keys collapses the attempts into one transfer. For a ra
 not (`rail_idempotent=False`), and for any re-issue past the rail's key window, the rail is
 searched for our settlement first and a transfer found there is adopted.
 
-A worker whose lease was taken over fails its check before sending (pass 1 reads its fresh
-claim's lease from its own clock, see `LeaseClock`; pass 2 asks PostgreSQL for lease and fence)
-and its fence check when recording, and sends nothing more.
+Two rules keep a paused worker from paying what its successor pays again. The holder reads
+its lease from its own clock (`LeaseClock`, which runs on through a pause) at the last moment,
+inside the transport with no await before the write (services/shared/send_gate.py): a call
+that could outlive the lease is never written. And a take-over that will look at the rail
+first, of a lease that ran out mid-call, waits until the holder's last possible write
+(`call_seconds` before its lease's end) has ended at the rail, giving the rail
+`ambiguous_pause_seconds` past that end (RECLAIM_DUE holds such rows back). Only a stall
+between the last check and the write itself that outlasts `call_seconds` plus that pause,
+less the rail's own processing time, escapes both.
 """
 
 from __future__ import annotations
@@ -22,7 +28,6 @@ import random
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
@@ -30,7 +35,9 @@ import asyncpg
 from services.relay import dispatch_sql as sql
 from services.relay.lease import LeaseClock
 from services.relay.metrics import RelayMetrics
+from services.relay.policy import DispatchPolicy
 from services.relay.rail import Rail, RailInstruction, RailOutcome, RailResult, call_rail
+from services.shared import send_gate
 from services.shared.backoff import backoff
 from services.shared.domain.instruction import SETTLEMENT_AFTER, end_of_budget, target_of
 from services.shared.domain.instruction import InstructionEvent as E
@@ -42,25 +49,6 @@ from services.shared.tracing import carried
 from services.shared.transitions import Move, TransitionBatch, apply_transition, apply_transitions
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DispatchPolicy:
-    """Leases, retries and windows of the dispatcher."""
-
-    lease_seconds: float = 30.0  # longer than the rail call timeout, with room to record
-    call_seconds: float = 10.0  # the rail call's own timeout; checked against the lease
-    max_attempts: int = 8  # the retry budget
-    backoff_base: float = 0.5  # seconds; full jitter over base * 2**attempt
-    backoff_cap: float = 60.0
-    stale_pending_seconds: float = 10.0  # pending this long without a claim: pass 2 takes it
-    rail_key_window_seconds: float = 86_400.0  # how long the rail honours a key
-    sweep_batch: int = 200
-    concurrent_calls: int = 64  # rail calls in flight at once from this dispatcher
-    # After an ambiguous answer from a rail that ignores keys, the lookup that precedes the
-    # re-issue waits this long at least: a request our client gave up on may still be running
-    # at the rail, and a lookup that runs before it finishes would miss its transfer.
-    ambiguous_pause_seconds: float = 20.0
 
 
 class Dispatcher:
@@ -101,6 +89,7 @@ class Dispatcher:
                 return
             moves = [Move(r["settlement_id"], SETTLEMENT_AFTER[E.CLAIM]) for r in rows]
             await apply_transitions(conn, moves, actor=self.worker, now=_now())
+        failpoint("dispatch.after_claim")  # claimed, nothing sent yet
         answers = await asyncio.gather(*(self._send(_instruction(r), lease) for r in rows))
         sent = [(row, result) for row, result in zip(rows, answers, strict=True) if result]
         self.metrics.fence_rejections.inc(len(rows) - len(sent))
@@ -116,18 +105,19 @@ class Dispatcher:
             for row, result in sent if result.outcome is not RailOutcome.ACCEPTED
         ))  # fmt: skip
 
-    async def _send(
-        self, instruction: RailInstruction, lease: LeaseClock | None = None
-    ) -> RailResult | None:
-        """The rail's answer (`call_rail`: traced, logged); None, sending nothing, if `lease`
-        leaves no time for the call."""
+    async def _send(self, instruction: RailInstruction, lease: LeaseClock) -> RailResult | None:
+        """The rail's answer (`call_rail`: traced, logged); None, having written nothing, if
+        `lease` leaves no time for the call when it would start or at the moment of writing."""
         async with self._calls:
-            if lease is not None and not lease.time_for_a_call():
+            if not lease.time_for_a_call():
                 return None  # pass 2 takes it over once the lease ran out
             failpoint("dispatch.before_call")
             started = time.monotonic()
             failpoint("dispatch.during_call")  # with kill-in:S, lands while the call is out
-            result = await call_rail(self.rail, instruction)
+            with send_gate.guarded(lease.time_for_a_call) as gate:
+                result = await call_rail(self.rail, instruction)
+            if gate.refused:
+                return None  # the lease ran out on the way to the rail; nothing went out
         self.metrics.rail_seconds.observe(time.monotonic() - started)
         self.metrics.rail_calls.labels(outcome=str(result.outcome)).inc()
         return result
@@ -157,12 +147,15 @@ class Dispatcher:
 
     async def sweep(self) -> int:
         """Pass 2: take over due and forgotten instructions and send them again."""
+        p = self.policy
         async with self.pool.acquire() as conn:
-            await conn.fetchval(sql.END_STALLED_RELAY_SESSIONS, self.policy.lease_seconds)
+            await conn.fetchval(sql.END_STALLED_RELAY_SESSIONS, p.lease_seconds)
+        lease = LeaseClock(p.lease_seconds, p.call_seconds)
         async with self.pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(
-                sql.RECLAIM_DUE, self.policy.lease_seconds, self.worker,
-                self.policy.stale_pending_seconds, self.policy.sweep_batch,
+                sql.RECLAIM_DUE, p.lease_seconds, self.worker, p.stale_pending_seconds,
+                p.sweep_batch, not self.rail_idempotent, p.rail_key_window_seconds,
+                p.ambiguous_pause_seconds,
             )  # fmt: skip
             moves = [
                 Move(r["settlement_id"], SETTLEMENT_AFTER[E.RECLAIM])
@@ -171,14 +164,14 @@ class Dispatcher:
             await apply_transitions(conn, moves, actor=self.worker, now=_now())
         self.metrics.reclaims.inc(sum(1 for r in rows if r["was"] == I.PROCESSING))
         # Taken-over instructions are sent side by side: a slow rail must not serialise them.
-        await asyncio.gather(*(self._attempt(row) for row in rows))
+        await asyncio.gather(*(self._attempt(row, lease) for row in rows))
         async with self.pool.acquire() as conn:
             gauges = await conn.fetchrow(sql.GAUGES)
         self.metrics.in_flight.set(gauges["in_flight"])
         self.metrics.stuck.set(gauges["stuck"])
         return len(rows)
 
-    async def _attempt(self, row: asyncpg.Record) -> None:
+    async def _attempt(self, row: asyncpg.Record, lease: LeaseClock) -> None:
         instruction = _instruction(row)
         fence = int(row["fence"])
         must_look = row["sent_before"] and (
@@ -203,22 +196,14 @@ class Dispatcher:
                 await self._record(instruction, fence, row["attempts"],
                                    RailResult(RailOutcome.ACCEPTED, found, "adopted"))  # fmt: skip
                 return
-        if not await self._still_holder(instruction, fence):
+            failpoint("dispatch.after_lookup")  # the rail holds nothing yet; about to send
+        result = await self._send(instruction, lease)
+        if result is None:  # the lease ran out before the write: nothing was sent
             self.metrics.fence_rejections.inc()
-            return
-        result = await self._send(instruction)
-        if result is None:  # only a lease clock refuses a call; pass 2 asked PostgreSQL instead
             return
         if result.outcome is RailOutcome.ACCEPTED:
             failpoint("dispatch.after_accept")  # the rail paid; nothing of it is recorded
         await self._record(instruction, fence, row["attempts"], result)
-
-    async def _still_holder(self, instruction: RailInstruction, fence: int) -> bool:
-        async with self.pool.acquire() as conn:
-            held = await conn.fetchval(
-                sql.STILL_HOLDER, instruction.settlement_id, fence, self.policy.call_seconds
-            )
-        return held is not None
 
     async def _record(
         self, instruction: RailInstruction, fence: int, attempts: int, result: RailResult

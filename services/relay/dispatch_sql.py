@@ -34,12 +34,21 @@ RETURNING r.settlement_id, r.tenant, r.idempotency_key, r.destination, r.amount,
 """
 
 # Pass 2: processing rows whose lease ran out (a crashed or stalled worker, or a retry that is
-# due) and pending rows nobody claimed, taken over with the fence moved on.
+# due) and pending rows nobody claimed, taken over with the fence moved on. A row whose holder
+# may still have been sending when its lease ran out (no retry scheduled past that end) is
+# held back $7 seconds more where the take-over will look at the rail before sending (a rail
+# that ignores keys, $5, or a key older than the rail's window, $6): a request that holder
+# wrote at its last moment must have ended at the rail before the lookup, or the lookup would
+# miss it and the re-issue pay twice.
 RECLAIM_DUE = f"""
 WITH due AS (
     SELECT settlement_id, status AS was, first_sent_at AS sent_at
       FROM rail_instructions
-     WHERE (status = '{I.PROCESSING}' AND lease_until < now())
+     WHERE (status = '{I.PROCESSING}' AND lease_until < now()
+            AND (next_attempt_at >= lease_until
+                 OR lease_until < now() - CASE
+                        WHEN $5 OR first_sent_at < now() - make_interval(secs => $6)
+                        THEN make_interval(secs => $7) ELSE interval '0' END))
         OR (status = '{I.PENDING}' AND created_at < now() - make_interval(secs => $3))
      ORDER BY lease_until NULLS FIRST
      LIMIT $4
@@ -62,13 +71,6 @@ RETURNING r.settlement_id, r.tenant, r.idempotency_key, r.destination, r.amount,
           r.method, r.fence, r.attempts, due.sent_at IS NOT NULL AS sent_before,
           coalesce(extract(epoch FROM now() - due.sent_at), 0)::float8 AS sent_age,
           due.was, s.traceparent, s.tracestate
-"""
-
-# Just before calling the rail: is this worker still the holder, with time left on its lease?
-STILL_HOLDER = f"""
-SELECT 1 FROM rail_instructions
- WHERE settlement_id = $1 AND fence = $2 AND status = '{I.PROCESSING}'
-   AND lease_until > now() + make_interval(secs => $3)
 """
 
 RECORD_TRANSFERRED_MANY = f"""

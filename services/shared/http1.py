@@ -9,7 +9,8 @@ answer's head with one ``readuntil``.
     TransportError              no whole answer came (a SettleError)
     ├── NotSent                 nothing was written: a URL it cannot send to, connect refused
     │                           or failed (DNS, TCP, TLS), connect or pool wait past its
-    │                           bound; sending again is safe
+    │                           bound, the caller's send gate closed (services/shared/
+    │                           send_gate.py); sending again is safe
     └── AnswerLost              the request was written, or may have been, and the answer
         │                       broke, never came, or was not HTTP; it may have taken effect
         └── AnswerTimeout       the call's deadline passed after writing (a TimeoutError)
@@ -27,6 +28,7 @@ import ssl
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
+from services.shared import send_gate
 from services.shared.errors import SettleError
 from services.shared.http1_wire import HEAD_END, Answer, read_answer, request_bytes
 
@@ -244,7 +246,12 @@ class HTTP1Client:
         kept = False
         try:
             async with asyncio.timeout_at(deadline):
+                # The last check of a guarded call: after the connection is in hand, with no
+                # await between it and the write.
+                if not send_gate.may_write():
+                    raise NotSent(f"the send gate closed before writing to {origin.authority}")
                 writer.write(message)
+                send_gate.written()
                 try:
                     head = await reader.readuntil(HEAD_END)
                 except (ConnectionError, asyncio.IncompleteReadError) as e:

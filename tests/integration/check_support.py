@@ -27,9 +27,10 @@ from railsim.http import create_app
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
-from services.relay.dispatch import Dispatcher, DispatchPolicy
+from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.outbox import OutboxPublisher
+from services.relay.policy import DispatchPolicy
 from services.shared.domain.settlement import SettlementStatus as S
 from services.shared.kafka import idempotent_producer
 from services.shared.kafka_access import KafkaAccess

@@ -13,8 +13,9 @@ import pytest
 
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
-from services.relay.dispatch import Dispatcher, DispatchPolicy
+from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
+from services.relay.policy import DispatchPolicy
 from services.relay.rail import RailInstruction, RailOutcome, RailResult
 from services.relay.stripe_rail import RailLookupIncomplete
 from services.shared import avro

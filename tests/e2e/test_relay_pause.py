@@ -1,0 +1,119 @@
+"""A relay frozen (SIGSTOP) at the moments that matter for money, against a rail that ignores
+keys: its successor takes the instruction over, and when the frozen relay wakes the rail still
+holds one transfer per settlement.
+
+- Frozen after its lease check, before its write: on waking, its lease has run out, so the
+  last check (made in the transport, just before the write) refuses and nothing is sent.
+- Frozen just after its write, with the rail slow to act on it: the successor's lookup waits
+  until that request has ended at the rail, finds the transfer and adopts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import asyncpg
+import httpx
+import psutil
+import pytest
+
+from services.ledger.acceptor import Ledger
+from services.ledger.booking import Books
+from tests.conftest import asyncpg_dsn, unique
+from tests.e2e.test_ledger_crash import free_port
+from tests.e2e.test_relay_crash import database, process, stage, wait_healthy, wait_transferred
+from tests.integration.test_ledger_books import WINDOWS, request
+
+pytestmark = pytest.mark.e2e
+__all__ = ["database"]  # the fixture, shared with the crash tests
+COUNT = 3
+LEASE = 6.0  # the relay's call timeout is a third of it, its take-over pause two thirds
+
+
+async def frozen(proc: subprocess.Popen[bytes], seconds: float = 60) -> None:
+    """Wait until `proc` stopped itself at its failpoint."""
+    async with asyncio.timeout(seconds):
+        while psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED:
+            assert proc.poll() is None, "the relay died instead of stopping"
+            await asyncio.sleep(0.05)
+
+
+async def fence_rejections(metrics_port: int) -> float:
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+    return next(
+        float(line.split()[-1]) for line in text.splitlines()
+        if line.startswith("settle_relay_fence_rejections_total ")
+    )  # fmt: skip
+
+
+async def book(database: str) -> set[str]:
+    pool = await asyncpg.create_pool(asyncpg_dsn(database), min_size=1, max_size=2)
+    try:
+        results = await Ledger(pool, Books(WINDOWS)).accept_many(
+            [request(unique("t"), amount=100 + n, currency="USD") for n in range(COUNT)]
+        )
+    finally:
+        await pool.close()
+    return {json.loads(r.body)["id"] for r in results}
+
+
+async def paused_then_taken_over(
+    database: str, kafka_bootstrap: str, tmp_path: Path, point: str, rail_latency_ms: int
+) -> tuple[dict[str, int], set[str], float]:
+    """Book COUNT settlements; relay A stops itself at `point` on its first pass there (the
+    simulator answering the calls made until then after `rail_latency_ms`); relay B takes
+    over and records every transfer; A is woken. (Effects per settlement at the rail, the
+    settlement ids, A's fence rejections after waking.)"""
+    on = await stage(database, kafka_bootstrap, lease=LEASE, honours_keys=False)
+    db = await asyncpg.connect(asyncpg_dsn(database))
+    log, a_port = tmp_path / "relay.log", free_port()
+    try:
+        with process(on.sim_args, on.env, tmp_path / "railsim.log"):
+            async with httpx.AsyncClient(base_url=on.sim_url) as sim:
+                await wait_healthy(sim)
+                await sim.post("/_sim/faults", json={"latency_ms": rail_latency_ms})
+                ids = await book(database)
+                a_env = {**on.env, "SETTLE_FAILPOINTS": f"{point}=stop@1"}
+                with process(["relay", "--metrics-port", str(a_port)], a_env, log) as a:
+                    await frozen(a)
+                    await sim.post("/_sim/faults", json={"profile": "none"})
+                    b_args = ["relay", "--metrics-port", str(free_port())]
+                    with process(b_args, on.env, log):
+                        await wait_transferred(db, COUNT, 90)
+                        a.send_signal(signal.SIGCONT)
+                        await asyncio.sleep(4)  # A's call, if it makes one, lands by then
+                        rejected = await fence_rejections(a_port)
+                effects = (await sim.get("/_sim/effects")).json()["by_settlement"]
+    finally:
+        await db.close()
+    made = {sid: e["transfers"] + e["payouts"] for sid, e in effects.items()}
+    return made, ids, rejected
+
+
+@pytest.mark.parametrize("point", ["dispatch.before_call", "rail.before_write"])
+async def test_a_relay_frozen_before_its_write_sends_nothing_once_its_lease_ran_out(
+    database: str, kafka_bootstrap: str, tmp_path: Path, point: str
+) -> None:
+    made, ids, rejected = await paused_then_taken_over(
+        database, kafka_bootstrap, tmp_path, point, rail_latency_ms=0
+    )
+    assert set(made) == ids
+    assert all(n == 1 for n in made.values()), {s: n for s, n in made.items() if n != 1}
+    assert rejected >= 1  # the frozen relay's last check refused the write
+
+
+async def test_a_take_over_of_a_call_in_flight_looks_only_once_the_rail_is_done_with_it(
+    database: str, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    # The frozen relay's request reaches the rail, which acts on it 8.5 s later: after the
+    # lease (6 s) ran out, before the take-over's pause (4 s more) ends.
+    made, ids, _ = await paused_then_taken_over(
+        database, kafka_bootstrap, tmp_path, "rail.after_write", rail_latency_ms=8_500
+    )
+    assert set(made) == ids
+    assert all(n == 1 for n in made.values()), {s: n for s, n in made.items() if n != 1}
