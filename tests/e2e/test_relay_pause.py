@@ -46,9 +46,10 @@ async def fence_rejections(metrics_port: int) -> float:
     async with httpx.AsyncClient() as client:
         text = (await client.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
     return next(
-        float(line.split()[-1]) for line in text.splitlines()
+        float(line.split()[-1])
+        for line in text.splitlines()
         if line.startswith("settle_relay_fence_rejections_total ")
-    )  # fmt: skip
+    )
 
 
 async def book(database: str) -> set[str]:

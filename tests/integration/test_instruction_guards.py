@@ -61,7 +61,7 @@ async def write(conn: asyncpg.Connection, event: InstructionEvent, sids: list[uu
     if event is InstructionEvent.CLAIM:
         await conn.fetch(sql.CLAIM_PENDING, sids, 30.0, "w")
     elif event is InstructionEvent.RECLAIM:
-        await conn.fetch(sql.RECLAIM_DUE, 30.0, "w", 0.0, 1_000)
+        await conn.fetch(sql.RECLAIM_DUE, 30.0, "w", 0.0, 1_000, False, 86_400.0, 0.0)
     elif event is InstructionEvent.ACCEPT:
         await conn.fetch(sql.RECORD_TRANSFERRED_MANY, sids, [FENCE] * len(sids),
                          [f"tr_new_{sid}" for sid in sids])  # fmt: skip

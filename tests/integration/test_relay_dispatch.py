@@ -14,6 +14,7 @@ import pytest
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.relay.dispatch import Dispatcher
+from services.relay.lease import LeaseClock
 from services.relay.metrics import create_metrics
 from services.relay.policy import DispatchPolicy
 from services.relay.rail import RailInstruction, RailOutcome, RailResult
@@ -192,7 +193,9 @@ async def test_a_stale_worker_is_fenced_off_and_sends_nothing(pool: asyncpg.Pool
         )
     await fresh.sweep()  # takes over with fence + 1 and completes
     assert (await state(pool, sid))[1] == "transferred" and rail.sends == 1
-    await stale._attempt(claimed)  # wakes up with its old fence
+    moments = iter([0.0, 31.0])  # its lease began at the claim; it wakes 31 s later
+    lease = LeaseClock(30.0, 10.0, clock=lambda: next(moments))
+    await stale._attempt(claimed, lease)  # wakes up with its old fence
     assert rail.sends == 1 and rail.effects[sid] == 1
     assert stale.metrics.registry.get_sample_value("settle_relay_fence_rejections_total") == 1
 

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import itertools
+import signal
 from collections import Counter
 
 import pytest
 
+from services.shared.failpoints import parse
 from tools.chaos.schedule import (
+    FIRST_SELF_PAUSE,
     KILL_GAP_S,
     RELAYS,
+    SELF_PAUSE_EVERY,
     WINDOW,
     Fault,
     fault_schedule,
     kills_per_service,
+    self_pauses,
 )
 
 LEASE_S = 6.0
@@ -90,3 +95,16 @@ def test_two_kills_of_one_service_are_apart_so_the_second_finds_it_running(secon
             ordered = sorted(times)
             gaps = [b - a for a, b in itertools.pairwise(ordered)]
             assert all(g >= KILL_GAP_S - 0.01 for g in gaps), (seed, target, times)
+
+
+def test_each_relay_stops_itself_at_two_moments_that_matter_decided_by_the_seed() -> None:
+    specs = self_pauses(7, 3000)
+    assert specs == self_pauses(7, 3000) and specs != self_pauses(8, 3000)
+    assert set(specs) == set(RELAYS)
+    points = [parse(spec) for spec in specs.values()]
+    assert sorted(name for p in points for name in p) == sorted(SELF_PAUSE_EVERY)
+    for named in points:
+        for point in named.values():
+            assert point.signal == signal.SIGSTOP
+            assert FIRST_SELF_PAUSE[0] <= point.nth <= FIRST_SELF_PAUSE[1]
+            assert point.every is not None and point.every >= 5

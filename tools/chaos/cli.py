@@ -1,9 +1,10 @@
-"""`settle chaos --count N --seconds S --seed K [--rail-ignores-keys] [--report FILE]`.
+"""`settle chaos --count N --seconds S --seed K [--runs R] [--rail-ignores-keys] [--report P]`.
 
-Exit status: 0 every guarantee holds, every submitted settlement was booked exactly once and
-reached a final state, every fault landed and no process of the run is left; 1 one of those
-failed; 2 the run could not be carried out (a server or service would not start). Ctrl-C or
-SIGTERM stops the children and both private servers before exiting.
+Exit status: 0 in every run every guarantee holds, every submitted settlement was booked
+exactly once and reached a final state, every fault landed and no process of the run is
+left; 1 one of those failed in some run; 2 a run could not be carried out (a server or
+service would not start) and none failed. Ctrl-C or SIGTERM stops the children and both
+private servers before exiting.
 """
 
 from __future__ import annotations
@@ -49,6 +50,36 @@ def _summary(report: dict[str, Any]) -> str:
     )
 
 
+def _report_file(report_path: Path | None, runs: int, seed: int, run_dir: Path) -> Path:
+    """Where one run's report goes: `--report` itself for one run, `seed-K.json` inside it for
+    several; by default the run's own directory."""
+    if report_path is None:
+        return run_dir / "report.json"
+    return report_path if runs == 1 else report_path / f"seed-{seed}.json"
+
+
+def _one_run(options: Any, runs: int, report_path: Path | None, console: Console) -> dict[str, Any]:
+    """Carry out one run, write its report, print its summary; a line for the runs' summary."""
+    from services.shared.errors import InfrastructureError
+    from tools.check.errors import SourceUnavailable
+    from tools.run.supervisor import SupervisorError
+
+    console.print(f"[bold]chaos run, seed {options.seed}[/]")
+    try:
+        report, run_dir = asyncio.run(_main(options, console))
+    except (InfrastructureError, SupervisorError, SourceUnavailable) as e:
+        console.print(f"[red]chaos run could not finish: {e}[/]")
+        return {"seed": options.seed, "ok": None, "error": str(e)}
+    target = _report_file(report_path, runs, options.seed, run_dir)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report, indent=2) + "\n")
+    console.print(_summary(report), soft_wrap=True)
+    verdict = "[green]chaos ok[/]" if report["ok"] else "[red]chaos FAILED[/]"
+    console.print(f"{verdict} in {report['elapsed_seconds']} s; report {target}")
+    paused = sum(1 for f in report["faults"] if f["action"] in ("pause", "self_pause"))
+    return {"seed": options.seed, "ok": report["ok"], "report": str(target), "pauses": paused}
+
+
 @click.command()
 @click.option("--count", default=1000, show_default=True, type=click.IntRange(2))
 @click.option(
@@ -60,6 +91,13 @@ def _summary(report: dict[str, Any]) -> str:
 )
 @click.option("--seed", default=1, show_default=True, type=int, help="Decides the faults.")
 @click.option(
+    "--runs",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Runs one after another, the n-th (from 0) with seed SEED+n.",
+)
+@click.option(
     "--rail-ignores-keys",
     is_flag=True,
     help="The simulator ignores idempotency keys; relays look transfers up instead.",
@@ -67,37 +105,43 @@ def _summary(report: dict[str, Any]) -> str:
 @click.option(
     "--report",
     "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=None,
-    help="Where the JSON report goes (default <run dir>/chaos/seed-K/report.json).",
+    help="Where the JSON report goes (default <run dir>/chaos/seed-K/report.json); with "
+    "--runs above 1, a directory for seed-K.json of each run and summary.json.",
 )
 def chaos(
-    count: int, seconds: float, seed: int, rail_ignores_keys: bool, report_path: Path | None
+    count: int,
+    seconds: float,
+    seed: int,
+    runs: int,
+    rail_ignores_keys: bool,
+    report_path: Path | None,
 ) -> None:
-    """The stack under load with seeded faults (kills, a paused relay, Kafka and PostgreSQL
-    restarts, rail faults), then wait for quiet and check every guarantee."""
-    from services.shared.errors import InfrastructureError
+    """The stack under load with seeded faults (kills, relays paused past their lease at the
+    moments that matter, Kafka and PostgreSQL restarts, rail faults), then wait for quiet and
+    check every guarantee."""
     from tools.chaos.runner import ChaosOptions
-    from tools.check.errors import SourceUnavailable
-    from tools.run.supervisor import SupervisorError
+    from tools.infra.paths import run_paths
 
     console = Console()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     # The broker is down on purpose for a while; its clients' reconnect warnings are expected.
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
-    options = ChaosOptions(count, seconds, seed, rail_ignores_keys)
+    results = []
     try:
-        report, run_dir = asyncio.run(_main(options, console))
+        for n in range(runs):
+            options = ChaosOptions(count, seconds, seed + n, rail_ignores_keys)
+            results.append(_one_run(options, runs, report_path, console))
     except asyncio.CancelledError:
         console.print("[yellow]chaos run interrupted; everything it started is stopped[/]")
         raise SystemExit(NOT_RUN) from None
-    except (InfrastructureError, SupervisorError, SourceUnavailable) as e:
-        console.print(f"[red]chaos run could not finish: {e}[/]")
-        raise SystemExit(NOT_RUN) from e
-    target = report_path or run_dir / "report.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(_summary(report), soft_wrap=True)
-    verdict = "[green]chaos ok[/]" if report["ok"] else "[red]chaos FAILED[/]"
-    console.print(f"{verdict} in {report['elapsed_seconds']} s; report {target}")
-    raise SystemExit(PASSED if report["ok"] else BROKEN)
+    held = [r["seed"] for r in results if r["ok"] is True]
+    broken = [r["seed"] for r in results if r["ok"] is False]
+    if runs > 1:
+        summary = {"runs": runs, "held": len(held), "broken_seeds": broken, "results": results}
+        target = (report_path or run_paths().run / "chaos") / "summary.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(summary, indent=2) + "\n")
+        console.print(f"chaos: {len(held)} of {runs} runs held; broken seeds: {broken or 'none'}")
+    raise SystemExit(BROKEN if broken else PASSED if len(held) == runs else NOT_RUN)

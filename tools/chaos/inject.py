@@ -97,7 +97,52 @@ class Injector:
     async def run(self, schedule: list[Fault], began: float) -> list[Injected]:
         """Carry out every fault of `schedule` at `began` + its time; what was done, in order."""
         await asyncio.gather(*(self._at(f, began) for f in schedule))
+        return self.carried_out()
+
+    def carried_out(self) -> list[Injected]:
+        """Every fault carried out so far, scheduled or self-inflicted, in order."""
         return sorted(self.done, key=lambda i: i.at)
+
+    async def wake_self_paused(
+        self, relays: tuple[str, ...], asleep: Callable[[], float], began: float
+    ) -> None:
+        """Until cancelled: find each relay that stopped itself at a failpoint, record it as a
+        `self_pause`, and wake it (`resume`) after `asleep()` seconds, past its lease."""
+        waking: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                for name in relays:
+                    proc = evidence.live_process(self.supervisor.pid(name))
+                    if proc is None or self.supervisor.is_paused(name):
+                        continue  # down, or frozen by the schedule (which wakes it itself)
+                    if evidence.stopped(proc):
+                        task = self._caught(name, proc.pid, asleep(), began)
+                        waking.add(task)
+                        task.add_done_callback(waking.discard)
+                await asyncio.sleep(evidence.PROBE_S * 2)
+        finally:
+            for task in waking:
+                task.cancel()
+
+    def _caught(self, name: str, pid: int, seconds: float, began: float) -> asyncio.Task[None]:
+        """Record relay `name` (`pid`) as stopped by itself; its waking `seconds` later."""
+        self.supervisor.pause(name)  # marked so: the run's final recovery wakes it in any case
+        seen = Landing(pid, True, {"stopped_itself": True})
+        self._record("self_pause", name, f"at a failpoint, {seconds:.1f} s", began, seen)
+        return asyncio.create_task(self._wake(name, pid, seconds, began))
+
+    async def _wake(self, name: str, pid: int, seconds: float, began: float) -> None:
+        await asyncio.sleep(seconds)
+        if self.supervisor.pid(name) != pid:  # killed by the schedule while stopped
+            self._record("resume", name, "", began, Landing(pid, True, {"killed_meanwhile": True}))
+            return
+        self._record("resume", name, "", began, await self._freeze(name, frozen=False))
+
+    def _record(self, action: str, target: str, detail: str, began: float, seen: Landing) -> None:
+        at = time.monotonic() - began
+        self.say(f"[{at:6.1f} s] {action} {target} {detail}".rstrip())
+        fault = Fault(round(at, 2), action, target, detail)
+        self.done.append(Injected(fault, at, 0.0, seen.pid, seen.landed, seen.evidence))
 
     async def _at(self, fault: Fault, began: float) -> None:
         await asyncio.sleep(max(0.0, began + fault.at - time.monotonic()))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 import uuid
 from dataclasses import dataclass
@@ -27,13 +28,13 @@ from services.shared.migrate import upgrade
 from services.shared.topics import COMMANDS, EVENTS
 from tools.chaos import infra as private
 from tools.chaos.evidence import leftovers
-from tools.chaos.inject import Injector
+from tools.chaos.inject import Injected, Injector
 from tools.chaos.load import Submitted, submit
 from tools.chaos.reconciled import reconciliation_verdict
-from tools.chaos.schedule import fault_schedule
+from tools.chaos.schedule import PAUSE_BEYOND_LEASE_S, RELAYS, fault_schedule, self_pauses
 from tools.check.cli import effect_source
 from tools.check.report import as_json
-from tools.check.run import CheckOptions, run_check
+from tools.check.run import CheckOptions, Report, run_check
 from tools.infra import kafka, postgres
 from tools.infra.procs import free_ports
 from tools.run.demo import FINAL, STATUS_COUNTS
@@ -64,7 +65,8 @@ class ChaosOptions:
 
 
 def child_env(infra: private.PrivateInfra) -> dict[str, str]:
-    """The services' environment: the private servers, a short relay lease, no failpoints."""
+    """The services' environment: the private servers, a short relay lease, no failpoints
+    (the relays get theirs from the schedule's `self_pauses`)."""
     # The private broker speaks PLAINTEXT: security settings meant for another broker stay out.
     env = {
         k: v for k, v in os.environ.items()
@@ -134,9 +136,64 @@ async def _start_services(
     avoid = {pg_port, kafka_port, kafka_port + 1}
     ports = Ports.from_base(free_ports(Ports.SPAN, avoid))
     stack = StackOptions("none", options.rail_ignores_keys, options.seed)
-    await supervisor.start_all(service_specs(ports, env, stack))
+    specs = service_specs(ports, env, stack)
+    pauses = self_pauses(options.seed, options.count)
+    for spec in specs:
+        if spec.name in pauses:  # each relay stops itself where its failpoints say
+            spec.env = {**spec.env, "SETTLE_FAILPOINTS": pauses[spec.name]}
+    await supervisor.start_all(specs)
     say(f"services up on ports {ports.ledger}..{ports.console}; logs in {supervisor.log_dir}")
     return ports
+
+
+async def _under_faults(
+    options: ChaosOptions,
+    infra: private.PrivateInfra,
+    supervisor: Supervisor,
+    batch: Batch,
+    ports: Ports,
+    say: Any,
+) -> tuple[Submitted, Report, list[Injected]]:
+    """Send the batch while the seeded faults land and relays stop themselves; recover; wait
+    for the batch to settle and judge the guarantees. (What was sent, the check, the faults.)"""
+    settings = load_settings(child_env(infra))
+    rail_url = ports.url(ports.railsim)
+    schedule = fault_schedule(options.seed, options.seconds, LEASE_S)
+    injector = Injector(supervisor, infra, rail_url, say)
+    nap = random.Random(f"{options.seed}/wake")
+    began = time.monotonic()
+    waker = asyncio.create_task(
+        injector.wake_self_paused(
+            RELAYS, lambda: LEASE_S + nap.uniform(*PAUSE_BEYOND_LEASE_S), began
+        )
+    )
+    load = asyncio.create_task(
+        submit(
+            batch,
+            options.seconds * LOAD_SHARE,
+            ports.url(ports.ledger),
+            infra.kafka,
+            settings.topic(COMMANDS),
+        )
+    )
+    try:
+        await injector.run(schedule, began)
+        await asyncio.sleep(max(0.0, began + options.seconds - time.monotonic()))
+        say("schedule done; recovering")
+        await _recover(supervisor, infra)
+        sent: Submitted = await load
+        say(f"load sent: {sent.kafka_messages} Kafka messages, HTTP {dict(sent.http)}")
+        # Relays go on stopping themselves while the batch settles; they are woken as before.
+        await _settle(settings, batch, options.settle_timeout_s, say)
+        say(f"checking the invariants (waiting up to {options.quiet_timeout_s:.0f} s for quiet)")
+        check = await run_check(
+            settings.database_url, infra.kafka, settings.topic(EVENTS),
+            effect_source(settings, rail_url), CheckOptions(wait_quiet_s=options.quiet_timeout_s),
+        )  # fmt: skip
+    finally:
+        load.cancel()
+        waker.cancel()
+    return sent, check, injector.carried_out()
 
 
 async def _stack(
@@ -149,32 +206,7 @@ async def _stack(
     run, secrets = f"chaos{options.seed}-{uuid.uuid4().hex[:6]}", signing_secrets(settings, tenant)
     batch = Batch(run, tenant, token, options.count, secrets)
     rail_url = ports.url(ports.railsim)
-    schedule = fault_schedule(options.seed, options.seconds, LEASE_S)
-    began = time.monotonic()
-    load = asyncio.create_task(
-        submit(
-            batch,
-            options.seconds * LOAD_SHARE,
-            ports.url(ports.ledger),
-            infra.kafka,
-            settings.topic(COMMANDS),
-        )
-    )
-    try:
-        injected = await Injector(supervisor, infra, rail_url, say).run(schedule, began)
-        await asyncio.sleep(max(0.0, began + options.seconds - time.monotonic()))
-        say("schedule done; recovering")
-        await _recover(supervisor, infra)
-        sent: Submitted = await load
-    finally:
-        load.cancel()
-    say(f"load sent: {sent.kafka_messages} Kafka messages, HTTP {dict(sent.http)}")
-    await _settle(settings, batch, options.settle_timeout_s, say)
-    say(f"checking the invariants (waiting up to {options.quiet_timeout_s:.0f} s for quiet)")
-    check = await run_check(
-        settings.database_url, infra.kafka, settings.topic(EVENTS),
-        effect_source(settings, rail_url), CheckOptions(wait_quiet_s=options.quiet_timeout_s),
-    )  # fmt: skip
+    sent, check, injected = await _under_faults(options, infra, supervisor, batch, ports, say)
     reconciled = await reconciliation_verdict(settings, rail_url)
     statuses, booked = await _outcome(settings, batch)
     final = sum(statuses.get(s, 0) for s in FINAL)

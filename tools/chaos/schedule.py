@@ -5,6 +5,10 @@ runner carries out. Every schedule holds, inside the first 85 % of the run:
   - `kill` (SIGKILL, the supervisor restarts it) of the ledger, of a relay, of the inbox and
     of the reconciler, each at least twice (one more per minute of run),
   - `pause` of one relay for longer than the relay lease, then its `resume`,
+  - `self_pause` of each relay several times at the moments that matter for money (just
+    after a claim, at the last check before the rail write, just after that write, after a
+    take-over's lookup found nothing): the relays carry failpoints (`self_pauses`) that stop
+    them there, and the runner wakes each one past its lease (tools/chaos/inject.py),
   - `kafka_stop` (SIGKILL of the broker) then `kafka_start` a few seconds later,
   - `postgres_stop` (`pg_ctl -m immediate`, a crash) then `postgres_start`,
   - `rail_faults` at 0 (the simulator's `chaos` profile) and `rail_faults none` at the end of
@@ -25,6 +29,16 @@ PAUSE_BEYOND_LEASE_S = (2.0, 5.0)  # a paused relay sleeps its lease plus this
 MIN_SECONDS = 20.0
 KILL_GAP_S = 3.0  # between two kills of one service: it restarts and answers again by then
 RAIL_PROFILE = "chaos"
+# Where a relay stops itself, and how often, as a share of the run's settlements: the writes
+# come once per settlement, split between two relays; claims come in batches; lookups only
+# on take-overs where the rail ignores keys.
+SELF_PAUSE_EVERY = {
+    "dispatch.after_claim": 1 / 60,
+    "rail.before_write": 1 / 7,
+    "rail.after_write": 1 / 7,
+    "dispatch.after_lookup": 1 / 100,
+}
+FIRST_SELF_PAUSE = (5, 40)  # on which hit a point first fires in each life of a relay
 
 
 class Fault(NamedTuple):
@@ -91,3 +105,20 @@ def fault_schedule(seed: int, seconds: float, lease_s: float) -> list[Fault]:
             faults.append(Fault(at, "kill", target, "SIGKILL"))
     faults.append(Fault(end, "rail_faults", "railsim", "none"))
     return sorted((f._replace(at=round(f.at, 2)) for f in faults), key=lambda f: (f.at, f.action))
+
+
+def self_pauses(seed: int, count: int) -> dict[str, str]:
+    """Each relay's SETTLE_FAILPOINTS for a run of `count` settlements: two points each, which
+    ones decided by the seed, each first firing within FIRST_SELF_PAUSE hits and then again
+    every so often (SELF_PAUSE_EVERY), so that every relay stops itself several times a run."""
+    rng = random.Random(f"{seed}/self-pauses")
+    points = list(SELF_PAUSE_EVERY)
+    rng.shuffle(points)
+    specs = {}
+    for n, relay in enumerate(RELAYS):
+        specs[relay] = ",".join(
+            f"{point}=stop@{rng.randint(*FIRST_SELF_PAUSE)}"
+            f"+{max(5, round(count * SELF_PAUSE_EVERY[point]))}"
+            for point in points[2 * n : 2 * n + 2]
+        )
+    return specs

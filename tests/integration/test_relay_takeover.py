@@ -1,0 +1,111 @@
+"""Pass 2's take-over of a lease that ran out, on the real PostgreSQL: where the new holder
+will look at the rail before sending, a row whose holder may have been mid-call is held back
+until the rail is done with anything that holder could still have written; a retry that was
+scheduled, or a rail that honours keys, is taken over at once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from services.relay.dispatch import Dispatcher
+from services.relay.metrics import create_metrics
+from services.relay.policy import DispatchPolicy
+from tests.conftest import asyncpg_dsn, scratch_database, unique
+from tests.harness import Servers
+from tests.integration.test_relay_dispatch import ScriptedRail, accept, state
+
+pytestmark = pytest.mark.integration
+PAUSE = 20.0
+POLICY = DispatchPolicy(
+    backoff_base=0.0, stale_pending_seconds=3_600.0, ambiguous_pause_seconds=PAUSE
+)
+# The holder claimed, its lease ran out `$2` seconds ago; `$3` says whether it had scheduled
+# a retry (it recorded its call's end) and `$4` how long ago it first sent.
+HELD_BY_A_LOST_WORKER = """
+UPDATE rail_instructions
+   SET status = 'processing', fence = fence + 1, attempts = 1,
+       lease_until = now() - make_interval(secs => $2),
+       next_attempt_at = CASE WHEN $3 THEN now() - make_interval(secs => $2) END,
+       first_sent_at = now() - make_interval(secs => $4)
+ WHERE settlement_id = $1::uuid
+RETURNING idempotency_key
+"""
+
+
+@pytest.fixture(scope="module")
+async def pool(infra: Servers) -> AsyncIterator[asyncpg.Pool]:
+    # A database of its own: the sweep takes over any instruction it can see.
+    async with scratch_database(infra.database_url, "settle_takeover_") as url:
+        pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=6)
+        yield pool
+        await pool.close()
+
+
+async def lost_claim(
+    pool: asyncpg.Pool,
+    rail: ScriptedRail,
+    ran_out: float,
+    retry_scheduled: bool = False,
+    sent_ago: float = 60.0,
+) -> str:
+    """A settlement whose holder's lease ran out `ran_out` s ago, its call having paid."""
+    sid = await accept(pool)
+    key = await pool.fetchval(HELD_BY_A_LOST_WORKER, sid, ran_out, retry_scheduled, sent_ago)
+    rail.by_key[key] = f"tr_holder_{sid[:8]}"
+    rail.effects[sid] += 1
+    return sid
+
+
+def dispatcher(pool: asyncpg.Pool, rail: ScriptedRail, idempotent: bool) -> Dispatcher:
+    return Dispatcher(pool, rail, create_metrics(), unique("w"), idempotent, POLICY)
+
+
+async def test_a_lookup_waits_until_the_lost_holders_call_has_ended_at_the_rail(
+    pool: asyncpg.Pool,
+) -> None:
+    rail = ScriptedRail([], honours_keys=False)
+    sid = await lost_claim(pool, rail, ran_out=1.0)
+    assert await dispatcher(pool, rail, idempotent=False).sweep() == 0  # held back
+    await pool.execute(
+        "UPDATE rail_instructions SET lease_until = now() - make_interval(secs => $2) "
+        "WHERE settlement_id = $1::uuid",
+        sid,
+        PAUSE + 1,
+    )
+    assert await dispatcher(pool, rail, idempotent=False).sweep() == 1
+    assert (await state(pool, sid))[1] == "transferred"
+    assert rail.sends == 0 and rail.effects[sid] == 1  # found and adopted, never sent again
+
+
+async def test_a_retry_the_holder_scheduled_is_taken_over_when_due(pool: asyncpg.Pool) -> None:
+    rail = ScriptedRail([], honours_keys=False)
+    sid = await lost_claim(pool, rail, ran_out=1.0, retry_scheduled=True)
+    assert await dispatcher(pool, rail, idempotent=False).sweep() == 1
+    assert (await state(pool, sid))[1] == "transferred" and rail.effects[sid] == 1
+
+
+async def test_a_rail_that_honours_keys_is_asked_again_at_once(pool: asyncpg.Pool) -> None:
+    rail = ScriptedRail([], honours_keys=True)
+    sid = await lost_claim(pool, rail, ran_out=1.0)
+    assert await dispatcher(pool, rail, idempotent=True).sweep() == 1
+    # The same key again: the rail answers with the holder's transfer.
+    assert (await state(pool, sid))[1] == "transferred"
+    assert rail.sends == 1 and rail.effects[sid] == 1
+
+
+async def test_a_key_past_the_rails_window_is_held_back_like_no_key(pool: asyncpg.Pool) -> None:
+    rail = ScriptedRail([], honours_keys=True)
+    old = POLICY.rail_key_window_seconds + 60
+    sid = await lost_claim(pool, rail, ran_out=1.0, sent_ago=old)
+    assert await dispatcher(pool, rail, idempotent=True).sweep() == 0
+    await pool.execute(
+        "UPDATE rail_instructions SET lease_until = now() - make_interval(secs => $2) "
+        "WHERE settlement_id = $1::uuid",
+        sid,
+        PAUSE + 1,
+    )
+    assert await dispatcher(pool, rail, idempotent=True).sweep() == 1
+    assert rail.sends == 0 and rail.effects[sid] == 1  # looked up and adopted
