@@ -1,6 +1,7 @@
 """`settle chaos` as CI runs it: two short seeded runs, one with the rail honouring idempotency
-keys and one ignoring them, each under kills, a relay paused past its lease, a Kafka and a
-PostgreSQL restart and the simulator's faults. Each fault must be seen to land (the killed
+keys and one ignoring them, each under kills, a relay paused past its lease, both relays
+freezing themselves mid-dispatch and woken past their lease, a Kafka and a PostgreSQL restart
+and the simulator's faults. Each fault must be seen to land (the killed
 process alive before and dead after, the broker's port refusing, PostgreSQL started anew),
 every invariant must hold, and no process of the run (server, service or a child of one) may
 be left behind."""
@@ -70,6 +71,9 @@ def test_chaos_run_keeps_every_guarantee(
                  ("kafka_start", "kafka"), ("postgres_stop", "postgres"),
                  ("postgres_start", "postgres"), ("rail_faults", "railsim")]:  # fmt: skip
         assert kind in done_kinds, kind
+    # Each relay froze itself at one of its moments that matter for money, past its lease.
+    self_paused = {f["target"] for f in report["faults"] if f["action"] == "self_pause"}
+    assert self_paused == set(RELAYS), tail
     killed = sum(n for name, n in report["restarts"].items() if name != "railsim")
     assert killed >= 3 * kills_per_service(SECONDS)  # each kill was followed by a restart
     run_dir = run_paths().run / "chaos" / f"seed-{seed}"

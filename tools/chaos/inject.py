@@ -104,19 +104,20 @@ class Injector:
         return sorted(self.done, key=lambda i: i.at)
 
     async def wake_self_paused(
-        self, relays: tuple[str, ...], asleep: Callable[[], float], began: float
+        self, points: dict[str, str], asleep: Callable[[], float], began: float
     ) -> None:
-        """Until cancelled: find each relay that stopped itself at a failpoint, record it as a
-        `self_pause`, and wake it (`resume`) after `asleep()` seconds, past its lease."""
+        """Until cancelled: find each relay that stopped itself at one of its failpoints
+        (`points`: SETTLE_FAILPOINTS by relay), record it as a `self_pause`, and wake it
+        (`resume`) after `asleep()` seconds, past its lease."""
         waking: set[asyncio.Task[None]] = set()
         try:
             while True:
-                for name in relays:
+                for name in points:
                     proc = evidence.live_process(self.supervisor.pid(name))
                     if proc is None or self.supervisor.is_paused(name):
                         continue  # down, or frozen by the schedule (which wakes it itself)
                     if evidence.stopped(proc):
-                        task = self._caught(name, proc.pid, asleep(), began)
+                        task = self._caught(name, proc.pid, asleep(), began, points[name])
                         waking.add(task)
                         task.add_done_callback(waking.discard)
                 await asyncio.sleep(evidence.PROBE_S * 2)
@@ -124,11 +125,13 @@ class Injector:
             for task in waking:
                 task.cancel()
 
-    def _caught(self, name: str, pid: int, seconds: float, began: float) -> asyncio.Task[None]:
+    def _caught(
+        self, name: str, pid: int, seconds: float, began: float, points: str
+    ) -> asyncio.Task[None]:
         """Record relay `name` (`pid`) as stopped by itself; its waking `seconds` later."""
         self.supervisor.pause(name)  # marked so: the run's final recovery wakes it in any case
         seen = Landing(pid, True, {"stopped_itself": True})
-        self._record("self_pause", name, f"at a failpoint, {seconds:.1f} s", began, seen)
+        self._record("self_pause", name, f"{seconds:.1f} s, at one of {points}", began, seen)
         return asyncio.create_task(self._wake(name, pid, seconds, began))
 
     async def _wake(self, name: str, pid: int, seconds: float, began: float) -> None:

@@ -31,7 +31,7 @@ from tools.chaos.evidence import leftovers
 from tools.chaos.inject import Injected, Injector
 from tools.chaos.load import Submitted, submit
 from tools.chaos.reconciled import reconciliation_verdict
-from tools.chaos.schedule import PAUSE_BEYOND_LEASE_S, RELAYS, fault_schedule, self_pauses
+from tools.chaos.schedule import PAUSE_BEYOND_LEASE_S, fault_schedule, self_pauses
 from tools.check.cli import effect_source
 from tools.check.report import as_json
 from tools.check.run import CheckOptions, Report, run_check
@@ -164,7 +164,9 @@ async def _under_faults(
     began = time.monotonic()
     waker = asyncio.create_task(
         injector.wake_self_paused(
-            RELAYS, lambda: LEASE_S + nap.uniform(*PAUSE_BEYOND_LEASE_S), began
+            self_pauses(options.seed, options.count),
+            lambda: LEASE_S + nap.uniform(*PAUSE_BEYOND_LEASE_S),
+            began,
         )
     )
     load = asyncio.create_task(
