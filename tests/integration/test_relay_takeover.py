@@ -5,19 +5,17 @@ scheduled, or a rail that honours keys, is taken over at once."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 
 from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.policy import DispatchPolicy
-from tests.conftest import asyncpg_dsn, scratch_database, unique
-from tests.harness import Servers
-from tests.integration.test_relay_dispatch import ScriptedRail, accept, state
+from tests.conftest import unique
+from tests.integration.test_relay_dispatch import ScriptedRail, accept, pool, state
 
 pytestmark = pytest.mark.integration
+__all__ = ["pool"]  # a database of its own: the sweep takes over any instruction it can see
 PAUSE = 20.0
 POLICY = DispatchPolicy(
     backoff_base=0.0, stale_pending_seconds=3_600.0, ambiguous_pause_seconds=PAUSE
@@ -35,15 +33,6 @@ RETURNING idempotency_key
 """
 
 
-@pytest.fixture(scope="module")
-async def pool(infra: Servers) -> AsyncIterator[asyncpg.Pool]:
-    # A database of its own: the sweep takes over any instruction it can see.
-    async with scratch_database(infra.database_url, "settle_takeover_") as url:
-        pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=6)
-        yield pool
-        await pool.close()
-
-
 async def lost_claim(
     pool: asyncpg.Pool,
     rail: ScriptedRail,
@@ -59,6 +48,16 @@ async def lost_claim(
     return sid
 
 
+async def past_the_pause(pool: asyncpg.Pool, sid: str) -> None:
+    """Move the lost holder's lease's end back past the take-over's pause."""
+    await pool.execute(
+        "UPDATE rail_instructions SET lease_until = now() - make_interval(secs => $2) "
+        "WHERE settlement_id = $1::uuid",
+        sid,
+        PAUSE + 1,
+    )
+
+
 def dispatcher(pool: asyncpg.Pool, rail: ScriptedRail, idempotent: bool) -> Dispatcher:
     return Dispatcher(pool, rail, create_metrics(), unique("w"), idempotent, POLICY)
 
@@ -69,12 +68,7 @@ async def test_a_lookup_waits_until_the_lost_holders_call_has_ended_at_the_rail(
     rail = ScriptedRail([], honours_keys=False)
     sid = await lost_claim(pool, rail, ran_out=1.0)
     assert await dispatcher(pool, rail, idempotent=False).sweep() == 0  # held back
-    await pool.execute(
-        "UPDATE rail_instructions SET lease_until = now() - make_interval(secs => $2) "
-        "WHERE settlement_id = $1::uuid",
-        sid,
-        PAUSE + 1,
-    )
+    await past_the_pause(pool, sid)
     assert await dispatcher(pool, rail, idempotent=False).sweep() == 1
     assert (await state(pool, sid))[1] == "transferred"
     assert rail.sends == 0 and rail.effects[sid] == 1  # found and adopted, never sent again
@@ -101,11 +95,6 @@ async def test_a_key_past_the_rails_window_is_held_back_like_no_key(pool: asyncp
     old = POLICY.rail_key_window_seconds + 60
     sid = await lost_claim(pool, rail, ran_out=1.0, sent_ago=old)
     assert await dispatcher(pool, rail, idempotent=True).sweep() == 0
-    await pool.execute(
-        "UPDATE rail_instructions SET lease_until = now() - make_interval(secs => $2) "
-        "WHERE settlement_id = $1::uuid",
-        sid,
-        PAUSE + 1,
-    )
+    await past_the_pause(pool, sid)
     assert await dispatcher(pool, rail, idempotent=True).sweep() == 1
     assert rail.sends == 0 and rail.effects[sid] == 1  # looked up and adopted
