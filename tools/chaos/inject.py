@@ -136,7 +136,8 @@ class Injector:
 
     async def _wake(self, name: str, pid: int, seconds: float, began: float) -> None:
         await asyncio.sleep(seconds)
-        if self.supervisor.pid(name) != pid:  # killed by the schedule while stopped
+        if self.supervisor.pid(name) != pid or evidence.live_process(pid) is None:
+            # Killed by the schedule while stopped (restarted already, or not yet).
             self._record("resume", name, "", began, Landing(pid, True, {"killed_meanwhile": True}))
             return
         self._record("resume", name, "", began, await self._freeze(name, frozen=False))
