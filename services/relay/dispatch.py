@@ -37,7 +37,6 @@ from services.relay.lease import LeaseClock
 from services.relay.metrics import RelayMetrics
 from services.relay.policy import DispatchPolicy
 from services.relay.rail import Rail, RailInstruction, RailOutcome, RailResult, call_rail
-from services.shared import send_gate
 from services.shared.backoff import backoff
 from services.shared.domain.instruction import SETTLEMENT_AFTER, end_of_budget, target_of
 from services.shared.domain.instruction import InstructionEvent as E
@@ -114,9 +113,8 @@ class Dispatcher:
             failpoint("dispatch.before_call")
             started = time.monotonic()
             failpoint("dispatch.during_call")  # with kill-in:S, lands while the call is out
-            with send_gate.guarded(lease.time_for_a_call) as gate:
-                result = await call_rail(self.rail, instruction)
-            if gate.refused:
+            result = await call_rail(self.rail, instruction, lease.time_for_a_call)
+            if result is None:
                 return None  # the lease ran out on the way to the rail; nothing went out
         self.metrics.rail_seconds.observe(time.monotonic() - started)
         self.metrics.rail_calls.labels(outcome=str(result.outcome)).inc()
@@ -203,17 +201,23 @@ class Dispatcher:
             return
         if result.outcome is RailOutcome.ACCEPTED:
             failpoint("dispatch.after_accept")  # the rail paid; nothing of it is recorded
-        await self._record(instruction, fence, row["attempts"], result)
+        await self._record(instruction, fence, row["attempts"], result, row["sent_age"])
 
     async def _record(
-        self, instruction: RailInstruction, fence: int, attempts: int, result: RailResult
+        self,
+        instruction: RailInstruction,
+        fence: int,
+        attempts: int,
+        result: RailResult,
+        sent_age: float = 0.0,
     ) -> None:
+        """Record what the rail said; `sent_age`: seconds since the instruction first went out."""
         if result.outcome is RailOutcome.ACCEPTED:
             await self._record_transferred([(instruction.settlement_id, fence, result)])
         elif result.outcome is RailOutcome.REFUSED:
             await self._refused(instruction, fence, result)
         else:
-            await self._retry_later(instruction, fence, attempts, result)
+            await self._retry_later(instruction, fence, attempts, result, sent_age)
 
     async def _refused(self, instruction: RailInstruction, fence: int, result: RailResult) -> None:
         sid = instruction.settlement_id
@@ -229,7 +233,12 @@ class Dispatcher:
             )  # fmt: skip
 
     async def _retry_later(
-        self, instruction: RailInstruction, fence: int, attempts: int, result: RailResult
+        self,
+        instruction: RailInstruction,
+        fence: int,
+        attempts: int,
+        result: RailResult,
+        sent_age: float = 0.0,
     ) -> None:
         sid = instruction.settlement_id
         if attempts >= self.policy.max_attempts:
@@ -237,7 +246,10 @@ class Dispatcher:
             return
         p = self.policy
         delay = backoff(attempts, p.backoff_base, p.backoff_cap, self._rng)
-        if result.outcome is RailOutcome.AMBIGUOUS and not self.rail_idempotent:
+        # The next attempt looks at the rail first where keys are ignored or this one will be
+        # past its window by then: after an ambiguous answer, the rail is given time first.
+        will_look = sent_age + p.lease_seconds + delay >= p.rail_key_window_seconds
+        if result.outcome is RailOutcome.AMBIGUOUS and (will_look or not self.rail_idempotent):
             delay = max(delay, p.ambiguous_pause_seconds)
         async with self.pool.acquire() as conn:
             marked = await conn.fetchval(

@@ -17,42 +17,44 @@ def _among(event: E) -> str:
     return ", ".join(f"'{status}'" for status in sorted(sources_of(event)))
 
 
-# Pass 1: pending instructions, claimed with a new fence and a lease; with each, the trace
-# context its settlement was accepted under, which the rail call's span continues.
+# Pass 1: pending instructions never sent, claimed with a new fence and a lease; with each, the
+# trace context its settlement was accepted under, which the rail call's span continues. One
+# sent before and re-armed by an operator is pass 2's: it looks at the rail before sending.
 CLAIM_PENDING = f"""
 UPDATE rail_instructions AS r
    SET status = '{target_of(E.CLAIM)}', fence = r.fence + 1,
        lease_until = now() + make_interval(secs => $2),
        claimed_by = $3, attempts = r.attempts + 1,
-       first_sent_at = coalesce(r.first_sent_at, now()), updated_at = now()
+       first_sent_at = now(), updated_at = now()
   FROM settlements s
  WHERE r.settlement_id = ANY($1::uuid[]) AND r.status IN ({_among(E.CLAIM)})
-   AND s.id = r.settlement_id
+   AND r.first_sent_at IS NULL AND s.id = r.settlement_id
 RETURNING r.settlement_id, r.tenant, r.idempotency_key, r.destination, r.amount, r.currency,
           r.method, r.fence, r.attempts, false AS sent_before, 0::float8 AS sent_age,
           s.traceparent, s.tracestate
 """
 
 # Pass 2: processing rows whose lease ran out (a crashed or stalled worker, or a retry that is
-# due) and pending rows nobody claimed, taken over with the fence moved on. A row whose holder
-# may still have been sending when its lease ran out (no retry scheduled past that end) is
-# held back $7 seconds more where the take-over will look at the rail before sending (a rail
-# that ignores keys, $5, or a key older than the rail's window, $6): a request that holder
-# wrote at its last moment must have ended at the rail before the lookup, or the lookup would
-# miss it and the re-issue pay twice.
+# due) and pending rows nobody claimed, taken over with the fence moved on. Where the take-over
+# will look at the rail before sending (a rail that ignores keys, $5, or a key older than the
+# rail's window, $6), a row whose last call may not have ended at the rail is held back $7
+# seconds more: one whose holder may still have been sending when its lease ran out (no retry
+# scheduled past that end), and one an operator re-armed (pending again after it was sent).
+# A request written at the last moment must have ended at the rail before the lookup, or the
+# lookup would miss it and the re-issue pay twice.
 RECLAIM_DUE = f"""
 WITH due AS (
     SELECT settlement_id, status AS was, first_sent_at AS sent_at
-      FROM rail_instructions
+      FROM rail_instructions,
+           LATERAL (SELECT CASE WHEN $5 OR first_sent_at < now() - make_interval(secs => $6)
+                                THEN make_interval(secs => $7) ELSE interval '0' END AS hold) h
      WHERE (status = '{I.PROCESSING}' AND lease_until < now()
-            AND (next_attempt_at >= lease_until
-                 OR lease_until < now() - CASE
-                        WHEN $5 OR first_sent_at < now() - make_interval(secs => $6)
-                        THEN make_interval(secs => $7) ELSE interval '0' END))
-        OR (status = '{I.PENDING}' AND created_at < now() - make_interval(secs => $3))
+            AND (next_attempt_at >= lease_until OR lease_until < now() - h.hold))
+        OR (status = '{I.PENDING}' AND created_at < now() - make_interval(secs => $3)
+            AND (first_sent_at IS NULL OR updated_at < now() - h.hold))
      ORDER BY lease_until NULLS FIRST
      LIMIT $4
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE OF rail_instructions SKIP LOCKED
 )
 UPDATE rail_instructions AS r
    SET status = '{target_of(E.RECLAIM)}', fence = r.fence + 1,

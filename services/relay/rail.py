@@ -12,12 +12,14 @@ depends on the class, not on the error's type:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
 from opentelemetry.trace import SpanKind
 
+from services.shared import send_gate
 from services.shared.domain.payout import PayoutMethod
 from services.shared.logs import about_settlement
 from services.shared.tracing import TraceContext, traced
@@ -70,18 +72,34 @@ class Rail(Protocol):
         ...
 
 
-async def call_rail(rail: Rail, instruction: RailInstruction) -> RailResult:
+async def call_rail(
+    rail: Rail, instruction: RailInstruction, may_write: Callable[[], bool]
+) -> RailResult | None:
     """`rail.send(instruction)` in a span child of the settlement's trace, its answer logged
-    under the settlement (`debug` when accepted, routine; `info` otherwise)."""
+    under the settlement (`debug` when accepted, routine; `info` otherwise). The transport
+    asks `may_write()` at the moment of writing (services/shared/send_gate.py); when it says
+    no, nothing is written and the answer is None."""
     sid, trace = instruction.settlement_id, instruction.trace
     with (
         about_settlement(sid, instruction.tenant, trace),
         traced("rail.send", trace, SpanKind.CLIENT, {"settlement.id": sid}),
     ):
-        result = await rail.send(instruction)
+        with send_gate.guarded(may_write) as gate:
+            result = await rail.send(instruction)
+        if gate.refused:
+            log.info(
+                "nothing sent to the rail under key %s: the lease ran out before the write",
+                instruction.idempotency_key,
+            )
+            return None
         level = logging.DEBUG if result.outcome is RailOutcome.ACCEPTED else logging.INFO
         if log.isEnabledFor(level):
             detail = f": {result.detail}" if result.detail else ""
-            log.log(level, "rail answered %s to key %s%s", result.outcome,
-                    instruction.idempotency_key, detail)  # fmt: skip
+            log.log(
+                level,
+                "rail answered %s to key %s%s",
+                result.outcome,
+                instruction.idempotency_key,
+                detail,
+            )
     return result

@@ -89,6 +89,9 @@ def failpoint(name: str) -> None:
         fire = point.fires()
     if not fire:
         return
+    # Said before it happens, unbuffered: the process may never write another byte.
+    action = "stop" if point.signal == signal.SIGSTOP else "kill"
+    os.write(2, f"failpoint {name}: {action} on hit {point.hits}\n".encode())
     if point.delay is None:
         _signal_self(point.signal)
     else:

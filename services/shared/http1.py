@@ -246,10 +246,15 @@ class HTTP1Client:
         kept = False
         try:
             async with asyncio.timeout_at(deadline):
-                # The last check of a guarded call: after the connection is in hand, with no
-                # await between it and the write.
+                # The last checks, with the connection in hand and no await before the write: a
+                # guarded call may no longer be allowed to start, and one already past its
+                # deadline (the process stalled) would only be written to be given up on.
                 if not send_gate.may_write():
                     raise NotSent(f"the send gate closed before writing to {origin.authority}")
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise NotSent(
+                        f"the call's deadline passed before writing to {origin.authority}"
+                    )
                 writer.write(message)
                 send_gate.written()
                 try:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tools.chaos.evidence import run_processes
-from tools.chaos.schedule import RELAYS, kills_per_service
+from tools.chaos.schedule import RELAYS, SELF_PAUSE_EVERY, kills_per_service
 from tools.infra.paths import run_paths
 from tools.infra.procs import pids_matching
 
@@ -72,8 +72,10 @@ def test_chaos_run_keeps_every_guarantee(
                  ("postgres_start", "postgres"), ("rail_faults", "railsim")]:  # fmt: skip
         assert kind in done_kinds, kind
     # Each relay froze itself at one of its moments that matter for money, past its lease.
-    self_paused = {f["target"] for f in report["faults"] if f["action"] == "self_pause"}
-    assert self_paused == set(RELAYS), tail
+    self_paused = [f for f in report["faults"] if f["action"] == "self_pause"]
+    assert {f["target"] for f in self_paused} == set(RELAYS), tail
+    points = {f["evidence"]["at"] for f in self_paused}
+    assert points <= set(SELF_PAUSE_EVERY) and points & {"rail.before_write", "rail.after_write"}
     killed = sum(n for name, n in report["restarts"].items() if name != "railsim")
     assert killed >= 3 * kills_per_service(SECONDS)  # each kill was followed by a restart
     run_dir = run_paths().run / "chaos" / f"seed-{seed}"

@@ -6,6 +6,8 @@ holds one transfer per settlement.
   last check (made in the transport, just before the write) refuses and nothing is sent.
 - Frozen just after its write, with the rail slow to act on it: the successor's lookup waits
   until that request has ended at the rail, finds the transfer and adopts it.
+
+Each fails on a relay without those two rules: the rail then holds two transfers.
 """
 
 from __future__ import annotations
@@ -64,13 +66,18 @@ async def book(database: str) -> set[str]:
 
 
 async def paused_then_taken_over(
-    database: str, kafka_bootstrap: str, tmp_path: Path, point: str, rail_latency_ms: int
+    database: str,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    point: str,
+    rail_latency_ms: int,
+    lease: float = LEASE,
 ) -> tuple[dict[str, int], set[str], float]:
     """Book COUNT settlements; relay A stops itself at `point` on its first pass there (the
     simulator answering the calls made until then after `rail_latency_ms`); relay B takes
     over and records every transfer; A is woken. (Effects per settlement at the rail, the
     settlement ids, A's fence rejections after waking.)"""
-    on = await stage(database, kafka_bootstrap, lease=LEASE, honours_keys=False)
+    on = await stage(database, kafka_bootstrap, lease=lease, honours_keys=False)
     db = await asyncpg.connect(asyncpg_dsn(database))
     log, a_port = tmp_path / "relay.log", free_port()
     try:
@@ -106,15 +113,18 @@ async def test_a_relay_frozen_before_its_write_sends_nothing_once_its_lease_ran_
     assert set(made) == ids
     assert all(n == 1 for n in made.values()), {s: n for s, n in made.items() if n != 1}
     assert rejected >= 1  # the frozen relay's last check refused the write
+    log = (tmp_path / "relay.log").read_text()
+    assert "the lease ran out before the write" in log
 
 
 async def test_a_take_over_of_a_call_in_flight_looks_only_once_the_rail_is_done_with_it(
     database: str, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    # The frozen relay's request reaches the rail, which acts on it 8.5 s later: after the
-    # lease (6 s) ran out, before the take-over's pause (4 s more) ends.
+    # A 9 s lease: a 3 s call timeout, a 6 s take-over pause. The frozen relay's request
+    # reaches the rail, which acts on it 11 s later: after the lease ran out (where a take-over
+    # without the pause looks and finds nothing), before the pause ends (where it finds it).
     made, ids, _ = await paused_then_taken_over(
-        database, kafka_bootstrap, tmp_path, "rail.after_write", rail_latency_ms=8_500
+        database, kafka_bootstrap, tmp_path, "rail.after_write", rail_latency_ms=11_000, lease=9.0
     )
     assert set(made) == ids
     assert all(n == 1 for n in made.values()), {s: n for s, n in made.items() if n != 1}

@@ -98,3 +98,52 @@ async def test_a_key_past_the_rails_window_is_held_back_like_no_key(pool: asyncp
     await past_the_pause(pool, sid)
     assert await dispatcher(pool, rail, idempotent=True).sweep() == 1
     assert rail.sends == 0 and rail.effects[sid] == 1  # looked up and adopted
+
+
+async def test_a_claim_taken_over_once_then_lost_mid_call_is_held_back_too(
+    pool: asyncpg.Pool,
+) -> None:
+    rail = ScriptedRail([], honours_keys=False)
+    sid = await lost_claim(pool, rail, ran_out=1.0)
+    # Its retry had come due and was taken over; that holder was lost mid-call in turn.
+    await pool.execute(
+        "UPDATE rail_instructions SET next_attempt_at = lease_until - interval '30 s' "
+        "WHERE settlement_id = $1::uuid",
+        sid,
+    )
+    assert await dispatcher(pool, rail, idempotent=False).sweep() == 0
+    await past_the_pause(pool, sid)
+    assert await dispatcher(pool, rail, idempotent=False).sweep() == 1
+    assert rail.sends == 0 and rail.effects[sid] == 1
+
+
+async def test_an_instruction_an_operator_re_armed_is_looked_up_only_after_the_pause(
+    pool: asyncpg.Pool,
+) -> None:
+    rail = ScriptedRail([], honours_keys=False)
+    sid = await lost_claim(pool, rail, ran_out=60.0)
+    # Sent, referred to review, and re-armed a second ago: pending again, long since created.
+    await pool.execute(
+        "UPDATE rail_instructions SET status = 'pending', lease_until = NULL, "
+        "next_attempt_at = NULL, updated_at = now() - interval '1 s', "
+        "created_at = now() - interval '2 h' WHERE settlement_id = $1::uuid",
+        sid,
+    )
+    relay = dispatcher(pool, rail, idempotent=False)
+    await relay.dispatch(sid)  # pass 1 claims only what was never sent
+    assert await relay.sweep() == 0  # pass 2 gives the last call its time first
+    assert (
+        await pool.fetchval(
+            "SELECT status FROM rail_instructions WHERE settlement_id = $1::uuid", sid
+        )
+        == "pending"
+    )
+    await pool.execute(
+        "UPDATE rail_instructions SET updated_at = now() - make_interval(secs => $2) "
+        "WHERE settlement_id = $1::uuid",
+        sid,
+        PAUSE + 1,
+    )
+    assert await relay.sweep() == 1
+    assert (await state(pool, sid))[1] == "transferred"
+    assert rail.sends == 0 and rail.effects[sid] == 1  # found and adopted

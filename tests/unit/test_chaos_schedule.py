@@ -103,6 +103,8 @@ def test_each_relay_stops_itself_at_two_moments_that_matter_decided_by_the_seed(
     assert set(specs) == set(RELAYS)
     points = [parse(spec) for spec in specs.values()]
     assert sorted(name for p in points for name in p) == sorted(SELF_PAUSE_EVERY)
+    for named in points:  # each relay freezes around a rail write, and elsewhere
+        assert sorted(name.startswith("rail.") for name in named) == [False, True]
     for named in points:
         for point in named.values():
             assert point.signal == signal.SIGSTOP

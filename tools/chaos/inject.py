@@ -103,46 +103,8 @@ class Injector:
         """Every fault carried out so far, scheduled or self-inflicted, in order."""
         return sorted(self.done, key=lambda i: i.at)
 
-    async def wake_self_paused(
-        self, points: dict[str, str], asleep: Callable[[], float], began: float
-    ) -> None:
-        """Until cancelled: find each relay that stopped itself at one of its failpoints
-        (`points`: SETTLE_FAILPOINTS by relay), record it as a `self_pause`, and wake it
-        (`resume`) after `asleep()` seconds, past its lease."""
-        waking: set[asyncio.Task[None]] = set()
-        try:
-            while True:
-                for name in points:
-                    proc = evidence.live_process(self.supervisor.pid(name))
-                    if proc is None or self.supervisor.is_paused(name):
-                        continue  # down, or frozen by the schedule (which wakes it itself)
-                    if evidence.stopped(proc):
-                        task = self._caught(name, proc.pid, asleep(), began, points[name])
-                        waking.add(task)
-                        task.add_done_callback(waking.discard)
-                await asyncio.sleep(evidence.PROBE_S * 2)
-        finally:
-            for task in waking:
-                task.cancel()
-
-    def _caught(
-        self, name: str, pid: int, seconds: float, began: float, points: str
-    ) -> asyncio.Task[None]:
-        """Record relay `name` (`pid`) as stopped by itself; its waking `seconds` later."""
-        self.supervisor.pause(name)  # marked so: the run's final recovery wakes it in any case
-        seen = Landing(pid, True, {"stopped_itself": True})
-        self._record("self_pause", name, f"{seconds:.1f} s, at one of {points}", began, seen)
-        return asyncio.create_task(self._wake(name, pid, seconds, began))
-
-    async def _wake(self, name: str, pid: int, seconds: float, began: float) -> None:
-        await asyncio.sleep(seconds)
-        if self.supervisor.pid(name) != pid or evidence.live_process(pid) is None:
-            # Killed by the schedule while stopped (restarted already, or not yet).
-            self._record("resume", name, "", began, Landing(pid, True, {"killed_meanwhile": True}))
-            return
-        self._record("resume", name, "", began, await self._freeze(name, frozen=False))
-
-    def _record(self, action: str, target: str, detail: str, began: float, seen: Landing) -> None:
+    def record(self, action: str, target: str, detail: str, began: float, seen: Landing) -> None:
+        """Add a fault that happened outside the schedule (a relay that froze itself)."""
         at = time.monotonic() - began
         self.say(f"[{at:6.1f} s] {action} {target} {detail}".rstrip())
         fault = Fault(round(at, 2), action, target, detail)
@@ -163,7 +125,7 @@ class Injector:
         if action == "kill":
             return await self._kill(target)
         if action in ("pause", "resume"):
-            return await self._freeze(target, frozen=action == "pause")
+            return await self.freeze(target, frozen=action == "pause")
         if action in ("kafka_stop", "postgres_stop"):
             try:
                 return await (self._kafka_stop() if target == "kafka" else self._postgres_stop())
@@ -190,7 +152,8 @@ class Injector:
         dead = proc is not None and await _dies(proc)
         return Landing(pid, dead, {"alive_before": proc is not None, "dead_after": dead})
 
-    async def _freeze(self, target: str, *, frozen: bool) -> Landing:
+    async def freeze(self, target: str, *, frozen: bool) -> Landing:
+        """SIGSTOP (`frozen`) or SIGCONT child `target`, and whether it was seen so."""
         pid = self.supervisor.pid(target)
         proc = evidence.live_process(pid)
         if frozen:

@@ -12,6 +12,7 @@ every fault landed (tools/chaos/evidence.py) and no process of it is left.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import time
@@ -32,6 +33,7 @@ from tools.chaos.inject import Injected, Injector
 from tools.chaos.load import Submitted, submit
 from tools.chaos.reconciled import reconciliation_verdict
 from tools.chaos.schedule import PAUSE_BEYOND_LEASE_S, fault_schedule, self_pauses
+from tools.chaos.wake import Waker
 from tools.check.cli import effect_source
 from tools.check.report import as_json
 from tools.check.run import CheckOptions, Report, run_check
@@ -104,11 +106,16 @@ async def _settle(settings: Settings, batch: Batch, timeout_s: float, say: Any) 
         await conn.close()
 
 
-async def _recover(supervisor: Supervisor, infra: private.PrivateInfra) -> None:
-    """Resume what is paused, start what is down, wait until every child answers."""
+def _wake_all(supervisor: Supervisor) -> None:
+    """Resume every child that is paused, by the schedule or by itself."""
     for spec in supervisor.specs():
         if supervisor.is_paused(spec.name):
             supervisor.resume(spec.name)
+
+
+async def _recover(supervisor: Supervisor, infra: private.PrivateInfra) -> None:
+    """Resume what is paused, start what is down, wait until every child answers."""
+    _wake_all(supervisor)
     if postgres.server_pid(infra.paths) is None:
         await asyncio.to_thread(postgres.start, infra.paths)
     if kafka.broker_pid(infra.paths) is None:
@@ -162,12 +169,9 @@ async def _under_faults(
     injector = Injector(supervisor, infra, rail_url, say)
     nap = random.Random(f"{options.seed}/wake")
     began = time.monotonic()
+    pauses = self_pauses(options.seed, options.count)
     waker = asyncio.create_task(
-        injector.wake_self_paused(
-            self_pauses(options.seed, options.count),
-            lambda: LEASE_S + nap.uniform(*PAUSE_BEYOND_LEASE_S),
-            began,
-        )
+        Waker(injector, pauses, lambda: LEASE_S + nap.uniform(*PAUSE_BEYOND_LEASE_S), began).run()
     )
     load = asyncio.create_task(
         submit(
@@ -195,6 +199,9 @@ async def _under_faults(
     finally:
         load.cancel()
         waker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waker  # a waker that failed on its own says so here
+        _wake_all(supervisor)  # no relay stays frozen past the check
     return sent, check, injector.carried_out()
 
 

@@ -108,17 +108,20 @@ def fault_schedule(seed: int, seconds: float, lease_s: float) -> list[Fault]:
 
 
 def self_pauses(seed: int, count: int) -> dict[str, str]:
-    """Each relay's SETTLE_FAILPOINTS for a run of `count` settlements: two points each, which
-    ones decided by the seed, each first firing within FIRST_SELF_PAUSE hits and then again
-    every so often (SELF_PAUSE_EVERY), so that every relay stops itself several times a run."""
+    """Each relay's SETTLE_FAILPOINTS for a run of `count` settlements: one point around the
+    rail write and one around a claim or a take-over's lookup, which ones decided by the seed,
+    each first firing within FIRST_SELF_PAUSE hits and then again every so often
+    (SELF_PAUSE_EVERY), so that every relay stops itself several times a run."""
     rng = random.Random(f"{seed}/self-pauses")
-    points = list(SELF_PAUSE_EVERY)
-    rng.shuffle(points)
+    writes = [p for p in SELF_PAUSE_EVERY if p.startswith("rail.")]
+    others = [p for p in SELF_PAUSE_EVERY if not p.startswith("rail.")]
+    rng.shuffle(writes)
+    rng.shuffle(others)
     specs = {}
-    for n, relay in enumerate(RELAYS):
+    for relay, points in zip(RELAYS, zip(writes, others, strict=True), strict=True):
         specs[relay] = ",".join(
             f"{point}=stop@{rng.randint(*FIRST_SELF_PAUSE)}"
             f"+{max(5, round(count * SELF_PAUSE_EVERY[point]))}"
-            for point in points[2 * n : 2 * n + 2]
+            for point in points
         )
     return specs
