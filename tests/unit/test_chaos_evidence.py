@@ -48,6 +48,12 @@ class OneChild:
         if self.child.poll() is None:
             self.child.send_signal(sig)
 
+    def pause(self, name: str) -> None:
+        self.kill(name, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        self.kill(name, signal.SIGCONT)
+
 
 def injector(child: subprocess.Popen[bytes]) -> Injector:
     infra = type("Infra", (), {"database_url": "postgresql://x@127.0.0.1:1/x"})()
@@ -75,6 +81,31 @@ async def test_a_stopped_process_shows_as_stopped_until_continued(
     assert await evidence.within(5, lambda: evidence.stopped(proc))
     sleeper.send_signal(signal.SIGCONT)
     assert await evidence.within(5, lambda: not evidence.stopped(proc))
+
+
+async def test_a_pause_lands_on_a_running_process(sleeper: subprocess.Popen[bytes]) -> None:
+    landing = await injector(sleeper).freeze("relay-1", frozen=True)
+    assert landing == (sleeper.pid, True, {"alive_before": True, "stopped_after": True})
+
+
+@pytest.fixture
+def refreezing() -> Iterator[subprocess.Popen[bytes]]:
+    """A process that stops itself, and again the moment it is continued, as a relay at a busy
+    failpoint may."""
+    code = "import os, signal\nwhile True:\n    os.kill(os.getpid(), signal.SIGSTOP)"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    yield child
+    child.kill()
+    child.wait()
+
+
+async def test_a_process_that_freezes_itself_again_at_once_still_counts_as_woken(
+    refreezing: subprocess.Popen[bytes],
+) -> None:
+    proc = psutil.Process(refreezing.pid)
+    assert await evidence.within(5, lambda: evidence.stopped(proc))
+    landing = await injector(refreezing).freeze("relay-1", frozen=False)
+    assert landing == (refreezing.pid, True, {"alive_before": True, "ran_after": True})
 
 
 def test_a_port_with_no_listener_refuses_and_a_listening_one_does_not() -> None:

@@ -58,6 +58,14 @@ def stopped(proc: psutil.Process) -> bool:
         return False
 
 
+def switches(proc: psutil.Process) -> int:
+    """How many times `proc` has been switched off a CPU so far (it ran if this moved)."""
+    try:
+        return sum(proc.num_ctx_switches())
+    except _UNREADABLE:
+        return 0
+
+
 async def within(seconds: float, seen: Callable[[], bool], every: float = PROBE_S) -> bool:
     """Whether `seen()` comes true within `seconds`, asking every `every` seconds."""
     deadline = time.monotonic() + seconds

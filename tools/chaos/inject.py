@@ -140,12 +140,16 @@ class Injector:
             return await self._rail_faults(fault.detail)
         raise ValueError(f"unknown fault action {action!r}")
 
-    async def _kill(self, target: str) -> Landing:
-        # A kill that lands while the child waits for its restart would be no fault at all.
+    async def _running(self, target: str) -> None:
+        """Wait, up to RESTART_WAIT_S, until child `target` is alive: a kill or a pause that
+        lands while it waits for its restart would be no fault at all."""
         for _ in range(int(RESTART_WAIT_S / 0.1)):
             if self.supervisor.running(target):
-                break
+                return
             await asyncio.sleep(0.1)
+
+    async def _kill(self, target: str) -> Landing:
+        await self._running(target)
         pid = self.supervisor.pid(target)
         proc = evidence.live_process(pid)
         self.supervisor.kill(target, signal.SIGKILL)
@@ -153,17 +157,26 @@ class Injector:
         return Landing(pid, dead, {"alive_before": proc is not None, "dead_after": dead})
 
     async def freeze(self, target: str, *, frozen: bool) -> Landing:
-        """SIGSTOP (`frozen`) or SIGCONT child `target`, and whether it was seen so."""
+        """SIGSTOP (`frozen`) or SIGCONT child `target`, and whether it was seen so: stopped,
+        or running again (or seen to have run: a relay may freeze itself again at once)."""
+        if frozen:
+            await self._running(target)
         pid = self.supervisor.pid(target)
         proc = evidence.live_process(pid)
+        ran = evidence.switches(proc) if proc is not None else 0
         if frozen:
             self.supervisor.pause(target)
         else:
             self.supervisor.resume(target)
         if proc is None:
             return Landing(pid, False, {"alive_before": False})
-        seen = await evidence.within(SIGNAL_WAIT_S, lambda: evidence.stopped(proc) is frozen)
-        return Landing(pid, seen, {"alive_before": True, "stopped_after": seen is frozen})
+        if frozen:
+            seen = await evidence.within(SIGNAL_WAIT_S, lambda: evidence.stopped(proc))
+            return Landing(pid, seen, {"alive_before": True, "stopped_after": seen})
+        seen = await evidence.within(
+            SIGNAL_WAIT_S, lambda: not evidence.stopped(proc) or evidence.switches(proc) != ran
+        )
+        return Landing(pid, seen, {"alive_before": True, "ran_after": seen})
 
     async def _kafka_stop(self) -> Landing:
         broker = kafka.broker_pid(self.infra.paths)
