@@ -54,6 +54,17 @@ async def fence_rejections(metrics_port: int) -> float:
     )
 
 
+async def woken_and_refused(metrics_port: int, seconds: float = 30) -> float:
+    """Wait until the woken relay counts a refusal (its write refused at the last check, or its
+    record of a call refused by the fence), then a little longer for any call it still makes
+    to land at the rail; its fence rejections."""
+    async with asyncio.timeout(seconds):
+        while (rejected := await fence_rejections(metrics_port)) < 1:  # noqa: ASYNC110 - polls /metrics
+            await asyncio.sleep(0.2)
+    await asyncio.sleep(2)
+    return rejected
+
+
 async def book(database: str) -> set[str]:
     pool = await asyncpg.create_pool(asyncpg_dsn(database), min_size=1, max_size=2)
     try:
@@ -94,8 +105,7 @@ async def paused_then_taken_over(
                     with process(b_args, on.env, log):
                         await wait_transferred(db, COUNT, 90)
                         a.send_signal(signal.SIGCONT)
-                        await asyncio.sleep(4)  # A's call, if it makes one, lands by then
-                        rejected = await fence_rejections(a_port)
+                        rejected = await woken_and_refused(a_port)
                 effects = (await sim.get("/_sim/effects")).json()["by_settlement"]
     finally:
         await db.close()

@@ -50,12 +50,17 @@ def live_process(pid: int | None) -> psutil.Process | None:
     return proc if alive(proc) else None
 
 
+def status(proc: psutil.Process) -> str:
+    """`proc`'s state as the kernel shows it (running, sleeping, stopped, ...), or "gone"."""
+    try:
+        return str(proc.status())
+    except _UNREADABLE:
+        return "gone"
+
+
 def stopped(proc: psutil.Process) -> bool:
     """Whether `proc` is frozen by SIGSTOP."""
-    try:
-        return proc.status() == psutil.STATUS_STOPPED
-    except _UNREADABLE:
-        return False
+    return status(proc) == psutil.STATUS_STOPPED
 
 
 def switches(proc: psutil.Process) -> int:

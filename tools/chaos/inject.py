@@ -27,7 +27,10 @@ from tools.run.supervisor import Supervisor
 
 RESTART_WAIT_S = 15.0
 RAIL_ATTEMPTS = 3
-SIGNAL_WAIT_S = 5.0  # for a stopped or continued process to show its new state
+# For a stopped or continued process to show its new state: a process busy in the kernel (a
+# disk read while it starts) takes a stop only once it comes back, which a loaded machine
+# can delay by seconds.
+SIGNAL_WAIT_S = 15.0
 
 
 class Landing(NamedTuple):
@@ -172,7 +175,8 @@ class Injector:
             return Landing(pid, False, {"alive_before": False})
         if frozen:
             seen = await evidence.within(SIGNAL_WAIT_S, lambda: evidence.stopped(proc))
-            return Landing(pid, seen, {"alive_before": True, "stopped_after": seen})
+            shown = {} if seen else {"status": evidence.status(proc)}
+            return Landing(pid, seen, {"alive_before": True, "stopped_after": seen, **shown})
         seen = await evidence.within(
             SIGNAL_WAIT_S, lambda: not evidence.stopped(proc) or evidence.switches(proc) != ran
         )
