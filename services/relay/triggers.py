@@ -223,7 +223,9 @@ async def trigger_dispatch(
                 )
             if await batches_out.settle():
                 commits.dispatched()
-            if commits.due():
-                await consumer.commit(batches_out.committable(consumer.assignment()))
+            if commits.due() and (offsets := batches_out.committable(consumer.assignment())):
+                # Nothing to commit when every released offset is a revoked partition's (Kafka
+                # refuses an empty commit, and that refusal would stop the relay).
+                await consumer.commit(offsets)
 
     await run_reconnecting("dispatch triggers", session)

@@ -279,3 +279,38 @@ async def test_the_triggers_report_how_far_behind_the_partition_ends_they_read()
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
     assert metrics.registry.get_sample_value("settle_consumer_lag", lag) == 11
+
+
+class RevokedConsumer(FakeConsumer):
+    """Its first partition was revoked after the poll; it refuses an empty commit, as
+    aiokafka's commit does (ValueError)."""
+
+    def assignment(self) -> set[TopicPartition]:
+        return {P1}
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        if not offsets:
+            raise ValueError(offsets)
+        await super().commit(offsets)
+
+
+async def test_offsets_all_of_revoked_partitions_commit_nothing_and_the_relay_runs_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(triggers, "POLL_MS", 10)
+    monkeypatch.setattr(triggers, "COMMIT_SECONDS", 0.0)
+    settlement = str(uuid.uuid4())
+    consumer = RevokedConsumer([{P0: [record(event(settlement, "created"), 0, 41)]}])
+    dispatcher = HeldDispatcher(held="none")
+    running = asyncio.ensure_future(triggers.trigger_dispatch(lambda: consumer, dispatcher))  # type: ignore[arg-type, return-value]
+    try:
+        for _ in range(50):
+            if settlement in dispatcher.started and not consumer.polls:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # polls, dispatches released and commits come due meanwhile
+        assert not running.done(), running
+        assert dispatcher.started == [settlement] and consumer.committed == []
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
