@@ -22,6 +22,7 @@ class DispatchPolicy:
     concurrent_calls: int = 64  # rail calls in flight at once from this dispatcher
     # Before a lookup that precedes a re-issue (a rail that ignores keys, or a key past its
     # window), after a call whose end we did not see, the rail is given this long to finish
-    # with it: from an ambiguous answer, or from the end of a lease that ran out mid-call. A
-    # request may still be running at the rail, and a lookup before it ends would miss it.
+    # with it: from an ambiguous answer, from the end of a lease that ran out mid-call, or from
+    # an operator's re-arming of an instruction sent before. A request may still be running at
+    # the rail, and a lookup before it ends would miss it.
     ambiguous_pause_seconds: float = 20.0

@@ -64,7 +64,11 @@ class Rail(Protocol):
     """A payment rail: Stripe, or the rail simulator that speaks Stripe's API."""
 
     async def send(self, instruction: RailInstruction) -> RailResult:
-        """Create the transfer or payout under the instruction's key; classify the result."""
+        """Create the transfer or payout under the instruction's key; classify the result.
+
+        The adapter's transport asks `send_gate.may_write()` at the last moment before its
+        request leaves, with no await in between, and writes nothing when told no (settle's
+        HTTP client does so for every HTTP rail; a rail of files asks before writing one)."""
         ...
 
     async def find(self, instruction: RailInstruction) -> str | None:
