@@ -33,12 +33,12 @@ RAIL_PROFILE = "chaos"
 # come once per settlement, split between two relays; claims come in batches; lookups only
 # on take-overs where the rail ignores keys.
 SELF_PAUSE_EVERY = {
-    "dispatch.after_claim": 1 / 60,
+    "dispatch.after_claim": 1 / 150,
     "rail.before_write": 1 / 7,
     "rail.after_write": 1 / 7,
     "dispatch.after_lookup": 1 / 100,
 }
-FIRST_SELF_PAUSE = (5, 40)  # on which hit a point first fires in each life of a relay
+FIRST_SELF_PAUSE = (2, 20)  # on which hit a point first fires in each life of a relay
 
 
 class Fault(NamedTuple):
