@@ -101,8 +101,15 @@ class World:
         return str(json.loads(result[0].body)["id"])
 
     async def dispatch(self, sid: str) -> None:
-        rail = SimRail(self.sim)
-        await Dispatcher(self.pool, rail, create_metrics(), unique("w"), True, FAST).dispatch(sid)
+        """Pass 1 for `sid`: an instruction never sent is claimed and sent."""
+        await self._dispatcher().dispatch(sid)
+
+    async def sweep(self) -> int:
+        """Pass 2 over the world: due, forgotten and re-armed instructions are taken over."""
+        return await self._dispatcher().sweep()
+
+    def _dispatcher(self) -> Dispatcher:
+        return Dispatcher(self.pool, SimRail(self.sim), create_metrics(), unique("w"), True, FAST)
 
     async def publish(self) -> int:
         producer = idempotent_producer(KafkaAccess(self.bootstrap), unique("check-relay-"))

@@ -51,7 +51,8 @@ async def referred(world: World) -> str:
     sid = await world.accept()
     await world.pool.execute(
         "UPDATE rail_instructions SET status = 'needs_review', error_class = 'ambiguous', "
-        "attempts = 8 WHERE settlement_id = $1::uuid", sid,
+        "attempts = 8, first_sent_at = now() - interval '10 minutes' "
+        "WHERE settlement_id = $1::uuid", sid,
     )  # fmt: skip
     await world.move(sid, S.NEEDS_REVIEW, reason="rail answer unclear after 8 attempts")
     return sid

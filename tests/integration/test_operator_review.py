@@ -125,7 +125,9 @@ async def test_retry_re_arms_the_instruction_and_the_dispatcher_sends_it_once(
     )  # fmt: skip
     # Armed again, it is in flight: a second resolution waits for the dispatcher's answer.
     assert (await refused(world, rail, sid, R.FAILED)).code == "attempt_in_flight"
-    await world.dispatch(sid)
+    await world.dispatch(sid)  # pass 1 claims only what was never sent
+    assert (await snapshot(world, sid))["instruction"] == "pending"
+    assert await world.sweep() == 1  # pass 2 takes it, looking first where it must
     sent = await snapshot(world, sid)
     assert (sent["status"], sent["instruction"]) == ("submitted", "transferred")
     assert sent["net"] == {"funding": -700, "in_transit": 700}
