@@ -10,11 +10,14 @@ comparison is services/reconcile/nostro.py).
        window, never from a balance assumed
     2. the opening balance is the latest one a completed, quiet run recorded, as of O <= C; a
        first run has none: it records its balance and raises no balance break. A run is
-       quiet when every item it compared agreed with the rail: nothing pending, no status
-       drift, nothing healed. Only then has the ledger caught up with what the rail did
-       before the cut-off; a drift healed later books its postings after the rail moved, a
-       timing difference, not a break. So a balance is judged, and may open a later
-       comparison, only in a quiet run; any other run records its balance and judges none
+       quiet when every item it compared agreed with the rail (nothing pending, no status
+       drift, nothing healed) and no rail instruction is mid-dispatch (the rail may have
+       acted on a call the ledger has not recorded yet: a relay frozen after its write is
+       recorded only once its successor takes over). Only then has the ledger caught up with
+       what the rail did before the cut-off; a drift healed later books its postings after
+       the rail moved, a timing difference, not a break. So a balance is judged, and may
+       open a later comparison, only in a quiet run; any other run records its balance and
+       judges none
     3. the balance transactions created in [O, C) (listed by `created`, a page at a time)
        must move the opening balance to the closing one (field `balance_transactions`), and
        their payee share must be what the postings booked in [O, C) moved into in_transit
@@ -57,6 +60,7 @@ async def balance_breaks(
     closing = await closing_balance(rail, now - LAG)
     if closing is None:
         return []
+    quiet = quiet and not await nostro_store.mid_dispatch(pool)
     opening = await nostro_store.opening_balance(pool, closing.as_of) if quiet else None
     found: list[Break] = []
     if opening is not None:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import asyncpg
 
+from services.shared.domain.instruction import InstructionStatus as I
 from services.shared.domain.postings import Posting
 from services.shared.store_errors import unavailable_when_down
 
@@ -41,6 +42,10 @@ SELECT p.account_id, p.currency, sum(p.amount)::bigint AS amount
  GROUP BY p.account_id, p.currency
  ORDER BY p.account_id, p.currency
 """
+
+
+# Any rail instruction mid-dispatch (read through the index of pending and processing rows).
+MID_DISPATCH = f"SELECT EXISTS (SELECT 1 FROM rail_instructions WHERE status = '{I.PROCESSING}')"
 
 
 class Balance(NamedTuple):
@@ -79,3 +84,9 @@ async def postings_between(
     with unavailable_when_down("PostgreSQL is unreachable; no posting was read"):
         rows = await conn.fetch(POSTINGS_BETWEEN, start, end)
     return [Posting(r["account_id"], r["amount"], r["currency"]) for r in rows]
+
+
+async def mid_dispatch(conn: asyncpg.Connection | asyncpg.Pool) -> bool:
+    """Whether any rail instruction is being sent now: the rail may be ahead of the ledger."""
+    with unavailable_when_down("PostgreSQL is unreachable; no instruction was read"):
+        return bool(await conn.fetchval(MID_DISPATCH))
