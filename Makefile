@@ -53,6 +53,7 @@ lint: install
 	$(BIN)/ruff format --check services railsim tools tests deploy/observability
 	$(BIN)/ruff check services railsim tools tests deploy/observability
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 format: install
 	$(BIN)/ruff format services railsim tools tests deploy/observability

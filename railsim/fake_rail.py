@@ -16,8 +16,8 @@ from datetime import datetime
 from railsim.core import RailSim
 from railsim.params import Kind
 from railsim.replies import Delivery, Reply
-from services.relay.rail import RailInstruction, RailOutcome, RailResult
-from services.shared.domain.payout import PayoutMethod
+from services.domain.payout import PayoutMethod
+from services.domain.rail import RailInstruction, RailOutcome, RailResult
 
 Deliver = Callable[[Delivery], Awaitable[None]]
 _RETRYABLE = frozenset({401, 403, 409, 429})

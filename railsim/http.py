@@ -26,7 +26,7 @@ from railsim.errors import ApiError
 from railsim.params import Kind
 from railsim.replies import Reply, error_reply
 from railsim.webhooks import WebhookSender
-from services.shared.metrics import mount_metrics
+from services.platform.metrics import mount_metrics
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 TICK_SECONDS = 0.05  # how often due changes (payout paid, reversals) are turned into webhooks

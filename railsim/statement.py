@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from railsim.objects import Payout, Transfer, Wire
-from services.shared.money import exponent
+from services.domain.money import exponent
 
 COLUMNS = (
     "balance_transaction_id",

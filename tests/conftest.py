@@ -20,8 +20,8 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from services.shared.history_months import open_months_since
-from services.shared.migrate import upgrade
+from services.adapters.postgres.history_months import open_months_since
+from services.adapters.postgres.migrate import upgrade
 from tests.harness import Servers, servers
 
 ALLOW_SKIPS = "SETTLE_ALLOW_SKIPS"

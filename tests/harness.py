@@ -43,7 +43,7 @@ def _from_testcontainers() -> Iterator[Servers]:
 
 @contextmanager
 def _from_launcher() -> Iterator[Servers]:
-    from services.shared.config import load_settings
+    from services.platform.settings import load_settings
     from tools.infra import stack
 
     # The launcher itself leaves alone a server the environment names.

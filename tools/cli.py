@@ -5,12 +5,12 @@ from __future__ import annotations
 import click
 
 from railsim.cli import railsim
-from services.console.cli import console
-from services.inbox.cli import inbox
-from services.ledger.cli import ledger
-from services.reconcile.cli import reconciler
-from services.relay.cli import relay
-from services.shared.cli import migrate
+from services.apps.console_cli import console
+from services.apps.inbox_cli import inbox
+from services.apps.ledger_cli import ledger
+from services.apps.migrate_cli import migrate
+from services.apps.reconciler_cli import reconciler
+from services.apps.relay_cli import relay
 from tools.bench.cli import bench
 from tools.chaos.cli import chaos
 from tools.check.cli import check

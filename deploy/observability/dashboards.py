@@ -18,7 +18,7 @@ from grafanalib.core import Dashboard, GridPos, RowPanel, Target, TimeSeries
 OUT = Path(__file__).resolve().parent / "dashboards"
 DATASOURCE = {"type": "prometheus", "uid": "prometheus"}  # grafana/provisioning/datasources
 WINDOW = "5m"
-# The rail's signals as the inbox counts them (services/inbox/decision.py SIGNALS).
+# The rail's signals as the inbox counts them (services/domain/rail_event.py SIGNALS).
 PAID = 'event_type=~"payout.paid|transfer.created"'
 FAILED = 'event_type=~"payout.failed|payout.canceled"'
 REVERSED = 'event_type="transfer.reversed"'

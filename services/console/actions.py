@@ -16,15 +16,15 @@ from typing import Any
 
 import asyncpg
 
+from services.adapters.postgres.store_errors import unavailable_when_down
 from services.console.web import Clock
+from services.domain.instruction import Resolution
+from services.domain.proposal import Move, ProposedAction
 from services.inbox.errors import InboxError
 from services.operations.approvals import Policy, Submitted, approve, reject, submit, withdraw
 from services.operations.bulk import ItemOutcome, each
 from services.operations.errors import BadRequest, Refused
 from services.operations.rail_lookup import RailLookup
-from services.shared.domain.instruction import Resolution
-from services.shared.domain.proposal import Move, ProposedAction
-from services.shared.store_errors import unavailable_when_down
 
 MAX_TARGETS = 500
 

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import asyncpg
 
-from services.shared.store_errors import unavailable_when_down
+from services.adapters.postgres.store_errors import unavailable_when_down
 
 PAGE = 50
 LIST = """

@@ -1,6 +1,6 @@
 """Errors of the console; each carries the status and machine-readable code its page shows.
 
-ApiError (shared.errors)
+ApiError (domain.errors)
 ├── SignInFailed        401 `sign_in_failed`: the same answer whatever was wrong
 ├── SignInNeeded        401 `unauthorized`: no session and no operator bearer token
 ├── CsrfRefused         403 `csrf_missing` | `csrf_invalid`: a POST without its form token
@@ -11,7 +11,7 @@ ApiError (shared.errors)
 
 from __future__ import annotations
 
-from services.shared.errors import ApiError
+from services.domain.errors import ApiError
 
 CSRF_MISSING = "csrf_missing"
 CSRF_INVALID = "csrf_invalid"

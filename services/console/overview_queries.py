@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
-from services.shared.domain.settlement import SettlementStatus
-from services.shared.store_errors import unavailable_when_down
+from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.settlement import SettlementStatus
 
 WINDOW = timedelta(hours=1)
 LATENCY_BUCKET = timedelta(minutes=5)

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
+from services.adapters.postgres.store_errors import unavailable_when_down
 from services.console.errors import CSRF_INVALID, CSRF_MISSING, CsrfRefused
-from services.shared.store_errors import unavailable_when_down
 
 IDLE = timedelta(hours=8)
 LIFETIME = timedelta(hours=24)

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
-from services.shared.store_errors import unavailable_when_down
+from services.adapters.postgres.store_errors import unavailable_when_down
 
 PAGE = 50
 SETTLEMENT = """s.id, s.tenant, s.reference, s.payee, s.destination, s.amount, s.currency,

@@ -17,11 +17,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from services.console.auth import Caller, Gate
 from services.console.errors import SignInNeeded
+from services.domain.errors import ApiError
+from services.domain.money import major_text
 from services.operations.approvals import ONE_PERSON, Policy
 from services.operations.errors import BadRequest
 from services.operations.rail_lookup import RailLookup
-from services.shared.errors import ApiError
-from services.shared.money import major_text
 
 Clock = Callable[[], datetime]
 Handler = Callable[[Request, Caller], Awaitable[Response]]
@@ -49,7 +49,7 @@ def templates() -> jinja2.Environment:
 
 @dataclass(frozen=True)
 class Console:
-    """What the pages are built from (see `services.console.app.compose`)."""
+    """What the pages are built from (see `services.apps.console.compose`)."""
 
     pool: asyncpg.Pool
     rail: RailLookup

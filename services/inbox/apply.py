@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import asyncpg
 
-from services.inbox.decision import (
+from services.domain.rail_event import (
     InboxStatus,
     Reversal,
     Signal,
@@ -27,17 +27,17 @@ from services.inbox.decision import (
     plan,
     signal_for,
 )
-from services.inbox.store import StoredEvent
-from services.shared.domain.settlement import SettlementStatus
-from services.shared.domain.webhook_match import (
+from services.domain.settlement import SettlementStatus
+from services.domain.webhook_match import (
     Difference,
     Reported,
     Sent,
     describe,
     differences,
 )
-from services.shared.transition_rows import LockedSettlement
-from services.shared.transitions import TransitionBatch, TransitionConflict
+from services.inbox.store import StoredEvent
+from services.settlement.transition_rows import LockedSettlement
+from services.settlement.transitions import TransitionBatch, TransitionConflict
 
 ACTOR = "inbox"
 

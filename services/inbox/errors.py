@@ -8,13 +8,13 @@ InboxError (ApiError)       base; `status` and `code` are what the HTTP edge sen
 │   └── MismatchNotReplayable   409: a mismatch: its object differs from what was sent
 └── ClaimedEventChanged     an inbox row changed while a worker held it; never retried
 
-PostgreSQL out of reach is the shared StoreUnavailable (services.shared.errors): 503 with
+PostgreSQL out of reach is the shared StoreUnavailable (services.domain.errors): 503 with
 Retry-After, answered in the same shape.
 """
 
 from __future__ import annotations
 
-from services.shared.errors import ApiError
+from services.domain.errors import ApiError
 
 
 class InboxError(ApiError):

@@ -7,9 +7,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from services.inbox.decision import signal_of
+from services.domain.rail_event import signal_of
+from services.domain.webhook_match import Reported, Value
 from services.inbox.errors import MalformedEvent
-from services.shared.domain.webhook_match import Reported, Value
 
 
 class RailEvent(NamedTuple):

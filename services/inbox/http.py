@@ -8,44 +8,35 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterable
-from typing import Annotated
 
 import asyncpg
 import orjson
-from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.inbox.decision import InboxStatus
+from services.adapters.postgres.store_errors import UNREACHABLE
+from services.domain.errors import StoreUnavailable
+from services.domain.rail_event import InboxStatus
 from services.inbox.errors import InboxError, MalformedEvent
 from services.inbox.events import parse_event
 from services.inbox.intake import EventStore, StoredApplier
 from services.inbox.metrics import RECEIVED_OUTCOMES, InboxMetrics
-from services.inbox.operator import list_events, replay
 from services.inbox.signature import SignatureCheck
 from services.inbox.store import store_rejected
 from services.inbox.worker import Clock, utc_now
-from services.operations.approvals import ONE_PERSON, Policy, propose
-from services.shared.domain.proposal import ProposedAction
-from services.shared.edge import (
+from services.platform.edge import (
     JSON,
-    BearerAuth,
     BodyTooLarge,
     JsonAnswer,
     answer_json,
     asgi_body_chunks,
     first_headers,
     read_capped,
-    tenant_dependency,
 )
-from services.shared.errors import StoreUnavailable
-from services.shared.listeners import admin_api, public_api
-from services.shared.store_errors import UNREACHABLE
+from services.platform.listeners import public_api
 
 DESCRIPTION = """Takes Stripe (and rail simulator) webhooks: signature checked first, stored
 under the rail's event id, applied to settlements by the apply worker."""
-ADMIN_DESCRIPTION = """The inbox's admin port: the operator view of inbox events (taking
-`Authorization: Bearer <operator token>`, SETTLE_OPERATOR_TOKENS), readiness and metrics.
-Reachable by operators and Prometheus only, never by the rail."""
 # Answered 503: PostgreSQL away, or a statement it refused (a webhook body it cannot hold,
 # while the rest of its group is stored); the rail redelivers.
 STORE_FAILURES = (*UNREACHABLE, asyncpg.PostgresError)
@@ -80,18 +71,6 @@ def create_app(
     webhooks = Webhooks(pool, signatures, metrics, max_body_bytes, applier, clock)
     app.include_router(_webhook_routes(webhooks))
     return WebhookFastPath(app, webhooks)
-
-
-def create_admin_app(
-    pool: asyncpg.Pool, operators: BearerAuth, metrics: InboxMetrics, *, clock: Clock = utc_now,
-    policy: Policy = ONE_PERSON,
-) -> FastAPI:  # fmt: skip
-    """The inbox's admin app: the operator view and replay (proposed for a second operator's
-    approval in two-person mode), /healthz, /readyz, /metrics, /docs and /openapi.json."""
-    app = admin_api("settle inbox admin", ADMIN_DESCRIPTION, metrics.registry)
-    app.include_router(_operator_routes(pool, operators, clock, policy))
-    app.include_router(_readiness_routes(pool))
-    return app
 
 
 class Webhooks:
@@ -180,43 +159,7 @@ def _webhook_routes(webhooks: Webhooks) -> APIRouter:
     return router
 
 
-def _operator_routes(
-    pool: asyncpg.Pool, operators: BearerAuth, clock: Clock, policy: Policy
-) -> APIRouter:
-    router = APIRouter(tags=["operators"])
-    # A default, not an Annotated alias: a local alias is not resolvable from string annotations.
-    operator_of = Depends(tenant_dependency(operators))
-
-    @router.get("/v1/inbox", summary="Inbox events in one status, oldest first")
-    async def inbox(
-        status: Annotated[InboxStatus, Query()],
-        cursor: Annotated[str, Query(pattern=r"^[0-9]{1,18}$")] = "0",
-        limit: Annotated[int, Query(ge=1, le=200)] = 50,
-        _: str = operator_of,
-    ) -> Response:
-        try:
-            return _json(await list_events(pool, status, int(cursor), limit))
-        except STORE_FAILURES as e:
-            raise StoreUnavailable("the inbox store does not answer") from e
-
-    @router.post("/v1/inbox/{event}/replay", summary="Send a dead or parked event back to apply")
-    async def replay_event(event: str, operator: str = operator_of) -> Response:
-        try:
-            async with pool.acquire() as conn:
-                if policy.two_person:  # 202 with the proposal, for a second operator
-                    return _json(await propose(
-                        conn, ProposedAction.INBOX_REPLAY, event, {}, reason=None,
-                        operator=operator, now=clock(), max_age=policy.max_age,
-                    ), 202)  # fmt: skip
-                row_id = await replay(conn, event, operator, clock())
-        except STORE_FAILURES as e:
-            raise StoreUnavailable("the inbox store does not answer") from e
-        return _json({"id": row_id, "status": "received"}, 202)
-
-    return router
-
-
-def _readiness_routes(pool: asyncpg.Pool) -> APIRouter:
+def readiness_routes(pool: asyncpg.Pool) -> APIRouter:
     router = APIRouter(tags=["operations"])
 
     @router.get("/readyz", summary="PostgreSQL answers")

@@ -3,7 +3,7 @@
 Each webhook request hands its event to `EventStore.store` and waits; a few workers take
 whatever is waiting, up to `max_batch`, and store it with one multi-row
 `INSERT ... ON CONFLICT DO NOTHING` (committed with synchronous commit before anyone is
-answered; `shared.group_commit`). So a request still answers only once its row is durable, or
+answered; `platform.group_commit`). So a request still answers only once its row is durable, or
 once it is known to be a duplicate, but under load many webhooks share one fsync.
 
 With an `applier` (the apply worker), the rows just stored are applied in the same
@@ -36,14 +36,14 @@ from typing import NamedTuple, Protocol
 
 import asyncpg
 
+from services.adapters.postgres.history_months import month_start
+from services.adapters.postgres.store_errors import REFUSED, retry_contended
+from services.domain.errors import StoreUnavailable
+from services.domain.rail_event import InboxStatus, ignore_reason, signal_of
 from services.inbox.apply import Outcome
-from services.inbox.decision import InboxStatus, ignore_reason, signal_of
 from services.inbox.events import RailEvent
 from services.inbox.store import RAIL, StoredEvent
-from services.shared.errors import StoreUnavailable
-from services.shared.group_commit import GroupCommit
-from services.shared.history_months import month_start
-from services.shared.store_errors import REFUSED, retry_contended
+from services.platform.group_commit import GroupCommit
 
 # How long after an event was first received the rail may still deliver it, or a twin of its
 # change, again. Stripe retries an undelivered event for up to three days and keeps events 30

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from services.inbox.decision import SIGNALS
-from services.shared.metrics import accepted_to_paid_histogram
+from services.domain.rail_event import SIGNALS
+from services.platform.metrics import accepted_to_paid_histogram
 
 RECEIVED_OUTCOMES = ("stored", "ignored", "duplicate", "rejected")
 SIGNATURE_FAILURES = ("missing_signature", "invalid_signature", "stale_signature")

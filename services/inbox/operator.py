@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from services.inbox.decision import REPLAYABLE, InboxStatus
+from services.domain.rail_event import REPLAYABLE, InboxStatus
 from services.inbox.errors import MismatchNotReplayable, NotFound, NotReplayable
 
 MAX_PAGE = 200

@@ -14,11 +14,11 @@ from typing import NamedTuple
 
 import asyncpg
 
-from services.inbox.decision import InboxStatus
+from services.adapters.postgres.history_months import month_start
+from services.domain.rail_event import InboxStatus
+from services.domain.webhook_match import Difference, Reported
 from services.inbox.errors import ClaimedEventChanged
 from services.inbox.events import reported_in
-from services.shared.domain.webhook_match import Difference, Reported
-from services.shared.history_months import month_start
 
 RAIL = "stripe"
 

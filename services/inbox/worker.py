@@ -31,15 +31,15 @@ from typing import NamedTuple
 
 import asyncpg
 
+from services.adapters.postgres.store_errors import UNREACHABLE, is_retriable, retry_contended
+from services.domain.errors import SettleError
+from services.domain.rail_event import SIGNALS, InboxStatus
 from services.inbox.apply import Outcome, apply_events
-from services.inbox.decision import SIGNALS, InboxStatus
 from services.inbox.metrics import InboxMetrics
 from services.inbox.store import Recorded, StoredEvent, claim_due_many, oldest_parked, record_many
-from services.shared.backoff import backoff
-from services.shared.errors import SettleError
-from services.shared.logs import about_settlement
-from services.shared.running import run_until_first_exits
-from services.shared.store_errors import UNREACHABLE, is_retriable, retry_contended
+from services.platform.backoff import backoff
+from services.platform.logs import about_settlement
+from services.platform.running import run_until_first_exits
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]

@@ -1,7 +1,7 @@
 """The accept core both ingress paths call: concurrent requests grouped into batches.
 
 Each HTTP request and Kafka command waits while a few booking workers take whatever is
-queued, up to `max_batch`, and book it in one transaction (`shared.group_commit`): under load
+queued, up to `max_batch`, and book it in one transaction (`platform.group_commit`): under load
 batches grow and the commit cost is shared; at moderate rates a worker lingers a few
 milliseconds for company first; alone, a request pays one transaction. Requests with one tenant
 and key in the same batch are folded onto the first: an identical one gets its response as a
@@ -15,12 +15,12 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from services.adapters.postgres.store_errors import REFUSED, retry_contended, unavailable_when_down
+from services.domain.errors import StoreUnavailable
 from services.ledger.booking import Books, in_use_result, unbookable_result
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
-from services.shared.errors import StoreUnavailable
-from services.shared.group_commit import GroupCommit
-from services.shared.store_errors import REFUSED, retry_contended, unavailable_when_down
+from services.platform.group_commit import GroupCommit
 
 # A booking transaction costs PostgreSQL about as much CPU as seven more settlements in it, so
 # at moderate rates a request waits this long for others to share its commit. Booking

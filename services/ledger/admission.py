@@ -4,7 +4,7 @@
                     from admission to answer, and Kafka commands being booked. A full backlog
                     answers HTTP 503 `overloaded` before the body is read; the Kafka intake
                     instead waits to fetch more (`room`), its commands being queued already.
-    rate            a token bucket per tenant with a configured rate (`shared.tenant_limits`),
+    rate            a token bucket per tenant with a configured rate (`domain.tenant_limits`),
                     per process: over it, HTTP 429 `rate_limited` with Retry-After. Kafka
                     commands are not counted: the intake books one fetched batch at a time, so
                     the consumer's pace bounds them.
@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from services.domain.tenant_limits import NO_LIMITS, Rate, TenantLimits
 from services.ledger.errors import InvalidRequest, Overloaded, RateLimited
 from services.ledger.model import SettlementRequest
-from services.shared.tenant_limits import NO_LIMITS, Rate, TenantLimits
 
 DEFAULT_BACKLOG = 10_000
 

@@ -20,22 +20,22 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
+from services.contracts.topics import EVENTS
+from services.domain.balance_shards import BALANCE_SHARDS
+from services.domain.ids import uuid7_text
+from services.domain.payout import PayoutMethod
+from services.domain.postings import AccountKind, Posting, accept_postings, account_id
+from services.domain.rail_key import rail_idempotency_key
+from services.domain.settlement import SettlementStatus, event_type
+from services.domain.tenant_limits import NO_LIMITS, TenantLimits
+from services.domain.trace_context import carried
 from services.ledger import sql
 from services.ledger.funding import refuse_unfunded
 from services.ledger.idempotency import Decision, KeyState, StoredKey, decide
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import canonical_json, settlement_body
-from services.shared.balance_shards import BALANCE_SHARDS
-from services.shared.domain.payout import PayoutMethod
-from services.shared.domain.postings import AccountKind, Posting, accept_postings, account_id
-from services.shared.domain.rail_key import rail_idempotency_key
-from services.shared.domain.settlement import SettlementStatus, event_type
-from services.shared.edge import error_body
-from services.shared.ids import uuid7_text
-from services.shared.tenant_limits import NO_LIMITS, TenantLimits
-from services.shared.topics import EVENTS
-from services.shared.tracing import carried
-from services.shared.transition_rows import settlement_event
+from services.platform.edge import error_body
+from services.settlement.transition_rows import settlement_event
 
 log = logging.getLogger(__name__)
 DEFAULT_RAIL = "sim"

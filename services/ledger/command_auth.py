@@ -3,7 +3,7 @@
 The tenant of a command is the `tenant` field of the record, which anyone who can write to
 the topic can set. So a command is booked only for a tenant settle knows (SETTLE_API_TOKENS),
 and, where signing is required, only with a signature of its exact bytes under one of that
-tenant's own secrets (services/shared/command_signature.py). In optional mode a signed
+tenant's own secrets (services/contracts/command_signature.py). In optional mode a signed
 command is still verified: a signature that does not hold is refused, never ignored.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from services.shared.command_signature import TOLERANCE_SECONDS, SignatureRefusal, verify
-from services.shared.config import Settings
+from services.contracts.command_signature import TOLERANCE_SECONDS, SignatureRefusal, verify
+from services.platform.config import Settings
 
 UNKNOWN_TENANT = "unknown_tenant"
 LOG_APPEND_TIME = 1  # a Kafka record's timestamp type when the broker stamped it

@@ -26,6 +26,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.errors import CommitFailedError, KafkaError
 from opentelemetry.trace import SpanKind
 
+from services.adapters.kafka.clients import header, messages_behind, run_reconnecting, started
+from services.adapters.postgres.store_errors import is_retriable
+from services.contracts import avro
+from services.contracts.command_signature import SIGNATURE_HEADER
+from services.domain.errors import SchemaError
+from services.domain.trace_context import TraceContext, carried
 from services.ledger.admission import Admission
 from services.ledger.command_auth import CommandAuthority, written_at
 from services.ledger.dead_letters import DeadLetter, DeadLetters
@@ -34,13 +40,8 @@ from services.ledger.intake import parse_settlement_command
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.ports import Acceptor
-from services.shared import avro
-from services.shared.command_signature import SIGNATURE_HEADER
-from services.shared.errors import SchemaError
-from services.shared.kafka import header, messages_behind, run_reconnecting, started
-from services.shared.metrics import ConsumerLag
-from services.shared.store_errors import is_retriable
-from services.shared.tracing import TRACEPARENT, TRACESTATE, TraceContext, carried, traced
+from services.platform.metrics import ConsumerLag
+from services.platform.tracing import TRACEPARENT, TRACESTATE, traced
 
 log = logging.getLogger(__name__)
 CONSUMER_GROUP = "settle-ledger"
@@ -196,7 +197,7 @@ async def consume_commands(
         producer = await started(clients, producer_of())
         await intake_of(consumer, producer).run()
 
-    await run_reconnecting("command intake", session)
+    await run_reconnecting("command intake", session, is_retriable)
 
 
 def _text(record: ConsumerRecord, name: str) -> str | None:

@@ -6,14 +6,14 @@ LedgerError (ApiError)      base; `status` and `code` are what the HTTP edge sen
 ├── RateLimited             429 `rate_limited` with Retry-After: the tenant's rate is spent
 └── Overloaded              503 `overloaded` with Retry-After: too many requests held at once
 
-Unauthorized (401) is the HTTP edge's own (services.shared.edge); PostgreSQL out of reach is the
-shared StoreUnavailable (services.shared.errors): 503 with Retry-After, answered in the same
+Unauthorized (401) is the HTTP edge's own (services.platform.edge); PostgreSQL out of reach is the
+shared StoreUnavailable (services.domain.errors): 503 with Retry-After, answered in the same
 shape.
 """
 
 from __future__ import annotations
 
-from services.shared.errors import ApiError
+from services.domain.errors import ApiError
 
 
 class LedgerError(ApiError):

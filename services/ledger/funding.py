@@ -1,6 +1,6 @@
 """The funding check of pre-funded tenants, made in the booking transaction before it books.
 
-A pre-funded tenant (`shared.tenant_limits`) pays out only what it has: its deposit in the
+A pre-funded tenant (`domain.tenant_limits`) pays out only what it has: its deposit in the
 currency plus its funding account's balance, which every accepted settlement debits and every
 failure or reversal credits back. A settlement that would take that below zero is answered
 422 `insufficient_funds`, nothing of it stored, its idempotency key left unused.
@@ -24,10 +24,10 @@ from datetime import datetime
 
 import asyncpg
 
+from services.domain.postings import AccountKind, account_id
+from services.domain.tenant_limits import TenantLimits
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
-from services.shared.domain.postings import AccountKind, account_id
-from services.shared.edge import error_body
-from services.shared.tenant_limits import TenantLimits
+from services.platform.edge import error_body
 
 FUNDING_BALANCES = """
 WITH held AS (

@@ -10,7 +10,7 @@ content are the same request. Limits, and why:
     amount                      a JSON number that is a whole count of minor units, 1 .. 10**15
                                 (100, 100.0 and 1e2 are all 100); never parsed through a float.
                                 The cap keeps every balance shard far from bigint overflow
-                                (`shared.money.MAX_SETTLEMENT_AMOUNT` says why)
+                                (`domain.money.MAX_SETTLEMENT_AMOUNT` says why)
     currency                    an active ISO 4217 code in upper case, exactly as written
     rail                        null or a rail settle drives ("sim", "stripe")
     metadata                    at most 50 string pairs, keys 1..40 characters without "[" or
@@ -32,12 +32,12 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+from services.domain.money import MAX_SETTLEMENT_AMOUNT, is_currency
+from services.domain.trace_context import TraceContext
 from services.ledger.errors import InvalidRequest
 from services.ledger.model import SettlementRequest
 from services.ledger.responses import canonical_json
-from services.shared.config import RailKind
-from services.shared.money import MAX_SETTLEMENT_AMOUNT, is_currency
-from services.shared.tracing import TraceContext
+from services.platform.config import RailKind
 
 MAX_BODY_BYTES = 16_384
 MAX_TEXT_CHARS = 255

@@ -25,7 +25,7 @@ import asyncpg
 from prometheus_client import CollectorRegistry, Counter
 
 from services.ledger.key_retention import FINAL_STATUSES, KeyRetention, key_retention
-from services.shared.config import Settings
+from services.platform.config import Settings
 
 log = logging.getLogger(__name__)
 

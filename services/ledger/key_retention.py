@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from services.domain.settlement import TERMINAL, SettlementStatus
 from services.ledger.idempotency import KeyState
-from services.shared.domain.settlement import TERMINAL, SettlementStatus
 
 DEFAULT_RETENTION = timedelta(hours=48)
 DEFAULT_BATCH = 1000

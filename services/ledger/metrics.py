@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from services.shared.metrics import consumer_lag_gauge
+from services.platform.metrics import consumer_lag_gauge
 
 # Every outcome a settlement request can have, so each series exists (at 0) from the start
 # and a rate() over it never sees a series appear out of nowhere.

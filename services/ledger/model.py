@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from services.shared.tracing import TraceContext
+from services.domain.trace_context import TraceContext
 
 
 @dataclass(frozen=True, slots=True)

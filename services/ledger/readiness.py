@@ -7,7 +7,7 @@ from typing import Protocol
 
 import asyncpg
 
-from services.shared.store_errors import UNREACHABLE
+from services.adapters.postgres.store_errors import UNREACHABLE
 
 
 class ReadinessProbe(Protocol):

@@ -20,6 +20,7 @@ from typing import Any
 
 import asyncpg
 
+from services.adapters.postgres.store_errors import unavailable_when_down
 from services.ledger.errors import InvalidRequest
 from services.ledger.views import (
     MAX_PAGE,
@@ -33,7 +34,6 @@ from services.ledger.views import (
     SettlementSummary,
     Transition,
 )
-from services.shared.store_errors import unavailable_when_down
 
 _SUMMARY = """
     SELECT s.id, s.reference, s.payee, s.destination, s.amount, s.currency, s.rail,

@@ -2,7 +2,7 @@
 
 A retried request gets the first response byte for byte, so bodies are rendered once from
 explicit values into canonical JSON (sorted keys, no whitespace) and stored. Error bodies are
-the edge's (`services.shared.edge.error_body`).
+the edge's (`services.platform.edge.error_body`).
 """
 
 from __future__ import annotations

@@ -4,20 +4,20 @@
 idempotency keys, insert the settlements whose key was claimed (a reference already booked
 is left out), and for those alone write the first transition, the journal entry and its
 postings, one balance update per account on a shard no other writer holds
-(`services/shared/balance_shards.py`; $23 is the shard tried first), the rail instruction
+(`services/domain/balance_shards.py`; $23 is the shard tried first), the rail instruction
 and the outbox row. It returns, per request, whether its key was claimed and whether its
 settlement was booked.
 `tools/bench/baseline.py` builds its pgbench script from these very statements.
 
 Booking is the one statement that writes `settlements` outside the guarded write path
-(`services/shared/transitions.py`), because it only inserts: a row that does not exist yet
+(`services/settlement/transitions.py`), because it only inserts: a row that does not exist yet
 has no status or version to guard, and its guards are the key claim and the reference's
 uniqueness, which this statement checks in the same round trip as everything it books. It
 books by the same rules: postings from `accept_postings`, the event from `settlement_event`.
 """
 
-from services.shared.balance_shards import free_shards
-from services.shared.domain.instruction import InstructionStatus
+from services.domain.balance_shards import free_shards
+from services.domain.instruction import InstructionStatus
 
 # Every account the legs post to, once each, in code point order as balance shards are locked.
 LEG_ACCOUNTS = (

@@ -9,8 +9,8 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import PlainSerializer
 
+from services.domain.settlement import SettlementStatus
 from services.ledger.responses import timestamp
-from services.shared.domain.settlement import SettlementStatus
 
 SETTLEMENT_STATUSES = frozenset(status.value for status in SettlementStatus)
 MAX_PAGE = 100

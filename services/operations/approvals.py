@@ -1,5 +1,5 @@
 """Maker-checker: actions that move money or close a break, proposed by one operator and
-approved by another (`services/shared/domain/proposal.py` decides who may do what).
+approved by another (`services/domain/proposal.py` decides who may do what).
 
 `submit` is the one entry point of an action: with two-person mode off it does the action at
 once; on, it records a pending proposal. `approve` locks the proposal, does the action through
@@ -21,11 +21,9 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
-from services.operations.errors import NotFound, Refused
-from services.operations.proposed import ACTION_REFUSALS, checked, item_of, perform, target_of
-from services.operations.rail_lookup import RailLookup
-from services.shared.config import Settings
-from services.shared.domain.proposal import (
+from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.errors import ApiError
+from services.domain.proposal import (
     DEFAULT_MAX_AGE_SECONDS,
     Move,
     Pending,
@@ -36,8 +34,10 @@ from services.shared.domain.proposal import (
     decide,
     is_expired,
 )
-from services.shared.errors import ApiError
-from services.shared.store_errors import unavailable_when_down
+from services.operations.errors import NotFound, Refused
+from services.operations.proposed import ACTION_REFUSALS, checked, item_of, perform, target_of
+from services.operations.rail_lookup import RailLookup
+from services.platform.config import Settings
 
 DEFAULT_MAX_AGE = timedelta(seconds=DEFAULT_MAX_AGE_SECONDS)
 MAX_PAGE = 200

@@ -14,17 +14,17 @@ from typing import Any
 
 import asyncpg
 
-from services.operations.errors import NotFound, ReasonMissing, Refused
-from services.reconcile.closing import close_break
-from services.reconcile.errors import BreakChanged, BreakNotFound
-from services.reconcile.store import BREAK_COLUMNS, StoredBreak, stored_break
-from services.shared.domain.breaks import (
+from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.breaks import (
     BreakStatus,
     BreakType,
     IllegalBreakTransition,
 )
-from services.shared.domain.settlement import ReasonRequired
-from services.shared.store_errors import unavailable_when_down
+from services.domain.settlement import ReasonRequired
+from services.operations.errors import NotFound, ReasonMissing, Refused
+from services.reconcile.closing import close_break
+from services.reconcile.errors import BreakChanged, BreakNotFound
+from services.reconcile.store import BREAK_COLUMNS, StoredBreak, stored_break
 
 MAX_PAGE = 1000
 BREAK_CLOSED = "break_closed"

@@ -14,7 +14,7 @@ OperationsError (ApiError)      base; nothing was changed when one is raised
 
 from __future__ import annotations
 
-from services.shared.errors import ApiError
+from services.domain.errors import ApiError
 
 
 class OperationsError(ApiError):

@@ -16,9 +16,9 @@ from enum import StrEnum
 
 import asyncpg
 
+from services.domain.breaks import BreakType
 from services.operations.breaks import break_document
 from services.reconcile.store import BREAK_COLUMNS, stored_break
-from services.shared.domain.breaks import BreakType
 
 DEFAULT_PREFETCH = 1000
 COLUMNS = (

@@ -33,22 +33,22 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from services.domain.breaks import BreakStatus, BreakType
+from services.domain.errors import ApiError
+from services.domain.instruction import Resolution
+from services.domain.proposal import ProposalStatus, ProposedAction
 from services.operations import approvals, breaks, review
 from services.operations.approvals import ONE_PERSON, Policy, submit
 from services.operations.errors import BadRequest, Forbidden, ReasonMissing
 from services.operations.export import ExportFormat, export_open
 from services.operations.rail_lookup import RailLookup
-from services.shared.domain.breaks import BreakStatus, BreakType
-from services.shared.domain.instruction import Resolution
-from services.shared.domain.proposal import ProposalStatus, ProposedAction
-from services.shared.edge import (
+from services.platform.edge import (
     JSON,
     BearerAuth,
     Unauthorized,
     api_error_response,
     read_capped_body,
 )
-from services.shared.errors import ApiError
 
 MAX_BODY = 16_384
 FORBIDDEN = "a tenant's token; operator actions need an operator token (SETTLE_OPERATOR_TOKENS)"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from services.operations.approvals import policy_of
 from services.operations.errors import Refused
-from services.shared.config import Settings
-from services.shared.edge import BearerAuth, Unauthorized
+from services.platform.config import Settings
+from services.platform.edge import BearerAuth, Unauthorized
 
 OPERATOR_TOKEN = "SETTLE_OPERATOR_TOKEN"
 UNPROVEN = "operator_unproven"

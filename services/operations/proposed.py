@@ -15,8 +15,13 @@ from typing import Any
 
 import asyncpg
 
+from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.breaks import BreakStatus
+from services.domain.instruction import Resolution
+from services.domain.proposal import ProposedAction
+from services.domain.rail_event import REPLAYABLE, InboxStatus
+from services.domain.settlement import SettlementStatus
 from services.inbox import errors as inbox_errors
-from services.inbox.decision import REPLAYABLE, InboxStatus
 from services.inbox.operator import replay
 from services.operations import breaks, review
 from services.operations.errors import (
@@ -28,11 +33,6 @@ from services.operations.errors import (
 )
 from services.operations.rail_lookup import RailLookup
 from services.operations.verdict import NOT_IN_REVIEW
-from services.shared.domain.breaks import BreakStatus
-from services.shared.domain.instruction import Resolution
-from services.shared.domain.proposal import ProposedAction
-from services.shared.domain.settlement import SettlementStatus
-from services.shared.store_errors import unavailable_when_down
 
 # What an approved action may answer instead of doing it: refusals, never "try again".
 ACTION_REFUSALS = (OperationsError, inbox_errors.InboxError)

@@ -8,12 +8,12 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Protocol
 
+from services.adapters.stripe.rail import RailLookupFailed, StripeRail
+from services.adapters.stripe.source import RailSource
+from services.domain.rail import RailInstruction
+from services.domain.reconciliation import RailObject
 from services.operations.errors import RailUnavailable
 from services.reconcile.errors import ReconcileError
-from services.reconcile.model import RailObject
-from services.reconcile.rail_source import RailSource
-from services.relay.rail import RailInstruction
-from services.relay.stripe_rail import RailLookupFailed, StripeRail
 
 
 class RailLookup(Protocol):

@@ -16,17 +16,17 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
+from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.instruction import InstructionStatus, Resolution
+from services.domain.payout import PayoutMethod
+from services.domain.rail import RailInstruction
+from services.domain.reconciliation import RailObject
+from services.domain.settlement import SettlementStatus
 from services.operations.audit import record_action
 from services.operations.errors import NotFound, ReasonMissing, Refused
 from services.operations.rail_lookup import RailLookup
 from services.operations.verdict import Decision, UnderReview, admissible, decide
-from services.reconcile.model import RailObject
-from services.relay.rail import RailInstruction
-from services.shared.domain.instruction import InstructionStatus, Resolution
-from services.shared.domain.payout import PayoutMethod
-from services.shared.domain.settlement import SettlementStatus
-from services.shared.store_errors import unavailable_when_down
-from services.shared.transitions import TransitionBatch, TransitionConflict
+from services.settlement.transitions import TransitionBatch, TransitionConflict
 
 MAX_PAGE = 200
 ACTION = "review.resolve"

@@ -15,9 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from services.operations.errors import Refused
-from services.reconcile.model import MoneyState, RailObject, money_state
-from services.shared.domain.instruction import (
+from services.domain.instruction import (
     IN_FLIGHT,
     SETTLEMENT_RESOLVED,
     IllegalResolution,
@@ -25,7 +23,9 @@ from services.shared.domain.instruction import (
     Resolution,
     resolved_status,
 )
-from services.shared.domain.settlement import SettlementStatus
+from services.domain.reconciliation import MoneyState, RailObject, money_state
+from services.domain.settlement import SettlementStatus
+from services.operations.errors import Refused
 
 RAIL_DISAGREES = "rail_disagrees"
 NOT_IN_REVIEW = "not_in_review"

@@ -1,6 +1,6 @@
 """Closing a stored break, audited: healed by the rail's proof or resolved by an operator.
 
-The step is decided by the break's state machine (`services.shared.domain.breaks.transition`)
+The step is decided by the break's state machine (`services.domain.breaks.transition`)
 on the row locked as it stands, then written by one statement: the update guarded by the
 status it was locked in, and one `operator_actions` row naming who, what, and the break
 before and after. Both or neither; `operator_actions` itself refuses to be changed later.
@@ -13,10 +13,10 @@ from datetime import datetime
 
 import asyncpg
 
+from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.breaks import BreakStatus, BreakType, transition
 from services.reconcile.errors import BreakChanged, BreakNotFound
 from services.reconcile.store import BREAK_COLUMNS, StoredBreak, stored_break
-from services.shared.domain.breaks import BreakStatus, BreakType, transition
-from services.shared.store_errors import unavailable_when_down
 
 LOCK_BREAK = f"SELECT {BREAK_COLUMNS} FROM reconciliation_breaks WHERE id = $1 FOR UPDATE"
 CLOSE_BREAK = f"""

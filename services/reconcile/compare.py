@@ -26,7 +26,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
-from services.reconcile.model import (
+from services.domain.breaks import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_RECHECK_AGES,
+    BreakType,
+    age_bucket,
+    is_pending,
+)
+from services.domain.payout import PayoutMethod
+from services.domain.reconciliation import (
     Break,
     LedgerRecord,
     MoneyState,
@@ -36,15 +44,7 @@ from services.reconcile.model import (
     break_key,
     money_state,
 )
-from services.shared.domain.breaks import (
-    DEFAULT_GRACE_SECONDS,
-    DEFAULT_RECHECK_AGES,
-    BreakType,
-    age_bucket,
-    is_pending,
-)
-from services.shared.domain.payout import PayoutMethod
-from services.shared.domain.settlement import SettlementStatus
+from services.domain.settlement import SettlementStatus
 
 _S = SettlementStatus
 _M = MoneyState

@@ -33,16 +33,17 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from services.adapters.stripe.source import RailReader, RailSource
+from services.domain.breaks import DEFAULT_GRACE_SECONDS
+from services.domain.rail import RailUnreadable
+from services.domain.reconciliation import LedgerRecord, RailObject, Report, RunStatus
 from services.reconcile import ledger_source, nostro_pass, store
 from services.reconcile.compare import SENT, compare
-from services.reconcile.errors import RailUnreadable, ReconcileError
+from services.reconcile.errors import ReconcileError
 from services.reconcile.heal import Healer
-from services.reconcile.model import LedgerRecord, RailObject, Report, RunStatus
 from services.reconcile.outcome import ById, Outcome
-from services.reconcile.rail_source import RailReader, RailSource
 from services.reconcile.staging import Staging
 from services.reconcile.windows import Window
-from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS
 
 LEDGER = "ledger"
 

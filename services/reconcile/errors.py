@@ -1,8 +1,7 @@
 """Errors of reconciliation.
 
 ReconcileError (SettleError)    base; a source reconciliation cannot read is never "no breaks"
-├── UnreadableRailObject        the rail answered with an object reconciliation cannot read
-├── RailUnreadable              the rail could not be read (unreachable, an HTTP error)
+                                (a rail that cannot be read raises RailReadError, domain/rail.py)
 ├── StatementUnreadable         a statement file could not be read, or a line of it parsed
 ├── StagedRowsLost              the run's staged rail objects are gone (PostgreSQL restarted)
 ├── RunNotRunning               the run is finished (or unknown); its record is final
@@ -12,32 +11,11 @@ ReconcileError (SettleError)    base; a source reconciliation cannot read is nev
 
 from __future__ import annotations
 
-from services.shared.errors import SettleError
+from services.domain.errors import SettleError
 
 
 class ReconcileError(SettleError):
     """Base of reconciliation's errors."""
-
-
-class UnreadableRailObject(ReconcileError):
-    """A rail object lacks a field, or has one of the wrong type; reading on could hide money."""
-
-    retriable = False
-
-    def __init__(self, object_id: object, detail: str) -> None:
-        super().__init__(f"rail object {object_id!r} cannot be read: {detail}")
-        self.object_id = object_id
-        self.detail = detail
-
-
-class RailUnreadable(ReconcileError):
-    """The rail did not answer a read, or answered an error: its silence is never "no breaks"."""
-
-    retriable = True
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(f"the rail could not be read: {detail}")
-        self.detail = detail
 
 
 class RunNotRunning(ReconcileError):

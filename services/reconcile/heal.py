@@ -30,22 +30,22 @@ from typing import Any, NamedTuple, Protocol
 
 import asyncpg
 
+from services.adapters.postgres.store_errors import retry_contended, unavailable_when_down
+from services.domain.breaks import BreakStatus, BreakType
+from services.domain.rail_event import InboxStatus
+from services.domain.reconciliation import Break, LedgerRecord, Report
+from services.domain.settlement import DomainError
 from services.inbox.apply import apply_events
-from services.inbox.decision import InboxStatus
 from services.inbox.events import parse_event
 from services.inbox.intake import Arrival, insert_events
 from services.inbox.store import Recorded, claim_stored, record_many
+from services.platform.logs import about_settlement
 from services.reconcile import closing, proof
 from services.reconcile.closing import close_break
 from services.reconcile.errors import ReconcileError
-from services.reconcile.model import Break, LedgerRecord, Report
 from services.reconcile.store import stored_key
-from services.shared.domain.breaks import BreakStatus, BreakType
-from services.shared.domain.settlement import DomainError
-from services.shared.logs import about_settlement
-from services.shared.store_errors import retry_contended, unavailable_when_down
-from services.shared.transition_rows import LockedSettlement
-from services.shared.transitions import TransitionConflict
+from services.settlement.transition_rows import LockedSettlement
+from services.settlement.transitions import TransitionConflict
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from datetime import datetime
 
 import asyncpg
 
-from services.reconcile.model import LedgerRecord
-from services.shared.domain.settlement import SettlementStatus
-from services.shared.store_errors import unavailable_when_down
+from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.reconciliation import LedgerRecord
+from services.domain.settlement import SettlementStatus
 
 PAGE_SIZE = 1000
 _STATUSES = {s.value: s for s in SettlementStatus}  # a lookup: an Enum call costs more than a row

@@ -24,7 +24,7 @@ from typing import Any
 
 import asyncpg
 
-from services.shared.store_errors import unavailable_when_down
+from services.adapters.postgres.store_errors import unavailable_when_down
 
 BATCH = 500
 

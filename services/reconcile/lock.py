@@ -15,7 +15,7 @@ import logging
 
 import asyncpg
 
-from services.shared.store_errors import UNREACHABLE
+from services.adapters.postgres.store_errors import UNREACHABLE
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from services.reconcile.model import RunKind
-from services.shared.domain.breaks import BreakType
-from services.shared.metrics import accepted_to_paid_histogram
+from services.domain.breaks import BreakType
+from services.domain.reconciliation import RunKind
+from services.platform.metrics import accepted_to_paid_histogram
 
 # A run that could not even be recorded (PostgreSQL away) is `unavailable`.
 RUN_OUTCOMES = ("completed", "failed", "unavailable")

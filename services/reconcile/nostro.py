@@ -18,11 +18,10 @@ not the whole story (a balance_mismatch of field `balance_transactions`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
 
-from services.reconcile.model import Break, break_key
-from services.shared.domain.breaks import BreakType
-from services.shared.domain.postings import AccountKind, Posting
+from services.domain.breaks import BreakType
+from services.domain.postings import AccountKind, Posting
+from services.domain.reconciliation import BalanceMove, Break, break_key
 
 # Stripe's balance transaction types for money sent to payees and money coming back from them.
 PAYEE_TYPES = frozenset(
@@ -37,16 +36,6 @@ PAYEE_TYPES = frozenset(
     }
 )
 _SENT_ACCOUNTS = frozenset({AccountKind.IN_TRANSIT.value, AccountKind.PAID_OUT.value})
-
-
-class BalanceMove(NamedTuple):
-    """One balance transaction at the rail."""
-
-    move_id: str  # the rail's id, `txn_...`
-    move_type: str  # Stripe's `type`: transfer, payout, transfer_refund, payout_failure...
-    amount: int  # signed minor units: negative when money left the balance
-    currency: str  # ISO 4217, upper case
-    created: int  # when the rail booked it, Unix seconds
 
 
 def rail_outflow(moves: Iterable[BalanceMove]) -> dict[str, int]:

@@ -39,13 +39,12 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import stripe
 
+from services.adapters.stripe.source import RailSource
+from services.adapters.stripe.wire import balance_of
+from services.domain.rail import RailUnreadable
+from services.domain.reconciliation import BalanceMove, Break
 from services.reconcile import nostro, nostro_store
-from services.reconcile.errors import RailUnreadable
-from services.reconcile.model import Break
-from services.reconcile.nostro import BalanceMove
 from services.reconcile.nostro_store import Balance
-from services.reconcile.rail_source import RailSource
-from services.reconcile.wire import balance_of
 
 LAG = timedelta(seconds=1)
 READ_ATTEMPTS = 5  # readings tried for one that no movement interleaved

@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import asyncpg
 
-from services.shared.domain.instruction import InstructionStatus as I
-from services.shared.domain.postings import Posting
-from services.shared.store_errors import unavailable_when_down
+from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.instruction import InstructionStatus as I
+from services.domain.postings import Posting
 
 RECORD_BALANCE = """
 INSERT INTO reconciliation_balances (run_id, currency, as_of, balance, quiet)

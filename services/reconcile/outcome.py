@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from services.domain.breaks import BreakStatus, BreakType
+from services.domain.reconciliation import Break, Pending, Report, RunStatus
+from services.domain.reconciliation import break_key as sort_key
 from services.reconcile import store
-from services.reconcile.model import Break, Pending, Report, RunStatus
-from services.reconcile.model import break_key as sort_key
 from services.reconcile.windows import Window
-from services.shared.domain.breaks import BreakStatus, BreakType
 
 
 class ById(NamedTuple):

@@ -22,12 +22,12 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from services.adapters.stripe.wire import rail_object_of
+from services.domain.breaks import HEALABLE
+from services.domain.payout import PayoutMethod
+from services.domain.reconciliation import Break, MoneyState, money_state
+from services.domain.settlement import SettlementStatus
 from services.reconcile.compare import AGREES
-from services.reconcile.model import Break, MoneyState, money_state
-from services.reconcile.wire import rail_object_of
-from services.shared.domain.breaks import HEALABLE
-from services.shared.domain.payout import PayoutMethod
-from services.shared.domain.settlement import SettlementStatus
 
 # Says where a row of inbox_events came from: no rail event id starts so.
 EVENT_PREFIX = "evt_reconcile_"

@@ -13,9 +13,9 @@ import uuid
 
 import asyncpg
 
+from services.adapters.postgres.store_errors import unavailable_when_down
 from services.reconcile.outcome import ById
 from services.reconcile.schedule import AgeBounds
-from services.shared.store_errors import unavailable_when_down
 
 PAGE_SIZE = 1000
 

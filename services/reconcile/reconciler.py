@@ -25,19 +25,19 @@ from typing import Any
 
 import asyncpg
 
+from services.adapters.postgres import history_months
+from services.adapters.postgres.store_errors import is_retriable
+from services.adapters.stripe.source import RailSource
+from services.domain.errors import StoreUnavailable
+from services.domain.reconciliation import RunKind, RunStatus
+from services.platform.backoff import backoff
 from services.reconcile import rechecks, schedule, standing, store, windows
 from services.reconcile.engine import reconcile
 from services.reconcile.lock import ReconcilerLock
 from services.reconcile.metrics import ReconcileMetrics
-from services.reconcile.model import RunKind, RunStatus
 from services.reconcile.outcome import ById, Outcome
-from services.reconcile.rail_source import RailSource
 from services.reconcile.schedule import Schedule
 from services.reconcile.windows import Window
-from services.shared import history_months
-from services.shared.backoff import backoff
-from services.shared.errors import StoreUnavailable
-from services.shared.store_errors import is_retriable
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from services.reconcile.model import Break, Pending, Report, break_key
-from services.shared.domain.breaks import BreakType
+from services.domain.breaks import BreakType
+from services.domain.reconciliation import Break, Pending, Report, break_key
 
 
 def with_breaks(report: Report, more: Iterable[Break]) -> Report:

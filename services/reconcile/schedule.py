@@ -18,13 +18,13 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from typing import NamedTuple
 
-from services.reconcile.model import RunKind
-from services.reconcile.windows import Window
-from services.shared.domain.breaks import (
+from services.domain.breaks import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_OVERLAP_SECONDS,
     DEFAULT_RECHECK_AGES,
 )
+from services.domain.reconciliation import RunKind
+from services.reconcile.windows import Window
 
 CATCH_UP_DAYS = 7
 # An origin before this is older than any settle record: "no lower bound" in SQL terms.

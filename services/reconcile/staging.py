@@ -32,11 +32,11 @@ from typing import cast
 
 import asyncpg
 
+from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.payout import PayoutMethod
+from services.domain.reconciliation import LedgerRecord, RailObject
 from services.reconcile.errors import StagedRowsLost
 from services.reconcile.ledger_source import ledger_record
-from services.reconcile.model import LedgerRecord, RailObject
-from services.shared.domain.payout import PayoutMethod
-from services.shared.store_errors import unavailable_when_down
 
 TABLE = "reconciliation_rail_staging"
 BATCH_ROWS = 5000  # objects copied at a time: the most a run holds before they are staged

@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 import asyncpg
 
-from services.shared.domain.breaks import BreakType
-from services.shared.store_errors import unavailable_when_down
+from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.breaks import BreakType
 
 OPEN_BY_TYPE = """
 SELECT break_type, count(*) AS open, min(first_seen) AS oldest

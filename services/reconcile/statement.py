@@ -32,10 +32,10 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import NamedTuple
 
+from services.domain.money import exponent, is_currency
+from services.domain.payout import PayoutMethod
+from services.domain.reconciliation import RailObject
 from services.reconcile.errors import StatementUnreadable
-from services.reconcile.model import RailObject
-from services.shared.domain.payout import PayoutMethod
-from services.shared.money import exponent, is_currency
 
 SETTLEMENT_COLUMN = "transfer_metadata[settlement_id]"
 REQUIRED_COLUMNS = (

@@ -12,13 +12,13 @@ from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+from services.adapters.stripe.source import PAGE_SIZE
+from services.domain.payout import PayoutMethod
+from services.domain.reconciliation import RailObject, RunKind
 from services.reconcile import windows
 from services.reconcile.errors import StatementUnreadable
-from services.reconcile.model import RailObject, RunKind
-from services.reconcile.rail_source import PAGE_SIZE
 from services.reconcile.statement import Statement, read_statement
 from services.reconcile.windows import Window
-from services.shared.domain.payout import PayoutMethod
 
 SOURCE_PREFIX = "statement:"
 MAX_SOURCE = 64  # reconciliation_sources.source holds at most this many characters

@@ -19,11 +19,11 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
+from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.breaks import BreakStatus, BreakType
+from services.domain.reconciliation import Break, RunKind, RunStatus, break_key
 from services.reconcile.errors import RunNotRunning
-from services.reconcile.model import Break, RunKind, RunStatus, break_key
 from services.reconcile.report import reason_code
-from services.shared.domain.breaks import BreakStatus, BreakType
-from services.shared.store_errors import unavailable_when_down
 
 MAX_PAGE = 1000
 EMPTY_ANSWER = "empty answer where data was expected"

@@ -15,8 +15,8 @@ import math
 from datetime import UTC, date, datetime, time, timedelta
 from typing import NamedTuple
 
-from services.reconcile.model import RunKind
-from services.shared.domain.breaks import DEFAULT_OVERLAP_SECONDS
+from services.domain.breaks import DEFAULT_OVERLAP_SECONDS
+from services.domain.reconciliation import RunKind
 
 DEFAULT_OVERLAP = timedelta(seconds=DEFAULT_OVERLAP_SECONDS)
 FIRST_WINDOW = timedelta(hours=1)

@@ -11,7 +11,7 @@ searched for our settlement first and a transfer found there is adopted.
 
 Two rules keep a paused worker from paying what its successor pays again. The holder reads
 its lease from its own clock (`LeaseClock`, which runs on through a pause) at the last moment,
-inside the transport with no await before the write (services/shared/send_gate.py): a call
+inside the transport with no await before the write (services/platform/send_gate.py): a call
 that could outlive the lease is never written. And a take-over that will look at the rail
 first, of a lease that ran out mid-call, waits until the holder's last possible write
 (`call_seconds` before its lease's end) has ended at the rail, giving the rail
@@ -32,20 +32,26 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from services.domain.errors import SettleError
+from services.domain.instruction import SETTLEMENT_AFTER, end_of_budget, target_of
+from services.domain.instruction import InstructionEvent as E
+from services.domain.instruction import InstructionStatus as I
+from services.domain.payout import PayoutMethod
+from services.domain.rail import Rail, RailInstruction, RailOutcome, RailResult
+from services.domain.trace_context import carried
+from services.platform.backoff import backoff
+from services.platform.failpoints import failpoint
 from services.relay import dispatch_sql as sql
 from services.relay.lease import LeaseClock
 from services.relay.metrics import RelayMetrics
 from services.relay.policy import DispatchPolicy
-from services.relay.rail import Rail, RailInstruction, RailOutcome, RailResult, call_rail
-from services.shared.backoff import backoff
-from services.shared.domain.instruction import SETTLEMENT_AFTER, end_of_budget, target_of
-from services.shared.domain.instruction import InstructionEvent as E
-from services.shared.domain.instruction import InstructionStatus as I
-from services.shared.domain.payout import PayoutMethod
-from services.shared.errors import SettleError
-from services.shared.failpoints import failpoint
-from services.shared.tracing import carried
-from services.shared.transitions import Move, TransitionBatch, apply_transition, apply_transitions
+from services.relay.rail import call_rail
+from services.settlement.transitions import (
+    Move,
+    TransitionBatch,
+    apply_transition,
+    apply_transitions,
+)
 
 log = logging.getLogger(__name__)
 

@@ -1,15 +1,15 @@
 """SQL of the rail dispatcher; every write to a claimed instruction checks its fence.
 
-Status literals come from the instruction's state machine (shared/domain/instruction.py): each
+Status literals come from the instruction's state machine (domain/instruction.py): each
 write sets the status its event leads to and expects the statuses the table gives as that
 event's sources. `WRITES` names the statement of each event, so a test holds them together.
 """
 
 from collections.abc import Mapping
 
-from services.shared.domain.instruction import InstructionEvent as E
-from services.shared.domain.instruction import InstructionStatus as I
-from services.shared.domain.instruction import sources_of, target_of
+from services.domain.instruction import InstructionEvent as E
+from services.domain.instruction import InstructionStatus as I
+from services.domain.instruction import sources_of, target_of
 
 
 def _among(event: E) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.shared import avro
+from services.contracts import avro
 
 EVENT = "SettlementEvent"
 

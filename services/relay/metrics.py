@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from services.shared.metrics import consumer_lag_gauge, mount_metrics
+from services.platform.metrics import consumer_lag_gauge, mount_metrics
 
 RAIL_OUTCOMES = ("accepted", "refused", "retryable", "ambiguous")
 POISON_REASONS = ("undecodable", "invalid_settlement_id")

@@ -29,11 +29,13 @@ import asyncpg
 from aiokafka import AIOKafkaProducer
 from aiokafka.producer.message_accumulator import BatchBuilder
 
+from services.adapters.kafka.clients import run_reconnecting, started
+from services.adapters.postgres.store_errors import is_retriable
+from services.contracts.partitions import partition_for
+from services.domain.trace_context import carried
+from services.platform.failpoints import failpoint
+from services.platform.tracing import headers_of
 from services.relay.metrics import RelayMetrics
-from services.shared.failpoints import failpoint
-from services.shared.kafka import run_reconnecting, started
-from services.shared.partitions import partition_for
-from services.shared.tracing import carried, headers_of
 
 log = logging.getLogger(__name__)
 CHANNEL = "settle_outbox"
@@ -238,7 +240,7 @@ async def publish_forever(
         producer = await started(clients, producer_of())
         await publisher_of(producer).run()
 
-    await run_reconnecting("outbox publishing", session)
+    await run_reconnecting("outbox publishing", session, is_retriable)
 
 
 async def prune_published(

@@ -30,14 +30,14 @@ from typing import NamedTuple, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from services.adapters.kafka.clients import messages_behind, run_reconnecting, started
+from services.adapters.kafka.poison import Poison, log_poison, poison
+from services.adapters.postgres.store_errors import is_retriable
+from services.contracts import avro
+from services.domain.errors import SchemaError
+from services.platform.metrics import ConsumerLag
 from services.relay.event_kind import EVENT, EventKinds
 from services.relay.metrics import RelayMetrics, create_metrics
-from services.shared import avro
-from services.shared.errors import SchemaError
-from services.shared.kafka import messages_behind, run_reconnecting, started
-from services.shared.metrics import ConsumerLag
-from services.shared.poison import Poison, log_poison, poison
-from services.shared.store_errors import is_retriable
 
 log = logging.getLogger(__name__)
 CONSUMER_GROUP = "settle-relay"
@@ -228,4 +228,4 @@ async def trigger_dispatch(
                 # refuses an empty commit, and that refusal would stop the relay).
                 await consumer.commit(offsets)
 
-    await run_reconnecting("dispatch triggers", session)
+    await run_reconnecting("dispatch triggers", session, is_retriable)

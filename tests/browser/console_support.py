@@ -21,10 +21,10 @@ import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 
 from railsim.core import RailSim
+from services.adapters.stripe.rail import StripeRail
+from services.domain.settlement import SettlementStatus as S
 from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
-from services.relay.stripe_rail import StripeRail
-from services.shared.domain.settlement import SettlementStatus as S
 from tests.browser.chromium import chromium
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers

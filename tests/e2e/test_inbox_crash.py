@@ -20,8 +20,8 @@ from railsim.faults import Faults
 from railsim.params import Kind
 from railsim.replies import Delivery
 from railsim.webhooks import signature_header
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.transitions import apply_transition
+from services.domain.settlement import SettlementStatus as S
+from services.settlement.transitions import apply_transition
 from tests.conftest import assert_books_balance, asyncpg_dsn, scratch_database
 from tests.e2e.test_relay_crash import process
 from tests.harness import Servers

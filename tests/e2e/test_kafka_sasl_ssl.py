@@ -21,10 +21,11 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 from pydantic import SecretStr
 
-from services.shared import avro
-from services.shared.kafka import idempotent_producer
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import COMMANDS, ensure_topics
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import idempotent_producer
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts import avro
+from services.contracts.topics import COMMANDS
 from tests.conftest import asyncpg_dsn, unique
 from tests.e2e.test_ledger_crash import SETTLE, free_port
 from tests.e2e.test_relay_crash import (  # noqa: F401 - fixture

@@ -17,11 +17,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import admin_client, idempotent_producer, log_reader
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts import avro
+from services.contracts.topics import COMMANDS
 from services.ledger.commands import CONSUMER_GROUP
-from services.shared import avro
-from services.shared.kafka import admin_client, idempotent_producer, log_reader
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import COMMANDS, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
 from tools.infra.procs import free_ports
 

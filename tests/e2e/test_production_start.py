@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.shared.config import Settings
+from services.platform.config import Settings
 from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e

@@ -19,10 +19,10 @@ import asyncpg
 import httpx
 import pytest
 
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.topics import ensure_topics
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import ensure_topics
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.e2e.test_ledger_crash import free_port
 from tests.harness import Servers

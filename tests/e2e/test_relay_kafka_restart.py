@@ -18,12 +18,13 @@ import asyncpg
 import pytest
 from aiokafka import TopicPartition
 
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import log_reader
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts import avro
+from services.contracts.topics import EVENTS
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
-from services.shared import avro
-from services.shared.kafka import log_reader
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import EVENTS, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
 from tests.e2e.test_ledger_crash import free_port
 from tests.e2e.test_relay_crash import database, process  # noqa: F401 - fixture

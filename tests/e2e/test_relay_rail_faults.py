@@ -16,12 +16,12 @@ import asyncpg
 import httpx
 import pytest
 
+from services.adapters.stripe.rail import StripeRail
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.policy import DispatchPolicy
-from services.relay.stripe_rail import StripeRail
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.e2e.test_ledger_crash import free_port
 from tests.e2e.test_relay_crash import process, wait_healthy

@@ -15,10 +15,11 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from services.shared import avro
-from services.shared.kafka import connection_options, header, idempotent_producer
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import COMMANDS, EVENTS, ensure_topics
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import connection_options, header, idempotent_producer
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts import avro
+from services.contracts.topics import COMMANDS, EVENTS
 from tests.conftest import asyncpg_dsn, unique
 from tests.e2e.test_kafka_sasl_ssl import final_statuses
 from tests.e2e.test_ledger_crash import free_port

@@ -24,6 +24,11 @@ import pytest
 from railsim.core import RailSim
 from railsim.fake_rail import SimRail
 from railsim.http import create_app
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import idempotent_producer
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts.topics import EVENTS
+from services.domain.settlement import SettlementStatus as S
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
@@ -31,11 +36,7 @@ from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.outbox import OutboxPublisher
 from services.relay.policy import DispatchPolicy
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.kafka import idempotent_producer
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import EVENTS, ensure_topics
-from services.shared.transitions import apply_transition
+from services.settlement.transitions import apply_transition
 from tests.conftest import asyncpg_dsn, create_database, drop_database, migrate, unique
 from tests.harness import Servers
 from tests.integration.railsim_support import serving

@@ -12,7 +12,7 @@ import asyncpg
 import httpx
 import pytest
 
-from services.console.app import create_app
+from services.apps.console import create_app
 from services.console.auth import Gate
 from services.console.sessions import SessionStore
 from services.console.web import Console, templates
@@ -21,7 +21,7 @@ from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
 from services.operations.approvals import ONE_PERSON, Policy
 from services.operations.rail_lookup import StripeLookup
-from services.shared.edge import BearerAuth
+from services.platform.edge import BearerAuth
 from tests.conftest import unique
 from tests.integration.check_support import TENANT, World
 from tests.integration.test_ledger_books import WINDOWS

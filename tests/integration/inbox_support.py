@@ -15,16 +15,17 @@ import pytest
 
 from railsim.objects import event, json_bytes
 from railsim.webhooks import signature_header
-from services.inbox.http import create_admin_app, create_app
+from services.apps.inbox import create_admin_app
+from services.domain.settlement import SettlementStatus as S
+from services.inbox.http import create_app
 from services.inbox.metrics import create_metrics
 from services.inbox.signature import SignatureCheck
 from services.inbox.worker import InboxWorker, RetryPolicy
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.edge import BearerAuth
-from services.shared.transitions import apply_transition
+from services.platform.edge import BearerAuth
+from services.settlement.transitions import apply_transition
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS

@@ -15,8 +15,8 @@ import pytest
 
 from railsim.core import RailSim
 from railsim.http import create_app
+from services.domain.settlement import SettlementStatus as S
 from services.operations.rail_lookup import StripeLookup
-from services.shared.domain.settlement import SettlementStatus as S
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
 from tests.integration.check_support import World

@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
+from services.domain.balance_shards import BALANCE_SHARDS
+from services.domain.settlement import SettlementStatus as S
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.model import Outcome
-from services.shared.balance_shards import BALANCE_SHARDS
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.transitions import TransitionBatch
+from services.settlement.transitions import TransitionBatch
 from tests.conftest import unique
 from tests.integration.test_ledger_books import WINDOWS, request
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from railsim.params import Kind
-from services.shared.domain.settlement import SettlementStatus as S
+from services.domain.settlement import SettlementStatus as S
 from tests.conftest import unique
 from tests.integration.check_support import (
     TENANT,

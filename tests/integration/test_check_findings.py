@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.shared import avro
-from services.shared.kafka import idempotent_producer
-from services.shared.kafka_access import KafkaAccess
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import idempotent_producer
+from services.contracts import avro
 from tests.conftest import unique
 from tests.integration.check_support import TENANT, World, broken_only, finding, template, world
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from railsim.params import Kind
-from services.shared import avro
+from services.contracts import avro
 from tests.integration.check_support import TENANT, World, finding, results, template, world
 from tests.integration.test_check_findings import plant_unapplied, send_to_events
 from tools.check.report import as_json

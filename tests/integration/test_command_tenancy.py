@@ -14,17 +14,18 @@ import asyncpg
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import idempotent_producer, manual_commit_consumer
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts import avro
+from services.contracts.command_signature import SIGNATURE_HEADER, signature_header, verify
+from services.contracts.topics import COMMANDS, COMMANDS_DLQ
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.command_auth import CommandAuthority
 from services.ledger.commands import CommandIntake
 from services.ledger.dead_letters import record_size
-from services.shared import avro
-from services.shared.command_signature import SIGNATURE_HEADER, signature_header, verify
-from services.shared.config import load_settings
-from services.shared.kafka import idempotent_producer, manual_commit_consumer
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import COMMANDS, COMMANDS_DLQ, ensure_topics
+from services.platform.settings import load_settings
 from tests.conftest import unique
 from tests.integration.test_ledger_books import WINDOWS
 from tests.integration.test_ledger_commands import command, drain

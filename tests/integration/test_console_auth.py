@@ -15,7 +15,7 @@ import pytest
 from services.console.auth import Gate
 from services.console.sessions import SessionStore
 from services.operations.rail_lookup import StripeLookup
-from services.shared.edge import BearerAuth
+from services.platform.edge import BearerAuth
 from tests.integration.check_support import World, template
 from tests.integration.console_support import (
     ERIN,

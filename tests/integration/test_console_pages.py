@@ -15,8 +15,8 @@ import pytest
 
 from services.console import story_queries
 from services.console.pages import settlements as settlements_page
+from services.domain.settlement import SettlementStatus as S
 from services.operations.rail_lookup import StripeLookup
-from services.shared.domain.settlement import SettlementStatus as S
 from tests.conftest import unique
 from tests.integration.check_support import World, template
 from tests.integration.console_support import (

@@ -18,9 +18,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from services.shared.config import load_settings
-from services.shared.database import create_pool
-from services.shared.migrate import head_revision, upgrade
+from services.adapters.postgres.database import create_pool
+from services.adapters.postgres.migrate import head_revision, upgrade
+from services.platform.settings import load_settings
 from tests.conftest import asyncpg_dsn
 from tools.infra import postgres
 from tools.infra.paths import RunPaths, repo_root

@@ -14,8 +14,8 @@ from datetime import UTC, date, datetime
 import asyncpg
 import pytest
 
+from services.adapters.postgres.history_months import HISTORY_TABLES
 from services.inbox.intake import REDELIVERY_HORIZON
-from services.shared.history_months import HISTORY_TABLES
 from tests.conftest import asyncpg_dsn, scratch_database
 from tests.harness import Servers
 from tests.integration.check_support import SETTLE

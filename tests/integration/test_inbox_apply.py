@@ -16,8 +16,8 @@ from railsim.clock import ManualClock
 from railsim.core import RailSim
 from railsim.faults import Faults
 from railsim.params import Kind
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.transitions import apply_transition
+from services.domain.settlement import SettlementStatus as S
+from services.settlement.transitions import apply_transition
 from tests.integration.inbox_support import (
     T0,
     Inbox,

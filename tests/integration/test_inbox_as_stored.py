@@ -17,10 +17,10 @@ import asyncpg
 import pytest
 
 import services.inbox.worker as worker_module
+from services.domain.settlement import SettlementStatus as S
 from services.inbox.apply import Outcome
 from services.inbox.store import StoredEvent
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.transitions import TransitionConflict
+from services.settlement.transitions import TransitionConflict
 from tests.conftest import assert_books_balance
 from tests.integration.inbox_support import (
     Inbox,

@@ -18,14 +18,14 @@ import asyncpg
 import pytest
 
 import services.inbox.worker as worker_module
+from services.domain.settlement import SettlementStatus as S
 from services.inbox.apply import Outcome
 from services.inbox.metrics import InboxMetrics, create_metrics
 from services.inbox.store import StoredEvent
 from services.inbox.worker import InboxWorker, RetryPolicy
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.transitions import Move, apply_transitions
+from services.settlement.transitions import Move, apply_transitions
 from tests.conftest import assert_books_balance, unique
 from tests.integration.inbox_support import (
     T0,

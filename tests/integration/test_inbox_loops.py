@@ -12,10 +12,10 @@ import asyncpg
 import pytest
 
 import services.inbox.worker as worker_module
+from services.domain.settlement import SettlementStatus as S
 from services.inbox.metrics import create_metrics
 from services.inbox.store import StoredEvent
 from services.inbox.worker import InboxWorker, RetryPolicy
-from services.shared.domain.settlement import SettlementStatus as S
 from tests.integration.inbox_support import Inbox, pool, rail_event, settlement, status_of
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.shared.domain.settlement import SettlementStatus as S
+from services.domain.settlement import SettlementStatus as S
 from tests.integration.inbox_support import (
     DESTINATION,
     OPERATOR_TOKEN,

@@ -14,12 +14,12 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from services.inbox.decision import InboxStatus
+from services.domain.rail_event import InboxStatus
+from services.domain.settlement import SettlementStatus as S
 from services.inbox.errors import ClaimedEventChanged
 from services.inbox.events import parse_event
 from services.inbox.intake import Arrival, insert_events, stored_event
 from services.inbox.store import Recorded, record_many
-from services.shared.domain.settlement import SettlementStatus as S
 from tests.integration.inbox_support import (
     Inbox,
     event_id,

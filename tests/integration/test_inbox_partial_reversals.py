@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from railsim.objects import event, json_bytes
-from services.shared.domain.settlement import SettlementStatus as S
+from services.domain.settlement import SettlementStatus as S
 from tests.integration.inbox_support import (
     DESTINATION,
     Inbox,

@@ -9,8 +9,8 @@ import uuid
 import asyncpg
 import pytest
 
+from services.domain.settlement import SettlementStatus as S
 from services.inbox.worker import InboxWorker
-from services.shared.domain.settlement import SettlementStatus as S
 from tests.integration.inbox_support import (
     OPERATOR_TOKEN,
     SECRET,

@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from services.shared.kafka import admin_client
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import TOPICS, ensure_topics
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import admin_client
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts.topics import TOPICS
 from tools.infra import stack
 from tools.infra.model import Outcome, State
 

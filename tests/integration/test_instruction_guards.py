@@ -12,15 +12,15 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
-from services.ledger.acceptor import Ledger
-from services.ledger.booking import Books
-from services.relay import dispatch_sql as sql
-from services.shared.domain.instruction import (
+from services.domain.instruction import (
     InstructionEvent,
     InstructionStatus,
     sources_of,
     target_of,
 )
+from services.ledger.acceptor import Ledger
+from services.ledger.booking import Books
+from services.relay import dispatch_sql as sql
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request

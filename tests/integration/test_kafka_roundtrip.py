@@ -9,10 +9,16 @@ from datetime import UTC, datetime
 import pytest
 from aiokafka import TopicPartition
 
-from services.shared import avro
-from services.shared.kafka import admin_client, header, idempotent_producer, manual_commit_consumer
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import EVENTS, TOPICS, ensure_topics
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import (
+    admin_client,
+    header,
+    idempotent_producer,
+    manual_commit_consumer,
+)
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts import avro
+from services.contracts.topics import EVENTS, TOPICS
 from tests.conftest import unique
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The ledger's HTTP API end to end: the real app wired as `services/ledger/app.py` wires it
+"""The ledger's HTTP API end to end: the real app wired as `services/apps/ledger.py` wires it
 (a real Ledger and Books on an asyncpg pool, SettlementReads, Readiness, metrics) on the real
 PostgreSQL and Kafka, driven in process through httpx. Every test works under tenants of its
 own, so rows of other tests never disturb it."""
@@ -20,16 +20,17 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from services.adapters.postgres.database import create_pool
+from services.apps.ledger import windows
 from services.ledger.acceptor import Ledger
-from services.ledger.app import windows
 from services.ledger.booking import Books
 from services.ledger.http import create_admin_app, create_app
 from services.ledger.intake import MAX_BODY_BYTES
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.readiness import Readiness
 from services.ledger.reads import SettlementReads
-from services.shared.config import Settings, load_settings
-from services.shared.database import create_pool
+from services.platform.config import Settings
+from services.platform.settings import load_settings
 from tests.conftest import unique
 
 pytestmark = pytest.mark.integration

@@ -11,15 +11,15 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
+from services.adapters.postgres.database import create_pool
+from services.contracts import avro
+from services.domain.errors import StoreUnavailable
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books, Windows
 from services.ledger.intake import parse_settlement_body
 from services.ledger.metrics import create_metrics
 from services.ledger.model import Outcome, SettlementRequest
-from services.shared import avro
-from services.shared.config import load_settings
-from services.shared.database import create_pool
-from services.shared.errors import StoreUnavailable
+from services.platform.settings import load_settings
 from tests.conftest import unique
 
 pytestmark = pytest.mark.integration

@@ -10,17 +10,18 @@ import asyncpg
 import pytest
 from aiokafka import TopicPartition
 
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import idempotent_producer, manual_commit_consumer
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts import avro
+from services.contracts.topics import COMMANDS, COMMANDS_DLQ
+from services.domain.tenant_limits import Rate, TenantLimits, TenantPolicy
 from services.ledger.acceptor import Ledger
 from services.ledger.admission import Admission
 from services.ledger.booking import Books
 from services.ledger.command_auth import CommandAuthority
 from services.ledger.commands import CommandIntake
 from services.ledger.metrics import create_metrics
-from services.shared import avro
-from services.shared.kafka import idempotent_producer, manual_commit_consumer
-from services.shared.kafka_access import KafkaAccess
-from services.shared.tenant_limits import Rate, TenantLimits, TenantPolicy
-from services.shared.topics import COMMANDS, COMMANDS_DLQ, ensure_topics
 from tests.conftest import unique
 from tests.integration.test_ledger_books import WINDOWS
 

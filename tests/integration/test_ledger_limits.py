@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
+from services.adapters.postgres.database import create_pool
+from services.apps.ledger import windows
+from services.domain.tenant_limits import TenantLimits, TenantPolicy
 from services.ledger.acceptor import Ledger
-from services.ledger.app import windows
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
 from services.ledger.model import Outcome, SettlementRequest
-from services.shared.config import Settings
-from services.shared.database import create_pool
-from services.shared.tenant_limits import TenantLimits, TenantPolicy
+from services.platform.config import Settings
 from tests.conftest import unique
 from tests.integration.test_ledger_api import (
     error_of,

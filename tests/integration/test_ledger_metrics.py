@@ -1,7 +1,7 @@
 """What an operator's Prometheus scrapes from the ledger's admin app after the idempotency
 layer's three answers to a key used again: a replay, a reused key (422) and a claim conflict
 with a request in flight elsewhere (409 after the bounded wait). Real PostgreSQL; the app
-built as `services/ledger/app.py` builds it, the tenant label from the configured tenants."""
+built as `services/apps/ledger.py` builds it, the tenant label from the configured tenants."""
 
 from __future__ import annotations
 

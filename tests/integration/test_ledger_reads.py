@@ -21,7 +21,7 @@ from services.ledger.metrics import create_metrics
 from services.ledger.model import AcceptResult, SettlementRequest
 from services.ledger.readiness import Readiness
 from services.ledger.reads import SettlementReads
-from services.shared.config import load_settings
+from services.platform.settings import load_settings
 from tests.conftest import asyncpg_dsn, unique
 
 pytestmark = pytest.mark.integration

@@ -17,9 +17,10 @@ import httpx
 import pytest
 
 from railsim.webhooks import signature_header
-from services.inbox.app import serve as serve_inbox
-from services.ledger.app import serve as serve_ledger
-from services.shared.config import Settings, load_settings
+from services.apps.inbox import serve as serve_inbox
+from services.apps.ledger import serve as serve_ledger
+from services.platform.config import Settings
+from services.platform.settings import load_settings
 from tests.conftest import scratch_database, unique
 from tests.harness import Servers
 from tests.integration.inbox_support import rail_event

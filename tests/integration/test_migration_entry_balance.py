@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from services.shared.migrate import downgrade, upgrade
+from services.adapters.postgres.migrate import downgrade, upgrade
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
-from services.shared.migrate import downgrade, upgrade
+from services.adapters.postgres.migrate import downgrade, upgrade
 from tests.conftest import asyncpg_dsn, scratch_database
 from tests.harness import Servers
 

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
-from services.shared.history_months import HISTORY_TABLES, ensure_months
-from services.shared.migrate import downgrade, upgrade
+from services.adapters.postgres.history_months import HISTORY_TABLES, ensure_months
+from services.adapters.postgres.migrate import downgrade, upgrade
 from tests.conftest import asyncpg_dsn, scratch_database
 from tests.harness import Servers
 

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from services.shared.migrate import downgrade, head_revision, upgrade
+from services.adapters.postgres.migrate import downgrade, head_revision, upgrade
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 
@@ -71,7 +71,9 @@ async def test_upgrade_to_head_downgrade_to_base_and_up_again(fresh_db: str) -> 
 
 async def test_concurrent_migrators_take_turns(fresh_db: str) -> None:
     # Replicas starting together each run `settle migrate`; the advisory lock serialises them.
-    script = "import sys; from services.shared.migrate import upgrade; upgrade(sys.argv[1])"
+    script = (
+        "import sys; from services.adapters.postgres.migrate import upgrade; upgrade(sys.argv[1])"
+    )
     procs = [
         await asyncio.create_subprocess_exec(sys.executable, "-c", script, fresh_db)
         for _ in range(3)

@@ -15,12 +15,12 @@ from typing import Any
 import asyncpg
 import pytest
 
+from services.domain.errors import ApiError
+from services.domain.proposal import ProposedAction as A
 from services.operations.approvals import approve, list_proposals, propose, reject, submit
 from services.operations.approvals import withdraw as withdraw_proposal
 from services.operations.errors import RailUnavailable, Refused
 from services.operations.rail_lookup import StripeLookup
-from services.shared.domain.proposal import ProposedAction as A
-from services.shared.errors import ApiError
 from tests.conftest import unique
 from tests.integration.check_support import World, template
 from tests.integration.operator_support import (

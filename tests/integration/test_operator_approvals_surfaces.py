@@ -16,12 +16,12 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from services.inbox.http import create_admin_app
+from services.apps.inbox import create_admin_app
 from services.inbox.metrics import create_metrics
 from services.operations.approvals import Policy
 from services.operations.http import routes
 from services.operations.rail_lookup import StripeLookup
-from services.shared.edge import BearerAuth
+from services.platform.edge import BearerAuth
 from tests.conftest import unique
 from tests.integration.check_support import SETTLE, World, template
 from tests.integration.operator_support import plant_breaks, rail, referred, snapshot, world

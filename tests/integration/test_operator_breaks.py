@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from services.operations.export import ExportFormat, export_open
 from services.operations.http import routes
 from services.operations.rail_lookup import StripeLookup
-from services.shared.edge import BearerAuth
+from services.platform.edge import BearerAuth
 from tests.integration.check_support import SETTLE, World, template
 from tests.integration.operator_support import (
     made_at_rail,

@@ -18,11 +18,11 @@ from typing import Any
 import asyncpg
 import pytest
 
+from services.domain.instruction import Resolution
+from services.domain.settlement import SettlementStatus as S
 from services.operations.errors import NotFound, RailUnavailable, Refused
 from services.operations.rail_lookup import StripeLookup
 from services.operations.review import list_review, resolve
-from services.shared.domain.instruction import Resolution
-from services.shared.domain.settlement import SettlementStatus as S
 from tests.integration.check_support import SETTLE, World, template
 from tests.integration.operator_support import (
     made_at_rail,

@@ -16,8 +16,8 @@ from railsim.core import RailSim
 from railsim.faults import Faults
 from railsim.http import create_app
 from railsim.statement import COLUMNS
+from services.adapters.stripe.wire import rail_object_of
 from services.reconcile.statement import read_statement
-from services.reconcile.wire import rail_object_of
 from tests.integration.railsim_support import serving, stripe_client
 
 AUTH = {"Authorization": "Bearer sk_test_x"}

@@ -23,12 +23,12 @@ import pytest
 
 from railsim.core import RailSim
 from railsim.http import create_app
+from services.adapters.stripe.source import RailSource
+from services.domain.reconciliation import RunKind, RunStatus
+from services.domain.settlement import SettlementStatus as S
 from services.reconcile.engine import reconcile
-from services.reconcile.model import RunKind, RunStatus
-from services.reconcile.rail_source import RailSource
 from services.reconcile.store import EMPTY_ANSWER
 from services.reconcile.windows import Window
-from services.shared.domain.settlement import SettlementStatus as S
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
 from tests.integration.check_support import SETTLE, World, template

@@ -28,6 +28,13 @@ from railsim.faults import Faults
 from railsim.http import create_app as rail_app
 from railsim.objects import event, json_bytes
 from railsim.webhooks import WebhookSender, signature_header
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.topics import ensure_topics
+from services.adapters.stripe.source import RailSource
+from services.domain.breaks import BreakType
+from services.domain.payout import PayoutMethod
+from services.domain.reconciliation import RunKind
+from services.domain.settlement import SettlementStatus as S
 from services.inbox.http import create_app as inbox_app
 from services.inbox.metrics import create_metrics
 from services.inbox.signature import SignatureCheck
@@ -37,16 +44,9 @@ from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
 from services.reconcile.engine import reconcile
 from services.reconcile.heal import heal_drift
-from services.reconcile.model import RunKind
 from services.reconcile.proof import EVENT_PREFIX
-from services.reconcile.rail_source import RailSource
 from services.reconcile.windows import Window
-from services.shared.domain.breaks import BreakType
-from services.shared.domain.payout import PayoutMethod
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import ensure_topics
-from services.shared.transitions import apply_transition
+from services.settlement.transitions import apply_transition
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
 from tests.integration.check_support import TENANT, World, template

@@ -15,10 +15,10 @@ from typing import Any
 import asyncpg
 import pytest
 
+from services.domain.breaks import BreakType
+from services.domain.reconciliation import Break, RunKind
 from services.reconcile import lineage, store
 from services.reconcile.lineage import lineage_of
-from services.reconcile.model import Break, RunKind
-from services.shared.domain.breaks import BreakType
 from tests.integration.check_support import World, template
 from tests.integration.inbox_support import Inbox, rail_event
 from tests.integration.railsim_support import stripe_client, transfer_params

@@ -20,16 +20,16 @@ from starlette.types import Receive, Scope, Send
 from railsim.core import RailSim
 from railsim.http import create_app
 from railsim.params import Kind
+from services.adapters.stripe.source import RailSource
+from services.domain.breaks import BreakType
+from services.domain.reconciliation import Break, RunKind, RunStatus
+from services.domain.settlement import SettlementStatus as S
 from services.reconcile import nostro_store, store
 from services.reconcile.engine import reconcile
-from services.reconcile.model import Break, RunKind, RunStatus
 from services.reconcile.nostro_pass import LAG, closing_balance
 from services.reconcile.nostro_store import Balance
 from services.reconcile.outcome import Outcome
-from services.reconcile.rail_source import RailSource
 from services.reconcile.windows import Window
-from services.shared.domain.breaks import BreakType
-from services.shared.domain.settlement import SettlementStatus as S
 from tests.integration.check_support import World, template
 from tests.integration.railsim_support import serving, stripe_client, transfer_params
 from tests.integration.test_reconcile_engine import world

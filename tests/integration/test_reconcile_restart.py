@@ -20,13 +20,13 @@ import pytest
 from railsim.core import RailSim
 from railsim.http import create_app
 from railsim.seed import seeded
+from services.adapters.postgres.migrate import upgrade
+from services.adapters.stripe.source import RailSource
+from services.domain.reconciliation import RunKind, RunStatus
 from services.reconcile import staging
 from services.reconcile.engine import reconcile
-from services.reconcile.model import RunKind, RunStatus
 from services.reconcile.outcome import Outcome
-from services.reconcile.rail_source import RailSource
 from services.reconcile.windows import Window
-from services.shared.migrate import upgrade
 from tests.conftest import asyncpg_dsn, unique
 from tests.integration.railsim_support import serving
 from tools.bench.reconcile_seed import planted_breaks, rail_chunks, seed_ledger

@@ -19,11 +19,11 @@ import pytest
 from railsim.core import RailSim
 from railsim.http import create_app
 from railsim.seed import seeded
+from services.adapters.stripe.source import PAGE_SIZE, RailSource
+from services.domain.reconciliation import RunKind, RunStatus
 from services.reconcile import staging
 from services.reconcile.engine import reconcile
-from services.reconcile.model import RunKind, RunStatus
 from services.reconcile.outcome import Outcome
-from services.reconcile.rail_source import PAGE_SIZE, RailSource
 from services.reconcile.windows import Window
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers

@@ -11,9 +11,16 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
+from services.domain.breaks import (
+    BreakNotHealable,
+    BreakStatus,
+    BreakType,
+    IllegalBreakTransition,
+)
+from services.domain.reconciliation import Break, RunKind, RunStatus
+from services.domain.settlement import ReasonRequired
 from services.reconcile.closing import close_break
 from services.reconcile.errors import BreakNotFound, RunNotRunning
-from services.reconcile.model import Break, RunKind, RunStatus
 from services.reconcile.store import (
     EMPTY_ANSWER,
     finish_run,
@@ -24,13 +31,6 @@ from services.reconcile.store import (
     stored_key,
     upsert_breaks,
 )
-from services.shared.domain.breaks import (
-    BreakNotHealable,
-    BreakStatus,
-    BreakType,
-    IllegalBreakTransition,
-)
-from services.shared.domain.settlement import ReasonRequired
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.shared.history_months import HISTORY_TABLES, MONTHS_AHEAD
+from services.adapters.postgres.history_months import HISTORY_TABLES, MONTHS_AHEAD
 from tests.integration.check_support import World, template
 from tests.integration.test_reconciler_service import reconciler, world
 

@@ -22,11 +22,11 @@ import pytest
 
 from railsim.core import RailSim
 from railsim.http import create_app
-from services.reconcile.model import RunKind
+from services.apps.reconciler import Service, compose
+from services.domain.reconciliation import RunKind
+from services.domain.settlement import SettlementStatus as S
+from services.platform.settings import load_settings
 from services.reconcile.reconciler import utc_now
-from services.reconcile.service import Service, compose
-from services.shared.config import load_settings
-from services.shared.domain.settlement import SettlementStatus as S
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
 from tests.integration.check_support import World, template

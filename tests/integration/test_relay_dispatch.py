@@ -11,17 +11,17 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
+from services.adapters.stripe.rail import RailLookupIncomplete
+from services.contracts import avro
+from services.domain.rail import RailInstruction, RailOutcome, RailResult
+from services.domain.settlement import SettlementStatus
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.relay.dispatch import Dispatcher
 from services.relay.lease import LeaseClock
 from services.relay.metrics import create_metrics
 from services.relay.policy import DispatchPolicy
-from services.relay.rail import RailInstruction, RailOutcome, RailResult
-from services.relay.stripe_rail import RailLookupIncomplete
-from services.shared import avro
-from services.shared.domain.settlement import SettlementStatus
-from services.shared.transitions import apply_transition
+from services.settlement.transitions import apply_transition
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request

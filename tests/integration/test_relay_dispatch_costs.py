@@ -8,9 +8,9 @@ from dataclasses import replace
 import asyncpg
 import pytest
 
+from services.domain.rail import RailOutcome
 from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
-from services.relay.rail import RailOutcome
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_relay_dispatch import FAST, ScriptedRail, accept, state

@@ -13,11 +13,12 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import header, idempotent_producer, manual_commit_consumer
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts.topics import EVENTS
 from services.relay.metrics import create_metrics
 from services.relay.outbox import CLAIM, OutboxPublisher, prune_published
-from services.shared.kafka import header, idempotent_producer, manual_commit_consumer
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import EVENTS, ensure_topics
 from tests.conftest import asyncpg_dsn, unique
 
 pytestmark = pytest.mark.integration

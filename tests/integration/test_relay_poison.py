@@ -12,12 +12,13 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import idempotent_producer, manual_commit_consumer
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts.topics import EVENTS
 from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.triggers import CONSUMER_GROUP, trigger_dispatch
-from services.shared.kafka import idempotent_producer, manual_commit_consumer
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import EVENTS, ensure_topics
 from tests.conftest import unique
 from tests.integration.test_relay_dispatch import FAST, ScriptedRail, accept, state
 from tests.unit.test_relay_triggers import event

@@ -13,9 +13,9 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from services.shared.config import Settings
-from services.shared.database import create_pool
-from services.shared.errors import ConfigError
+from services.adapters.postgres.database import create_pool
+from services.domain.errors import ConfigError
+from services.platform.config import Settings
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_ledger_api import ledger_settings, running_ledger

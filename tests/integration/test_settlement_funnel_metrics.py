@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from services.shared.domain.settlement import SettlementStatus as S
+from services.domain.settlement import SettlementStatus as S
 from tests.integration.check_support import World, template
 from tests.integration.inbox_support import T0, Inbox, pool, rail_event, settlement, status_of
 from tests.integration.test_reconciler_service import reconciler, sample, world

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 import stripe
 
-from services.relay.rail import RailInstruction, RailOutcome
-from services.relay.stripe_http import StripeHTTP
-from services.relay.stripe_outcomes import outcome_of_error
-from services.relay.stripe_rail import StripeRail
-from services.shared.domain.payout import PayoutMethod
+from services.adapters.stripe.http import StripeHTTP
+from services.adapters.stripe.outcomes import outcome_of_error
+from services.adapters.stripe.rail import StripeRail
+from services.domain.payout import PayoutMethod
+from services.domain.rail import RailInstruction, RailOutcome
 
 pytestmark = pytest.mark.integration
 

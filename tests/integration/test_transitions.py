@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
+from services.contracts import avro
+from services.domain.settlement import ReasonRequired
+from services.domain.settlement import SettlementStatus as S
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
-from services.shared import avro
-from services.shared.domain.settlement import ReasonRequired
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.transitions import TransitionBatch, apply_transition
+from services.settlement.transitions import TransitionBatch, apply_transition
 from tests.conftest import unique
 from tests.integration.test_ledger_books import WINDOWS, request
 

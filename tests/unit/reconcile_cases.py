@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from services.reconcile.model import LedgerRecord, RailObject
-from services.shared.domain.payout import PayoutMethod
-from services.shared.domain.settlement import SettlementStatus
+from services.domain.payout import PayoutMethod
+from services.domain.reconciliation import LedgerRecord, RailObject
+from services.domain.settlement import SettlementStatus
 
 NOW = 1_800_000_000
 GRACE = 600

@@ -11,11 +11,11 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
+from services.contracts.avro_schema import conforms
+from services.domain.ids import uuid7, uuid7_text
+from services.domain.rail_key import SCHEME, rail_idempotency_key
 from services.ledger.metrics import REQUEST_OUTCOMES, create_metrics
 from services.ledger.model import Outcome
-from services.shared.avro_schema import conforms
-from services.shared.domain.rail_key import SCHEME, rail_idempotency_key
-from services.shared.ids import uuid7, uuid7_text
 
 UUID7 = re.compile("[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 TEXT = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=40)

@@ -10,14 +10,14 @@ from dataclasses import replace
 import httpx
 import pytest
 
+from services.domain.tenant_limits import Rate, TenantLimits, TenantPolicy
 from services.ledger.admission import Admission, Backlog, TokenBucket
 from services.ledger.errors import InvalidRequest, Overloaded, RateLimited
 from services.ledger.http import create_app
 from services.ledger.intake import parse_settlement_body
 from services.ledger.metrics import create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
-from services.shared.config import load_settings
-from services.shared.tenant_limits import Rate, TenantLimits, TenantPolicy
+from services.platform.settings import load_settings
 from tests.unit.test_ledger_http import FakeReads
 
 BODY = {"reference": "r-1", "payee": "p", "destination": "acct_1", "amount": 500, "currency": "EUR"}

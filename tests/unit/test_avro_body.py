@@ -13,8 +13,8 @@ from fastavro.schema import parse_schema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.shared.avro import default_catalog
-from services.shared.avro_body import body_writer
+from services.contracts.avro import default_catalog
+from services.contracts.avro_body import body_writer
 
 FLAT = parse_schema({
     "type": "record", "name": "Flat", "fields": [

@@ -15,7 +15,7 @@ from fastavro.schema import to_parsing_canonical_form
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.shared.avro import (
+from services.contracts.avro import (
     MARKER,
     SCHEMAS_DIR,
     SchemaCatalog,
@@ -25,8 +25,8 @@ from services.shared.avro import (
     encode,
     fingerprint,
 )
-from services.shared.avro_schema import CRC64_EMPTY
-from services.shared.errors import SchemaError
+from services.contracts.avro_schema import CRC64_EMPTY
+from services.domain.errors import SchemaError
 
 EVENT: dict[str, Any] = {
     "event_id": "6f1c1f2e-3f4a-4b8e-9d1a-2b7c9e0f1a2b",

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from fastavro.utils import generate_many
 
-from services.shared.avro import SCHEMAS_DIR, SchemaCatalog, check_backward_compatible
-from services.shared.errors import SchemaError
+from services.contracts.avro import SCHEMAS_DIR, SchemaCatalog, check_backward_compatible
+from services.domain.errors import SchemaError
 
 NAMES = sorted(path.stem for path in SCHEMAS_DIR.glob("*.avsc"))
 CATALOG = SchemaCatalog(SCHEMAS_DIR)

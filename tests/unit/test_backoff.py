@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.inbox.worker import RetryPolicy
-from services.shared.backoff import backoff
+from services.platform.backoff import backoff
 
 
 @given(st.integers(0, 2_000), st.integers(0, 2**32))

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.shared.domain.breaks import (
+from services.domain.breaks import (
     DEFAULT_RECHECK_AGES,
     TERMINAL,
     BreakNotHealable,
@@ -20,8 +20,8 @@ from services.shared.domain.breaks import (
     parse_ages,
     transition,
 )
-from services.shared.domain.settlement import ReasonRequired
-from services.shared.errors import SettleError
+from services.domain.errors import SettleError
+from services.domain.settlement import ReasonRequired
 
 B = BreakStatus
 T = BreakType

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from services.shared.failpoints import parse
+from services.platform.failpoints import parse
 from tools.chaos.schedule import (
     FIRST_SELF_PAUSE,
     KILL_GAP_S,

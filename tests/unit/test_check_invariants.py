@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.domain.settlement import event_type
+from services.domain.settlement import SettlementStatus as S
+from services.domain.settlement import event_type
 from tools.check.facts import (
     NONE,
     DatabaseFacts,

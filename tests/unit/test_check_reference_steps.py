@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from services.shared.domain.settlement import RAIL_REFERENCE_RECORDED
+from services.domain.settlement import RAIL_REFERENCE_RECORDED
 from tests.unit.test_check_invariants import world
 from tools.check.facts import DatabaseFacts, EventFact, EventLogFacts, SettlementFact
 from tools.check.invariants import books_balance, events_complete, webhooks_once

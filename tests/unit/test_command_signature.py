@@ -8,14 +8,14 @@ import hmac
 
 import pytest
 
-from services.ledger.command_auth import CommandAuthority, command_authority, written_at
-from services.shared.command_signature import (
+from services.contracts.command_signature import (
     SignatureRefusal,
     signature_header,
     verify,
 )
-from services.shared.config import load_settings
-from services.shared.errors import ConfigError
+from services.domain.errors import ConfigError
+from services.ledger.command_auth import CommandAuthority, command_authority, written_at
+from services.platform.settings import load_settings
 from tests.production_env import production as production_env
 
 VALUE = b"\xc3\x01avro bytes of a SettlementCommand"

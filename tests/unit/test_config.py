@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from services.shared.config import LOCAL_DATABASE_URL, RailKind, load_settings
-from services.shared.domain.payout import PayoutMethod
-from services.shared.errors import ConfigError
+from services.domain.errors import ConfigError
+from services.domain.payout import PayoutMethod
+from services.platform.config import LOCAL_DATABASE_URL, RailKind
+from services.platform.settings import load_settings
 
 
 def test_defaults_point_at_the_local_stack() -> None:

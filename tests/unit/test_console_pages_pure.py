@@ -13,7 +13,7 @@ from services.console.errors import CsrfRefused
 from services.console.overview_queries import estimates
 from services.console.pages.login import local_path
 from services.console.sessions import check_csrf, csrf_token
-from services.shared.money import major_text
+from services.domain.money import major_text
 
 
 def test_a_chart_scales_its_bars_to_the_tallest_and_escapes_every_label() -> None:

@@ -8,9 +8,9 @@ from typing import Any, NoReturn
 import asyncpg
 import pytest
 
-from services.shared.config import load_settings
-from services.shared.database import create_pool
-from services.shared.migrate import migration_engine
+from services.adapters.postgres.database import create_pool
+from services.adapters.postgres.migrate import migration_engine
+from services.platform.settings import load_settings
 
 URL = "postgresql+asyncpg://app@db.internal:5432/settle?sslmode=verify-full&sslrootcert=/ca.pem"
 DSN = "postgresql://app@db.internal:5432/settle?sslmode=verify-full&sslrootcert=/ca.pem"

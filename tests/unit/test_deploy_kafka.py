@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from services.shared.config import KafkaProtocol, SaslMechanism, load_settings
-from services.shared.kafka_access import kafka_access
+from services.adapters.kafka.access import kafka_access
+from services.platform.config import KafkaProtocol, SaslMechanism
+from services.platform.settings import load_settings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 KAFKA_USERS = ("migrate", "ledger", "relay")  # the commands whose code builds Kafka clients

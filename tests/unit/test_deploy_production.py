@@ -14,8 +14,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
-from services.shared.config import Deployment, load_settings
-from services.shared.errors import ConfigError
+from services.domain.errors import ConfigError
+from services.platform.config import Deployment
+from services.platform.settings import load_settings
 
 K8S = Path(__file__).resolve().parents[2] / "deploy" / "k8s"
 # What each Secret key holds in a real deployment (deploy/k8s/README.md): long random values,

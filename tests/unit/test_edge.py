@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from starlette.requests import ClientDisconnect
 
-from services.shared.edge import (
+from services.platform.edge import (
     ApiError,
     BodyTooLarge,
     Unauthorized,

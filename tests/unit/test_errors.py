@@ -10,16 +10,20 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
-from services.inbox.decision import InboxStatus
+from services.adapters.postgres.store_errors import (
+    is_retriable,
+    retry_contended,
+    unavailable_when_down,
+)
+from services.adapters.stripe.rail import RailLookupFailed, RailLookupIncomplete
+from services.domain.errors import SchemaError, SettleError, StoreUnavailable
+from services.domain.rail_event import InboxStatus
+from services.domain.settlement import ReasonRequired
 from services.inbox.errors import ClaimedEventChanged
 from services.inbox.store import Recorded, StoredEvent, record_many
-from services.relay.stripe_rail import RailLookupFailed, RailLookupIncomplete
+from services.platform.running import every
 from services.relay.triggers import DISPATCH_CHUNK, dispatch_created
-from services.shared.domain.settlement import ReasonRequired
-from services.shared.errors import SchemaError, SettleError, StoreUnavailable
-from services.shared.running import every
-from services.shared.store_errors import is_retriable, retry_contended, unavailable_when_down
-from services.shared.transitions import TransitionConflict
+from services.settlement.transitions import TransitionConflict
 from tools.run.supervisor import SupervisorError
 
 RETRIED = [
@@ -136,7 +140,7 @@ async def test_a_periodic_job_outlives_retriable_failures_and_stops_on_any_other
         raise failures.pop(0)
 
     with pytest.raises(TransitionConflict):
-        await asyncio.wait_for(every(0.01, job, "test job"), 5)
+        await asyncio.wait_for(every(0.01, job, "test job", is_retriable), 5)
     assert failures == []
 
 

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from services.shared.failpoints import FailpointSpecError, parse
+from services.platform.failpoints import FailpointSpecError, parse
 
 
 def test_points_parse_with_their_hit_and_delay() -> None:

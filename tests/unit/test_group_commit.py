@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from services.shared.group_commit import GroupCommit
+from services.platform.group_commit import GroupCommit
 
 
 class Stopped(Exception):

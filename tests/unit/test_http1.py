@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from services.shared import http1
-from services.shared.http1 import AnswerLost, AnswerTimeout, HTTP1Client, NotSent
+from services.platform import http1
+from services.platform.http1 import AnswerLost, AnswerTimeout, HTTP1Client, NotSent
 
 # What the server does with one request it has read whole: bytes to write back (the
 # connection stays open for the next request), or None to close the connection.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from services.domain.rail_event import InboxStatus
 from services.inbox.apply import Outcome
-from services.inbox.decision import InboxStatus
 from services.inbox.metrics import create_metrics
 from services.inbox.store import StoredEvent
 from services.inbox.worker import InboxWorker

@@ -12,17 +12,7 @@ from railsim.clock import ManualClock
 from railsim.core import RailSim
 from railsim.faults import Faults
 from railsim.params import Kind
-from services.inbox.decision import (
-    Reversal,
-    Signal,
-    ignore_reason,
-    plan,
-    signal_for,
-    signal_of,
-)
-from services.inbox.errors import MalformedEvent
-from services.inbox.events import parse_event
-from services.shared.domain.postings import (
+from services.domain.postings import (
     AccountKind,
     Posting,
     entry_kind,
@@ -31,8 +21,18 @@ from services.shared.domain.postings import (
     postings_for,
     step_postings,
 )
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.domain.settlement import is_transition_valid, reversed_after
+from services.domain.rail_event import (
+    Reversal,
+    Signal,
+    ignore_reason,
+    plan,
+    signal_for,
+    signal_of,
+)
+from services.domain.settlement import SettlementStatus as S
+from services.domain.settlement import is_transition_valid, reversed_after
+from services.inbox.errors import MalformedEvent
+from services.inbox.events import parse_event
 
 PRE_TERMINAL = (S.ACCEPTED, S.DISPATCHING, S.SUBMITTED, S.NEEDS_REVIEW)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.shared.config import LOCAL_DATABASE_URL, LOCAL_KAFKA_BOOTSTRAP
+from services.platform.config import LOCAL_DATABASE_URL, LOCAL_KAFKA_BOOTSTRAP
 from tools.infra import stack
 from tools.infra.model import State
 from tools.infra.paths import cluster_dir, kafka_endpoint, log_tail, pg_endpoint, run_paths

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from services.shared.config import KafkaProtocol, load_settings
-from services.shared.errors import InfrastructureError
-from services.shared.kafka_access import KafkaAccess, SaslLogin, TlsFiles, kafka_access
+from services.adapters.kafka.access import KafkaAccess, SaslLogin, TlsFiles, kafka_access
+from services.domain.errors import InfrastructureError
+from services.platform.config import KafkaProtocol
+from services.platform.settings import load_settings
 from tools.infra import kafka
 from tools.infra.kafka_secure import (
     MECHANISM,

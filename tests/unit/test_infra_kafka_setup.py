@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.shared.config import LOCAL_KAFKA_BOOTSTRAP
+from services.platform.config import LOCAL_KAFKA_BOOTSTRAP
 from tools.infra.kafka_setup import (
     STAMP_NAME,
     jars_cached,

@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.relay import dispatch, dispatch_sql
-from services.shared.domain.instruction import (
+from services.domain.instruction import (
     NEXT,
     SETTLEMENT_AFTER,
     TERMINAL,
@@ -25,10 +24,11 @@ from services.shared.domain.instruction import (
     sources_of,
     target_of,
 )
-from services.shared.domain.instruction import InstructionEvent as E
-from services.shared.domain.instruction import InstructionStatus as I
-from services.shared.domain.settlement import DomainError, SettlementStatus
-from services.shared.domain.settlement import is_transition_valid as settlement_may
+from services.domain.instruction import InstructionEvent as E
+from services.domain.instruction import InstructionStatus as I
+from services.domain.settlement import DomainError, SettlementStatus
+from services.domain.settlement import is_transition_valid as settlement_may
+from services.relay import dispatch, dispatch_sql
 
 SPEC = {
     (I.PENDING, E.CLAIM): I.PROCESSING,

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.domain.money import CURRENCIES, MAX_SETTLEMENT_AMOUNT
 from services.ledger.errors import InvalidRequest
 from services.ledger.intake import (
     MAX_BODY_BYTES,
@@ -24,7 +25,6 @@ from services.ledger.intake import (
 )
 from services.ledger.model import SettlementRequest
 from services.ledger.responses import canonical_json
-from services.shared.money import CURRENCIES, MAX_SETTLEMENT_AMOUNT
 
 BODY: dict[str, Any] = {
     "reference": "inv-2026-0042",

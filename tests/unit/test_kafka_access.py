@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from services.shared.config import KafkaProtocol, SaslMechanism, load_settings
-from services.shared.errors import ConfigError
-from services.shared.kafka import connection_options
-from services.shared.kafka_access import KafkaAccess, kafka_access
+from services.adapters.kafka.access import KafkaAccess, kafka_access
+from services.adapters.kafka.clients import connection_options
+from services.domain.errors import ConfigError
+from services.platform.config import KafkaProtocol, SaslMechanism
+from services.platform.settings import load_settings
 from tools.infra.paths import repo_root
 
-SHARED_KAFKA = Path("services/shared/kafka.py")
+SHARED_KAFKA = Path("services/adapters/kafka/clients.py")
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,11 @@ from contextlib import AsyncExitStack
 import pytest
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 
-from services.shared import kafka
-from services.shared.errors import StoreUnavailable
-from services.shared.kafka import run_reconnecting, started
-from services.shared.transitions import TransitionConflict
+from services.adapters.kafka import clients as kafka
+from services.adapters.kafka.clients import run_reconnecting, started
+from services.adapters.postgres.store_errors import is_retriable
+from services.domain.errors import StoreUnavailable
+from services.settlement.transitions import TransitionConflict
 
 
 class Client:
@@ -49,7 +50,7 @@ async def test_a_session_failed_by_kafka_or_a_retriable_error_starts_afresh() ->
         if failures:
             raise failures.pop(0)
 
-    await asyncio.wait_for(run_reconnecting("test", session), 5)
+    await asyncio.wait_for(run_reconnecting("test", session, is_retriable), 5)
     assert log == ["start consumer", "start producer", "stop producer", "stop consumer"] * 3
 
 
@@ -62,7 +63,7 @@ async def test_a_client_that_failed_to_start_is_stopped_and_started_again() -> N
         attempts += 1
         await started(clients, Client(log, "producer", fails_to_start=attempts == 1))
 
-    await asyncio.wait_for(run_reconnecting("test", session), 5)
+    await asyncio.wait_for(run_reconnecting("test", session, is_retriable), 5)
     assert log == ["start producer", "stop producer"] * 2
 
 
@@ -74,5 +75,5 @@ async def test_a_failure_no_new_session_can_mend_is_raised_after_stopping_the_cl
         raise TransitionConflict("settlement changed under its row lock")
 
     with pytest.raises(TransitionConflict):
-        await asyncio.wait_for(run_reconnecting("test", session), 5)
+        await asyncio.wait_for(run_reconnecting("test", session, is_retriable), 5)
     assert log == ["start consumer", "stop consumer"]

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from services.domain.errors import ConfigError
+from services.domain.settlement import SettlementStatus
 from services.ledger.idempotency import Decision, KeyState, StoredKey, decide
 from services.ledger.key_retention import (
     FINAL_STATUSES,
@@ -16,9 +18,7 @@ from services.ledger.key_retention import (
     deletable,
     key_retention,
 )
-from services.shared.config import load_settings
-from services.shared.domain.settlement import SettlementStatus
-from services.shared.errors import ConfigError
+from services.platform.settings import load_settings
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 DAY = timedelta(hours=24)

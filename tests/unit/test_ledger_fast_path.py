@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp
 
+from services.domain.errors import StoreUnavailable
 from services.ledger.booking import in_use_result
 from services.ledger.http import create_app
 from services.ledger.http.fast_path import SettlementFastPath
@@ -22,9 +23,8 @@ from services.ledger.intake import MAX_BODY_BYTES
 from services.ledger.metrics import REQUEST_OUTCOMES, create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import canonical_json
-from services.shared.config import load_settings
-from services.shared.edge import BearerAuth, error_body
-from services.shared.errors import StoreUnavailable
+from services.platform.edge import BearerAuth, error_body
+from services.platform.settings import load_settings
 from tests.unit.test_ledger_http import FakeReads
 
 TOKEN = "tok-acme"

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from services.domain.errors import StoreUnavailable
 from services.ledger.errors import InvalidRequest
 from services.ledger.http import create_admin_app, create_app
 from services.ledger.intake import MAX_BODY_BYTES
@@ -26,8 +27,7 @@ from services.ledger.views import (
     SettlementSummary,
     Transition,
 )
-from services.shared.config import load_settings
-from services.shared.errors import StoreUnavailable
+from services.platform.settings import load_settings
 
 TOKEN = "tok-acme"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

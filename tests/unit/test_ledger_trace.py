@@ -12,13 +12,14 @@ import pytest
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
+from services.domain.trace_context import TraceContext
 from services.ledger.http import create_app
 from services.ledger.http.fast_path import SettlementFastPath
 from services.ledger.http.settlements import CreateSettlement
 from services.ledger.metrics import create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
-from services.shared.edge import BearerAuth
-from services.shared.tracing import TraceContext, trace_id_of
+from services.platform.edge import BearerAuth
+from services.platform.tracing import trace_id_of
 from tests.unit.test_ledger_fast_path import AUTH, BODY, SETTINGS
 from tests.unit.test_ledger_http import FakeReads
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from starlette.types import Receive, Scope, Send
 
-from services.shared.listeners import ByPort, Listeners, ListeningServer
+from services.platform.listeners import ByPort, Listeners, ListeningServer
 from tools.cli import cli
 
 

@@ -12,9 +12,8 @@ from typing import NamedTuple
 
 import pytest
 
-from services.shared.config import load_settings
-from services.shared.errors import ConfigError
-from services.shared.logs import (
+from services.domain.errors import ConfigError
+from services.platform.logs import (
     JsonLines,
     LogFormat,
     LogLevel,
@@ -23,6 +22,7 @@ from services.shared.logs import (
     settlement_fields,
     use_log_format,
 )
+from services.platform.settings import load_settings
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry
 from services.inbox.metrics import create_metrics as inbox_metrics
 from services.ledger.key_cleanup import deleted_keys_counter
 from services.ledger.metrics import create_metrics as ledger_metrics
+from services.platform.metrics import CONSUMER_LAG
 from services.reconcile.metrics import create_metrics as reconcile_metrics
 from services.relay.metrics import create_metrics as relay_metrics
-from services.shared.metrics import CONSUMER_LAG
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "metrics.md"

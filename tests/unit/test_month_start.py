@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+from services.adapters.postgres.history_months import month_start
 from services.inbox.intake import REDELIVERY_HORIZON
-from services.shared.history_months import month_start
 
 
 def test_a_time_given_in_another_zone_is_filed_under_its_utc_month() -> None:

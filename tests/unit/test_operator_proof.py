@@ -6,7 +6,7 @@ import pytest
 
 from services.operations.errors import Refused
 from services.operations.operator_proof import prove_operator
-from services.shared.config import load_settings
+from services.platform.settings import load_settings
 
 TOKENS = {"SETTLE_OPERATOR_TOKENS": "alice:alice-token-1,alice:alice-token-2,bob:bob-token"}
 

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import pytest
 
-from services.operations.errors import Refused
-from services.operations.verdict import UnderReview, decide
-from services.reconcile.model import RailObject
-from services.shared.domain.instruction import (
+from services.domain.instruction import (
     RESOLVED,
     IllegalResolution,
     InstructionStatus,
     Resolution,
     resolved_status,
 )
-from services.shared.domain.payout import PayoutMethod
-from services.shared.domain.settlement import SettlementStatus
+from services.domain.payout import PayoutMethod
+from services.domain.reconciliation import RailObject
+from services.domain.settlement import SettlementStatus
+from services.operations.errors import Refused
+from services.operations.verdict import UnderReview, decide
 
 I, R, S = InstructionStatus, Resolution, SettlementStatus  # noqa: E741
 SID = "0190f0a0-0000-7000-8000-000000000001"

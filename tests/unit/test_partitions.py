@@ -7,7 +7,7 @@ from aiokafka.partitioner import murmur2 as library_murmur2
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.shared.partitions import murmur2, partition_for
+from services.contracts.partitions import murmur2, partition_for
 
 
 @given(st.binary(max_size=80))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.shared.config import LOCAL_DATABASE_URL
+from services.platform.config import LOCAL_DATABASE_URL
 from tools.infra.paths import pg_endpoint, repo_root
 from tools.infra.pg_settings import ServerBuild, cluster_settings
 from tools.infra.postgres import render_conf

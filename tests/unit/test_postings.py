@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.shared.domain.postings import (
+from services.domain.money import CURRENCIES, MAX_AMOUNT
+from services.domain.postings import (
     AccountKind,
     Posting,
     accept_postings,
@@ -17,13 +18,12 @@ from services.shared.domain.postings import (
     net_by_account,
     postings_for,
 )
-from services.shared.domain.settlement import (
+from services.domain.settlement import (
     TERMINAL,
     IllegalTransition,
     SettlementStatus,
     transition,
 )
-from services.shared.money import CURRENCIES, MAX_AMOUNT
 
 S = SettlementStatus
 K = AccountKind

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from services.shared.config import LOCAL_SECRETS, Settings, load_settings
-from services.shared.errors import ConfigError
-from services.shared.production import MIN_SECRET_LENGTH
+from services.domain.errors import ConfigError
+from services.platform.config import LOCAL_SECRETS, Settings
+from services.platform.production import MIN_SECRET_LENGTH
+from services.platform.settings import load_settings
 from tests.production_env import (
     ACME_TOKEN,
     API_KEY,

@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.operations.approvals import Policy, policy_of
-from services.shared.config import load_settings
-from services.shared.domain.proposal import (
+from services.domain.errors import ConfigError
+from services.domain.proposal import (
     TRANSITIONS,
     AlreadyDecided,
     Move,
@@ -25,7 +24,8 @@ from services.shared.domain.proposal import (
     decide,
     is_transition_valid,
 )
-from services.shared.errors import ConfigError
+from services.operations.approvals import Policy, policy_of
+from services.platform.settings import load_settings
 from tests.production_env import production as production_env
 
 P = ProposalStatus

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from services.shared.config import load_settings
-from services.shared.production import SECRET_FIELDS
-from services.shared.rail_address import SIMULATOR_API, rail_api_base
+from services.adapters.stripe.address import SIMULATOR_API, rail_api_base
+from services.platform.production import SECRET_FIELDS
+from services.platform.settings import load_settings
 from tests.production_env import PRODUCTION
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from services.shared.domain.rail_key import rail_idempotency_key
+from services.domain.rail_key import rail_idempotency_key
 
 SID = "0193a8f2-5c1e-7b3a-9d4e-2f6a8b0c1d2e"
 ARGS = ("acme", SID, "acct_1Nv0FGQ9RKHgCVdK", 1050, "EUR")

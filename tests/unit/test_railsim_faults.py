@@ -17,8 +17,8 @@ from railsim.faults import PROFILES, Dice, Faults, updated
 from railsim.http import create_app
 from railsim.params import Kind
 from railsim.webhooks import signature_header
-from services.relay.rail import RailInstruction, RailOutcome
-from services.shared.domain.payout import PayoutMethod
+from services.domain.payout import PayoutMethod
+from services.domain.rail import RailInstruction, RailOutcome
 
 
 def outcomes(seed: int, subjects: list[str]) -> list[int]:

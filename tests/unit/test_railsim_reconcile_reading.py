@@ -11,8 +11,8 @@ from railsim.core import RailSim
 from railsim.faults import Faults
 from railsim.params import Kind
 from railsim.replies import Reply
+from services.adapters.stripe.wire import balance_move_of, rail_object_of
 from services.reconcile.nostro import rail_outflow, statement_breaks
-from services.reconcile.wire import balance_move_of, rail_object_of
 
 
 def body(reply: Reply) -> Any:

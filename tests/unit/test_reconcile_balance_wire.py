@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from railsim.balance import BalanceBook, MovementType
-from services.reconcile.errors import UnreadableRailObject
-from services.reconcile.wire import balance_of
+from services.adapters.stripe.wire import balance_of
+from services.domain.rail import UnreadableRailObject
 
 
 def test_the_balance_is_available_plus_pending_per_currency() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from services.domain.breaks import BreakType
+from services.domain.reconciliation import Break, LedgerRecord, RailObject, Report
+from services.domain.settlement import SettlementStatus
 from services.reconcile.compare import compare
-from services.reconcile.model import Break, LedgerRecord, RailObject, Report
-from services.shared.domain.breaks import BreakType
-from services.shared.domain.settlement import SettlementStatus
 from tests.unit.reconcile_cases import GRACE, NOW, payout, settled, sid, transfer
 
 S = SettlementStatus

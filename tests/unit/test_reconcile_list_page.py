@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from railsim.objects import Payout, Transfer, json_bytes
-from services.reconcile.errors import UnreadableRailObject
-from services.reconcile.wire import list_page_of, rail_object_of
+from services.adapters.stripe.wire import list_page_of, rail_object_of
+from services.domain.rail import UnreadableRailObject
 
 SID = "6f1c2b1e-2f7e-4c1a-9d1e-3f6a9b2c4d5e"
 

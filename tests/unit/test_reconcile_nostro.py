@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from services.reconcile.model import Break
+from services.domain.breaks import BreakType
+from services.domain.postings import AccountKind, Posting, postings_for
+from services.domain.reconciliation import BalanceMove, Break
+from services.domain.settlement import SettlementStatus
 from services.reconcile.nostro import (
-    BalanceMove,
     balance_breaks,
     ledger_inflow,
     rail_outflow,
     statement_breaks,
 )
-from services.shared.domain.breaks import BreakType
-from services.shared.domain.postings import AccountKind, Posting, postings_for
-from services.shared.domain.settlement import SettlementStatus
 
 S = SettlementStatus
 K = AccountKind

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from railsim.objects import Payout, Reversal, Transfer, event, json_bytes
+from services.domain.breaks import BreakType
+from services.domain.reconciliation import Break
+from services.domain.settlement import SettlementStatus as S
 from services.inbox.events import parse_event
-from services.reconcile.model import Break
 from services.reconcile.proof import EVENT_PREFIX, agrees, healable, proven_event, synthetic_event
-from services.shared.domain.breaks import BreakType
-from services.shared.domain.settlement import SettlementStatus as S
 from tests.unit.reconcile_cases import sid
 
 SID = sid(7)

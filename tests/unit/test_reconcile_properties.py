@@ -7,13 +7,13 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from services.domain.breaks import BreakType
+from services.domain.money import MAX_AMOUNT
+from services.domain.payout import PayoutMethod
+from services.domain.reconciliation import LedgerRecord, RailObject, Report
+from services.domain.settlement import SettlementStatus
 from services.reconcile.compare import compare
-from services.reconcile.model import LedgerRecord, RailObject, Report
 from services.reconcile.report import canonical_json, report_document
-from services.shared.domain.breaks import BreakType
-from services.shared.domain.payout import PayoutMethod
-from services.shared.domain.settlement import SettlementStatus
-from services.shared.money import MAX_AMOUNT
 from tests.unit.reconcile_cases import GRACE, NOW, payout, settled, sid, transfer
 
 S = SettlementStatus

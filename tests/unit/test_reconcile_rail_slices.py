@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from services.reconcile.rail_source import slices
+from services.adapters.stripe.source import slices
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
+from services.domain.breaks import BreakType
+from services.domain.reconciliation import Break
+from services.domain.settlement import SettlementStatus
 from services.reconcile.compare import compare
-from services.reconcile.model import Break
 from services.reconcile.report import canonical_json, counts, report_document, with_breaks
-from services.shared.domain.breaks import BreakType
-from services.shared.domain.settlement import SettlementStatus
 from tests.unit.reconcile_cases import GRACE, NOW, settled, sid, transfer
 
 T = BreakType

@@ -9,7 +9,10 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from services.reconcile.model import RunKind
+from services.apps.reconciler import schedule_of
+from services.domain.errors import ConfigError
+from services.domain.reconciliation import RunKind
+from services.platform.settings import load_settings
 from services.reconcile.schedule import (
     CATCH_UP_DAYS,
     end_of_day_due,
@@ -17,9 +20,6 @@ from services.reconcile.schedule import (
     recheck_bounds,
     recheck_window,
 )
-from services.reconcile.service import schedule_of
-from services.shared.config import load_settings
-from services.shared.errors import ConfigError
 
 HOUR, DAY = 3600, 86400
 SEED_AGES = (HOUR, DAY, 7 * DAY, 30 * DAY)

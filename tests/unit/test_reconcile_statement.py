@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from railsim.statement import COLUMNS, major_units
+from services.domain.payout import PayoutMethod
+from services.domain.reconciliation import RailObject, RunKind
 from services.reconcile.errors import StatementUnreadable
-from services.reconcile.model import RailObject, RunKind
 from services.reconcile.statement import minor_units, read_statement
 from services.reconcile.statement_source import StatementSource
-from services.shared.domain.payout import PayoutMethod
 
 HEADER = ",".join(COLUMNS)
 SID = "5b0c1d9e-0000-4000-8000-000000000001"

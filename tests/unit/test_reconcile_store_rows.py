@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import uuid
 
-from services.reconcile.model import Break, break_key
+from services.domain.breaks import BreakType
+from services.domain.reconciliation import Break, break_key
 from services.reconcile.store import break_row, stored_key
-from services.shared.domain.breaks import BreakType
 
 SID = str(uuid.uuid4())
 AMOUNT = Break(BreakType.AMOUNT_MISMATCH, SID, "tr_1", "amount", 1000, 900, -100, "USD")

@@ -7,11 +7,10 @@ from typing import Any
 import pytest
 
 from railsim.objects import Payout, Reversal, Transfer
-from services.reconcile.errors import UnreadableRailObject
-from services.reconcile.model import MoneyState, RailObject, money_state
-from services.reconcile.nostro import BalanceMove
-from services.reconcile.wire import balance_move_of, rail_object_of
-from services.shared.domain.payout import PayoutMethod
+from services.adapters.stripe.wire import balance_move_of, rail_object_of
+from services.domain.payout import PayoutMethod
+from services.domain.rail import UnreadableRailObject
+from services.domain.reconciliation import BalanceMove, MoneyState, RailObject, money_state
 
 SID = "6f1c2b1e-2f7e-4c1a-9d1e-3f6a9b2c4d5e"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import httpx
 from fastapi import APIRouter
 
-from services.reconcile.app import build_app
+from services.apps.reconciler_admin import build_app
+from services.domain.breaks import BreakType
+from services.domain.errors import StoreUnavailable
 from services.reconcile.metrics import create_metrics
-from services.shared.domain.breaks import BreakType
-from services.shared.errors import StoreUnavailable
 from tests.unit.test_metrics_endpoints import scrape
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from services.contracts import avro
 from services.relay.event_kind import EVENT, EventKinds
-from services.shared import avro
 
 KINDS = ["created", "processing", "submitted", "paid", "failed", "x" * 200]
 

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 import pytest
 from aiokafka import ConsumerRecord, TopicPartition
 
+from services.contracts import avro
 from services.relay import triggers
 from services.relay.metrics import create_metrics
 from services.relay.triggers import DispatchesInOrder, OffsetCommits, created_settlements
-from services.shared import avro
 
 
 def record(value: bytes, partition: int = 0, offset: int = 0) -> ConsumerRecord:

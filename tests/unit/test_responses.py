@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from services.ledger.responses import settlement_body, timestamp
-from services.shared.edge import error_body
+from services.platform.edge import error_body
 
 ACCEPTED: dict[str, Any] = {
     "settlement_id": "0193a8f2-5c1e-7b3a-9d4e-2f6a8b0c1d2e",

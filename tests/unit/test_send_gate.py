@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from services.shared import send_gate
-from services.shared.http1 import NotSent
+from services.platform import send_gate
+from services.platform.http1 import NotSent
 from tests.unit.test_http1 import OK, always, client, serving
 
 

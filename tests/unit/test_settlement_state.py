@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.shared.domain.settlement import (
+from services.domain.errors import SettleError
+from services.domain.settlement import (
     TERMINAL,
     IllegalTransition,
     ReasonRequired,
@@ -18,7 +19,6 @@ from services.shared.domain.settlement import (
     step_event_type,
     transition,
 )
-from services.shared.errors import SettleError
 
 S = SettlementStatus
 

@@ -12,7 +12,7 @@ import pytest
 
 import services
 from services.ledger import sql as ledger_sql
-from services.shared import transitions
+from services.settlement import transitions
 
 ROOT = Path(services.__file__).resolve().parent.parent
 PACKAGES = (ROOT / "services", ROOT / "railsim", ROOT / "tools")

@@ -13,9 +13,9 @@ import pytest
 import stripe
 from stripe import _util
 
-from services.relay.rail import RailInstruction, RailOutcome
-from services.relay.stripe_rail import StripeRail
-from services.shared.domain.payout import PayoutMethod
+from services.adapters.stripe.rail import StripeRail
+from services.domain.payout import PayoutMethod
+from services.domain.rail import RailInstruction, RailOutcome
 
 INSTRUCTION = RailInstruction(
     "stl_1", "acme", "9f" * 32, "acct_1", 1250, "EUR", PayoutMethod.TRANSFER

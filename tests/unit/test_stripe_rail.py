@@ -23,17 +23,17 @@ import pytest
 import stripe
 from multidict import CIMultiDict
 
-from services.relay.rail import RailInstruction, RailOutcome
-from services.relay.stripe_outcomes import outcome_of_error
-from services.relay.stripe_rail import (
+from services.adapters.stripe.outcomes import outcome_of_error
+from services.adapters.stripe.rail import (
     DEFAULT_MAX_PAGES,
     DEFAULT_TIMEOUT,
     StripeRail,
     stripe_rail,
 )
-from services.shared.config import load_settings
-from services.shared.domain.payout import PayoutMethod
-from services.shared.http1 import AnswerLost, AnswerTimeout, NotSent, TransportError
+from services.domain.payout import PayoutMethod
+from services.domain.rail import RailInstruction, RailOutcome
+from services.platform.http1 import AnswerLost, AnswerTimeout, NotSent, TransportError
+from services.platform.settings import load_settings
 
 KEY = "9f" * 32
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

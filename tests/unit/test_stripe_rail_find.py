@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.relay.stripe_rail import RailLookupFailed, RailLookupIncomplete
-from services.shared.domain.payout import PayoutMethod
+from services.adapters.stripe.rail import RailLookupFailed, RailLookupIncomplete
+from services.domain.payout import PayoutMethod
 from tests.unit.test_stripe_rail import (
     NOW,
     SHORT,

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from services.shared.config import load_settings
-from services.shared.errors import ConfigError
-from services.shared.tenant_limits import NO_LIMITS, Rate, TenantPolicy, parse_tenant_limits
+from services.domain.errors import ConfigError
+from services.domain.tenant_limits import NO_LIMITS, Rate, TenantPolicy, parse_tenant_limits
+from services.platform.settings import load_settings
 
 DOCUMENT = {
     "acme": {

@@ -9,16 +9,10 @@ import sys
 
 import pytest
 
-from services.shared.config import load_settings
-from services.shared.errors import ConfigError
-from services.shared.tracing import (
-    TraceContext,
-    TraceExporter,
-    carried,
-    headers_of,
-    trace_id_of,
-    traced,
-)
+from services.domain.errors import ConfigError
+from services.domain.trace_context import TraceContext, carried
+from services.platform.settings import load_settings
+from services.platform.tracing import TraceExporter, headers_of, trace_id_of, traced
 
 CALLER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -83,7 +77,8 @@ def test_the_exporter_is_named_by_its_setting() -> None:
 
 
 RECORD_A_SPAN = f"""
-from services.shared.tracing import TraceExporter, carried, traced, use_exporter
+from services.domain.trace_context import carried
+from services.platform.tracing import TraceExporter, traced, use_exporter
 import sys
 use_exporter(TraceExporter(sys.argv[1]), "relay")
 with traced("rail.send", carried({CALLER!r})) as context:

@@ -8,11 +8,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.shared import avro, transitions
-from services.shared.domain.postings import AccountKind
-from services.shared.domain.settlement import ReasonRequired
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.transition_rows import (
+from services.contracts import avro
+from services.domain.postings import AccountKind
+from services.domain.settlement import ReasonRequired
+from services.domain.settlement import SettlementStatus as S
+from services.settlement import transitions
+from services.settlement.transition_rows import (
     BalanceDelta,
     EntryRow,
     EventRow,
@@ -22,7 +23,7 @@ from services.shared.transition_rows import (
     SettlementMove,
     TransitionRow,
 )
-from services.shared.transitions import TransitionBatch
+from services.settlement.transitions import TransitionBatch
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 SID = uuid.UUID("01a21600-0000-7000-8000-000000000001")

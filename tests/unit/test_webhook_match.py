@@ -10,14 +10,14 @@ import pytest
 from railsim.clock import ManualClock
 from railsim.core import RailSim
 from railsim.params import Kind
-from services.inbox.events import parse_event, reported_in
-from services.shared.domain.webhook_match import (
+from services.domain.webhook_match import (
     Difference,
     Reported,
     Sent,
     describe,
     differences,
 )
+from services.inbox.events import parse_event, reported_in
 
 SENT = Sent(amount=900, currency="USD", destination="acct_1Q2w3E", rail_reference="tr_1")
 SAME = Reported("tr_1", 900, "usd", "acct_1Q2w3E", None)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from services.shared.config import load_settings
-from services.shared.errors import ConfigError
+from services.domain.errors import ConfigError
+from services.platform.settings import load_settings
 from tools.bench import profile
 from tools.bench.report import (
     BENCHMARKS_MD,

@@ -32,9 +32,9 @@ from urllib.parse import quote
 import asyncpg
 import httpx
 
+from services.adapters.postgres.database import create_pool
+from services.platform.config import Settings, libpq_dsn
 from services.reconcile.standing import OLDEST_SUBMITTED
-from services.shared.config import Settings, libpq_dsn
-from services.shared.database import create_pool
 from tools.bench.console_explain import explain_pages, plans_text, slowest, title
 from tools.bench.console_seed import Sample, Seeded, seed
 from tools.bench.database import bench_database

@@ -19,8 +19,9 @@ from typing import NamedTuple
 import asyncpg
 import httpx
 
-from services.console.app import compose, create_app
-from services.shared.config import libpq_dsn, load_settings
+from services.apps.console import compose, create_app
+from services.platform.config import libpq_dsn
+from services.platform.settings import load_settings
 from tools.bench.runner import BenchError
 
 LARGE_ROWS = 10_000
@@ -75,7 +76,7 @@ async def explain_pages(
 
     async def keeping(conn: asyncpg.Connection) -> None:
         # Instead of the pool's reset, which would undo the settings: the console's pages
-        # leave no session state behind (services.shared.database, keep_sessions).
+        # leave no session state behind (services.adapters.postgres.database, keep_sessions).
         conn.remove_log_listener(listen)
 
     pool = await asyncpg.create_pool(

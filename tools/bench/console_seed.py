@@ -15,12 +15,12 @@ from typing import NamedTuple
 
 import asyncpg
 
+from services.domain.breaks import BreakType
+from services.domain.reconciliation import Break, RunKind
+from services.domain.settlement import SettlementStatus
+from services.platform.config import Settings
 from services.reconcile import store
-from services.reconcile.model import Break, RunKind
-from services.shared.config import Settings
-from services.shared.domain.breaks import BreakType
-from services.shared.domain.settlement import SettlementStatus
-from services.shared.transitions import Move, apply_transitions
+from services.settlement.transitions import Move, apply_transitions
 from tools.bench.database import book_settlements
 
 REVIEW = 200  # settlements waiting in needs_review

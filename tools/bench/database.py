@@ -10,12 +10,12 @@ import os
 import asyncpg
 from sqlalchemy.engine import make_url
 
+from services.adapters.postgres.migrate import upgrade
+from services.apps.ledger import windows
 from services.ledger.acceptor import Ledger
-from services.ledger.app import windows
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
-from services.shared.config import Settings
-from services.shared.migrate import upgrade
+from services.platform.config import Settings
 from tools.infra.procs import pid_alive
 
 

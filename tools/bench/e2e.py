@@ -20,9 +20,10 @@ from pathlib import Path
 
 import asyncpg
 
-from services.shared.config import Settings, libpq_dsn
-from services.shared.kafka_access import kafka_access
-from services.shared.topics import COMMANDS, ensure_topics
+from services.adapters.kafka.access import kafka_access
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts.topics import COMMANDS
+from services.platform.config import Settings, libpq_dsn
 from tools.bench import e2e_pgstats as pgstats
 from tools.bench import e2e_probe as probe
 from tools.bench import fills, profile

@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 
 from aiokafka import AIOKafkaProducer
 
-from services.shared import avro
-from services.shared.command_signature import signed_headers
-from services.shared.kafka import idempotent_producer
-from services.shared.kafka_access import KafkaAccess
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import idempotent_producer
+from services.contracts import avro
+from services.contracts.command_signature import signed_headers
 from tools.bench.http_load import exchange
 
 TICK_S = 0.005  # how often the scheduler wakes to send what has fallen due

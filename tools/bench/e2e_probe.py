@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import asyncpg
 import psutil
 
-from services.shared.domain.settlement import TERMINAL
+from services.domain.settlement import TERMINAL
 from tools.bench.e2e_figures import ProcessGroup, ProcessSample
 from tools.bench.e2e_pgstats import PROBE
 from tools.bench.runner import BenchError

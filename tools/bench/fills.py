@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import asyncpg
 
-from services.shared.config import libpq_dsn
+from services.platform.config import libpq_dsn
 from tools.bench.prefill import Filled, prefill
 from tools.bench.report import Figure
 

@@ -21,9 +21,9 @@ import uvloop
 
 from railsim.objects import event, json_bytes
 from railsim.webhooks import signature_header
-from services.shared.config import Settings, libpq_dsn
-from services.shared.domain.settlement import SettlementStatus
-from services.shared.transitions import Move, apply_transitions
+from services.domain.settlement import SettlementStatus
+from services.platform.config import Settings, libpq_dsn
+from services.settlement.transitions import Move, apply_transitions
 from tools.bench.database import bench_database, book_settlements
 from tools.bench.http_load import post_load
 from tools.bench.report import BenchResult, Figure

@@ -17,12 +17,13 @@ import uuid
 import asyncpg
 import psutil
 
-from services.shared import avro
-from services.shared.command_signature import signed_headers
-from services.shared.config import Settings, libpq_dsn
-from services.shared.kafka import idempotent_producer
-from services.shared.kafka_access import kafka_access
-from services.shared.topics import COMMANDS, ensure_topics
+from services.adapters.kafka.access import kafka_access
+from services.adapters.kafka.clients import idempotent_producer
+from services.adapters.kafka.topics import ensure_topics
+from services.contracts import avro
+from services.contracts.command_signature import signed_headers
+from services.contracts.topics import COMMANDS
+from services.platform.config import Settings, libpq_dsn
 from tools.bench import fills
 from tools.bench.database import bench_database
 from tools.bench.http_load import post_load

@@ -25,12 +25,12 @@ from typing import NamedTuple
 
 import asyncpg
 
+from services.adapters.postgres.history_months import open_months_since
+from services.contracts.topics import EVENTS
+from services.domain.balance_shards import BALANCE_SHARDS
+from services.domain.postings import AccountKind, account_id
 from services.ledger.booking import DEFAULT_RAIL
 from services.ledger.sql import OPEN_ACCOUNTS
-from services.shared.balance_shards import BALANCE_SHARDS
-from services.shared.domain.postings import AccountKind, account_id
-from services.shared.history_months import open_months_since
-from services.shared.topics import EVENTS
 from tools.bench.prefill_history import MIX_PER_100, REFUSED, history_steps
 
 BATCH = 250_000  # settlements per transaction: about 3.5 million rows
@@ -43,7 +43,7 @@ WEBHOOK_RAIL = "stripe"  # the inbox's name of the rail (services/inbox/store.py
 
 def _uuid7(at: str, seed: str) -> str:
     """SQL for a version-7 uuid of instant `at` (random part from md5 of `seed`), as
-    `services.shared.ids.uuid7` mints them: ids in time order, so history's index entries
+    `services.domain.ids.uuid7` mints them: ids in time order, so history's index entries
     land in order, as the service's own do."""
     digest = f"md5({seed})"
     return (

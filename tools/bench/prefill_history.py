@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from services.shared.domain.postings import AccountKind, account_id, entry_kind, holding_account
-from services.shared.domain.settlement import SettlementStatus
+from services.domain.postings import AccountKind, account_id, entry_kind, holding_account
+from services.domain.settlement import SettlementStatus
 
 _S = SettlementStatus
 

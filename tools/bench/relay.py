@@ -18,15 +18,16 @@ import uuid
 import asyncpg
 import uvloop
 
+from services.adapters.kafka.access import kafka_access
+from services.adapters.kafka.clients import idempotent_producer
+from services.adapters.kafka.topics import ensure_topics
+from services.adapters.stripe.rail import StripeRail
+from services.contracts.topics import EVENTS
+from services.platform.config import Settings, libpq_dsn
 from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.outbox import PUBLISH_BATCH_BYTES, OutboxPublisher
-from services.relay.stripe_rail import StripeRail
 from services.relay.triggers import DISPATCH_CHUNK
-from services.shared.config import Settings, libpq_dsn
-from services.shared.kafka import idempotent_producer
-from services.shared.kafka_access import kafka_access
-from services.shared.topics import EVENTS, ensure_topics
 from tools.bench.database import bench_database, book_settlements
 from tools.bench.report import BenchResult, Figure
 from tools.bench.runner import BenchError, BenchOptions

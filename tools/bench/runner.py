@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.shared.config import Settings
-from services.shared.errors import SettleError
+from services.domain.errors import SettleError
+from services.platform.config import Settings
 from tools.bench.report import BenchResult
 
 

@@ -60,7 +60,7 @@ def _report_file(report_path: Path | None, runs: int, seed: int, run_dir: Path) 
 
 def _one_run(options: Any, runs: int, report_path: Path | None, console: Console) -> dict[str, Any]:
     """Carry out one run, write its report, print its summary; a line for the runs' summary."""
-    from services.shared.errors import InfrastructureError
+    from services.domain.errors import InfrastructureError
     from tools.check.errors import SourceUnavailable
     from tools.run.supervisor import SupervisorError
 

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import asyncpg
 import psutil
 
-from services.shared.config import libpq_dsn
+from services.platform.config import libpq_dsn
 
 PROBE_S = 0.05
 DEATH_WAIT_S = 10.0  # a SIGKILLed process is gone in milliseconds; this is a generous cap

@@ -11,8 +11,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.shared.kafka_access import KafkaAccess
-from services.shared.topics import ensure_topics
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.topics import ensure_topics
 from tools.infra import kafka, postgres
 from tools.infra.paths import RunPaths, run_paths
 from tools.infra.procs import free_ports

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import httpx
 from aiokafka.errors import KafkaError
 
-from services.shared.kafka_access import KafkaAccess
+from services.adapters.kafka.access import KafkaAccess
 from tools.run.submit import Batch, post_settlements, publish_commands
 
 TICK_S = 1.0

@@ -19,12 +19,12 @@ from typing import Any
 
 import asyncpg
 
+from services.adapters.postgres.database import create_pool
+from services.adapters.stripe.source import RailSource
+from services.domain.reconciliation import RunStatus
+from services.platform.config import Settings
 from services.reconcile import windows
 from services.reconcile.engine import reconcile
-from services.reconcile.model import RunStatus
-from services.reconcile.rail_source import RailSource
-from services.shared.config import Settings
-from services.shared.database import create_pool
 
 BREAKS_BY_STATUS = """
 SELECT break_type, status, count(*) AS n FROM reconciliation_breaks

@@ -23,10 +23,11 @@ from typing import Any
 
 import asyncpg
 
-from services.shared.config import Settings, libpq_dsn, load_settings
-from services.shared.kafka_access import SECURITY_VARIABLES
-from services.shared.migrate import upgrade
-from services.shared.topics import COMMANDS, EVENTS
+from services.adapters.kafka.access import SECURITY_VARIABLES
+from services.adapters.postgres.migrate import upgrade
+from services.contracts.topics import COMMANDS, EVENTS
+from services.platform.config import Settings, libpq_dsn
+from services.platform.settings import load_settings
 from tools.chaos import infra as private
 from tools.chaos.evidence import leftovers
 from tools.chaos.inject import Injected, Injector

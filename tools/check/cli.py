@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 from rich.console import Console
 
-from services.shared.config import RailKind, Settings, load_settings
-from services.shared.errors import ConfigError
-from services.shared.kafka_access import kafka_access
-from services.shared.rail_address import SIMULATOR_API
-from services.shared.topics import EVENTS
+from services.adapters.kafka.access import kafka_access
+from services.adapters.stripe.address import SIMULATOR_API
+from services.contracts.topics import EVENTS
+from services.domain.errors import ConfigError
+from services.platform.config import RailKind, Settings
+from services.platform.settings import load_settings
 from tools.check.errors import SourceUnavailable
 
 if TYPE_CHECKING:

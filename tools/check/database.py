@@ -12,8 +12,8 @@ from typing import TypeVar
 
 import asyncpg
 
-from services.shared.config import libpq_dsn
-from services.shared.store_errors import UNREACHABLE
+from services.adapters.postgres.store_errors import UNREACHABLE
+from services.platform.config import libpq_dsn
 from tools.check.errors import SourceUnavailable
 from tools.check.facts import DatabaseFacts, Offenders, SettlementFact
 from tools.check.invariants import FIRST

@@ -7,7 +7,7 @@ SettleError
 
 from __future__ import annotations
 
-from services.shared.errors import SettleError
+from services.domain.errors import SettleError
 
 
 class CheckError(SettleError):

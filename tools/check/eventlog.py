@@ -14,10 +14,10 @@ import uuid
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from services.shared import avro
-from services.shared.errors import SchemaError
-from services.shared.kafka import log_reader
-from services.shared.kafka_access import KafkaAccess
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import log_reader
+from services.contracts import avro
+from services.domain.errors import SchemaError
 from tools.check.errors import SourceUnavailable
 from tools.check.facts import EventLogFacts
 from tools.check.spill import EventRow, FactSpill

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from services.shared.domain.postings import AccountKind, expected_net, holding_account
-from services.shared.domain.settlement import TERMINAL, SettlementStatus, step_event_type
+from services.domain.postings import AccountKind, expected_net, holding_account
+from services.domain.settlement import TERMINAL, SettlementStatus, step_event_type
 from tools.check.facts import (
     DatabaseFacts,
     EventFact,

@@ -30,15 +30,17 @@ import asyncpg
 import click
 from sqlalchemy.engine import make_url
 
-from services.shared import avro
-from services.shared.config import libpq_dsn, load_settings
-from services.shared.domain.postings import expected_net
-from services.shared.domain.settlement import SettlementStatus as S
-from services.shared.domain.settlement import step_event_type
-from services.shared.kafka import admin_client, idempotent_producer
-from services.shared.kafka_access import KafkaAccess, kafka_access
-from services.shared.migrate import upgrade
-from services.shared.topics import EVENTS, TOPICS, ensure_topics
+from services.adapters.kafka.access import KafkaAccess, kafka_access
+from services.adapters.kafka.clients import admin_client, idempotent_producer
+from services.adapters.kafka.topics import ensure_topics
+from services.adapters.postgres.migrate import upgrade
+from services.contracts import avro
+from services.contracts.topics import EVENTS, TOPICS
+from services.domain.postings import expected_net
+from services.domain.settlement import SettlementStatus as S
+from services.domain.settlement import step_event_type
+from services.platform.config import libpq_dsn
+from services.platform.settings import load_settings
 
 TENANT, AMOUNT, CURRENCY = "acme", 700, "EUR"
 # The audit trail of each settlement, as (from, to) steps.

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import httpx
 import stripe
 
-from services.relay.stripe_http import StripeHTTP
+from services.adapters.stripe.http import StripeHTTP
 from tools.check.errors import SourceUnavailable
 from tools.check.facts import RailFacts
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import asyncpg
 from sqlalchemy.engine import make_url
 
-from services.shared.kafka_access import KafkaAccess
+from services.adapters.kafka.access import KafkaAccess
 from tools.check.database import connect, in_flight, read_ledger_wide, read_page, snapshot
 from tools.check.eventlog import read_events
 from tools.check.facts import DatabaseFacts, EventLogFacts, RailFacts

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from services.shared.errors import InfrastructureError
+from services.domain.errors import InfrastructureError
 from tools.infra.paths import log_tail
 
 PR_SET_PDEATHSIG = 1

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from services.shared.errors import ConfigError, InfrastructureError
+from services.domain.errors import ConfigError, InfrastructureError
 from tools.infra import stack
 from tools.infra.model import Outcome, State
 

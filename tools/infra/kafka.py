@@ -12,9 +12,9 @@ from typing import TypeVar
 
 from aiokafka.errors import KafkaError
 
-from services.shared.errors import InfrastructureError
-from services.shared.kafka import admin_client
-from services.shared.kafka_access import KafkaAccess
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import admin_client
+from services.domain.errors import InfrastructureError
 from tools.infra import kafka_secure
 from tools.infra.kafka_setup import (
     ensure_jars,

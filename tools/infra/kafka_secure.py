@@ -18,9 +18,9 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from services.shared.config import KafkaProtocol, SaslMechanism
-from services.shared.errors import InfrastructureError
-from services.shared.kafka_access import KafkaAccess, SaslLogin, TlsFiles
+from services.adapters.kafka.access import KafkaAccess, SaslLogin, TlsFiles
+from services.domain.errors import InfrastructureError
+from services.platform.config import KafkaProtocol, SaslMechanism
 from tools.infra.paths import KafkaEndpoint
 from tools.infra.procs import tool
 

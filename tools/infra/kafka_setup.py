@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from services.shared.errors import InfrastructureError
+from services.domain.errors import InfrastructureError
 from tools.infra import kafka_secure
 from tools.infra.paths import KafkaEndpoint, RunPaths
 from tools.infra.procs import run_logged, tool

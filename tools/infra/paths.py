@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import services
-from services.shared.config import LOCAL_DATABASE_URL, LOCAL_KAFKA_BOOTSTRAP
+from services.platform.config import LOCAL_DATABASE_URL, LOCAL_KAFKA_BOOTSTRAP
 
 RUN_DIR_ENV = "SETTLE_RUN_DIR"
 # initdb and postgres refuse root, so as root the cluster belongs to this user.

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from services.shared.errors import InfrastructureError
+from services.domain.errors import InfrastructureError
 from tools.infra.model import ComponentStatus, State
 from tools.infra.paths import (
     SERVER_USER_WHEN_ROOT,

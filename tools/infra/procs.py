@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from services.shared.errors import InfrastructureError
+from services.domain.errors import InfrastructureError
 from tools.infra.paths import kafka_endpoint, pg_endpoint
 
 

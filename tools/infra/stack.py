@@ -11,9 +11,10 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 
-from services.shared.config import LOCAL_DATABASE_URL, LOCAL_KAFKA_BOOTSTRAP, load_settings
-from services.shared.kafka_access import KafkaAccess, kafka_access
-from services.shared.topics import ensure_topics
+from services.adapters.kafka.access import KafkaAccess, kafka_access
+from services.adapters.kafka.topics import ensure_topics
+from services.platform.config import LOCAL_DATABASE_URL, LOCAL_KAFKA_BOOTSTRAP
+from services.platform.settings import load_settings
 from tools.infra import kafka, kafka_secure, postgres
 from tools.infra.model import ComponentReport, ComponentStatus, Outcome, State
 from tools.infra.paths import RunPaths, kafka_endpoint, pg_endpoint, run_paths

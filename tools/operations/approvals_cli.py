@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 
 import click
 
-from services.shared.config import Settings
-from services.shared.domain.proposal import ProposalStatus
-from services.shared.rail_address import rail_api_base
+from services.adapters.stripe.address import rail_api_base
+from services.domain.proposal import ProposalStatus
+from services.platform.config import Settings
 from tools.operations.common import (
     DONE,
     database,

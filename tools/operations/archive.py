@@ -20,10 +20,10 @@ from datetime import UTC, date, datetime
 
 import asyncpg
 
+from services.adapters.postgres.history_months import HISTORY_TABLES
+from services.domain.settlement import TERMINAL
 from services.inbox.intake import REDELIVERY_HORIZON
 from services.operations.audit import record_action
-from services.shared.domain.settlement import TERMINAL
-from services.shared.history_months import HISTORY_TABLES
 
 _MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 _PARTITION = re.compile(r"_y(\d{4})m(\d{2})$")

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import click
 
-from services.shared.config import Settings
+from services.platform.config import Settings
 from tools.operations.archive import detach_month, parse_month, plan
 from tools.operations.common import DONE, REFUSED, UNREADABLE, database, fail, run
 

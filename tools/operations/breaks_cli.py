@@ -15,8 +15,8 @@ from pathlib import Path
 
 import click
 
-from services.shared.config import Settings
-from services.shared.domain.breaks import BreakStatus, BreakType
+from services.domain.breaks import BreakStatus, BreakType
+from services.platform.config import Settings
 from tools.operations.common import (
     DONE,
     REFUSED,
@@ -95,11 +95,11 @@ def resolve(
     from_file: Path | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Resolve open breaks with a reason, each audited."""
+    from services.domain.proposal import ProposedAction
     from services.operations import bulk
     from services.operations.approvals import Submitted, awaiting, policy_of, submit
     from services.operations.breaks import open_ids
     from services.operations.rail_lookup import NoRail
-    from services.shared.domain.proposal import ProposedAction
 
     if sum(x is not None for x in (break_id, all_of_type, from_file)) != 1:
         fail("breaks", as_json, "usage", "give one BREAK_ID, --all-of-type or --from-file", 2)

@@ -20,9 +20,10 @@ from typing import Any, NoReturn, TypeVar
 import asyncpg
 import click
 
+from services.domain.errors import ApiError, ConfigError, StoreUnavailable
 from services.operations.errors import NotFound, RailUnavailable
-from services.shared.config import Settings, load_settings
-from services.shared.errors import ApiError, ConfigError, StoreUnavailable
+from services.platform.config import Settings
+from services.platform.settings import load_settings
 
 DONE, REFUSED, UNREADABLE, NOT_FOUND = 0, 1, 2, 3
 T = TypeVar("T")
@@ -77,7 +78,7 @@ def run(command: str, as_json: bool, work: Callable[[Settings], Coroutine[Any, A
 async def database(settings: Settings, as_owner: bool = False) -> AsyncIterator[asyncpg.Pool]:
     """A small pool on the settings' database (as the tables' owner: see create_pool), closed
     after."""
-    from services.shared.database import create_pool
+    from services.adapters.postgres.database import create_pool
 
     try:
         pool = await create_pool(settings, max_size=2, as_owner=as_owner)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from services.shared.config import Settings
-from services.shared.domain.instruction import Resolution
-from services.shared.rail_address import rail_api_base
+from services.adapters.stripe.address import rail_api_base
+from services.domain.instruction import Resolution
+from services.platform.config import Settings
 from tools.operations.common import (
     DONE,
     REFUSED,
@@ -86,10 +86,10 @@ def resolve(
     from_file: Path | None, rail_url: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Resolve settlements under review as paid, failed or retry, if the rail agrees."""
+    from services.domain.proposal import ProposedAction
     from services.operations import bulk
     from services.operations.approvals import Submitted, awaiting, policy_of, submit
     from services.operations.rail_lookup import StripeLookup
-    from services.shared.domain.proposal import ProposedAction
 
     if (settlement_id is None) == (from_file is None):
         fail("review", as_json, "usage", "give one SETTLEMENT_ID or --from-file FILE", 2)

@@ -16,9 +16,9 @@ from typing import NoReturn
 import click
 import httpx
 
-from services.shared.config import load_settings
-from services.shared.errors import ConfigError
-from services.shared.rail_address import SIMULATOR_API
+from services.adapters.stripe.address import SIMULATOR_API
+from services.domain.errors import ConfigError
+from services.platform.settings import load_settings
 
 STATEMENT_PATH = "/v1/reporting/statement"
 TIMES = click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"])

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 import uvloop
 
+from services.adapters.stripe.address import rail_api_base
+from services.domain.breaks import DEFAULT_GRACE_SECONDS
+from services.domain.errors import ConfigError, StoreUnavailable
+from services.platform.config import Settings
+from services.platform.settings import load_settings
 from services.reconcile.errors import StatementUnreadable
-from services.shared.config import Settings, load_settings
-from services.shared.domain.breaks import DEFAULT_GRACE_SECONDS
-from services.shared.errors import ConfigError, StoreUnavailable
-from services.shared.rail_address import rail_api_base
 
 if TYPE_CHECKING:
     from services.reconcile.lineage import Ref
@@ -110,13 +111,13 @@ async def _run(
     heal: bool,
     lineage: bool,
 ) -> tuple[Outcome, dict[Ref, Any]]:
+    from services.adapters.postgres.database import create_pool
+    from services.adapters.stripe.source import RailReader, RailSource
+    from services.domain.reconciliation import RunKind
     from services.reconcile import store, windows
     from services.reconcile.engine import reconcile as run_once
     from services.reconcile.lineage import lineage_of
-    from services.reconcile.model import RunKind
-    from services.reconcile.rail_source import RailReader, RailSource
     from services.reconcile.statement_source import StatementSource
-    from services.shared.database import create_pool
 
     rail: RailReader
     window: windows.Window | None

@@ -16,12 +16,12 @@ from typing import Any
 
 import click
 
+from services.domain.breaks import BreakStatus
+from services.domain.reconciliation import RunStatus
 from services.reconcile.lineage import Ref
-from services.reconcile.model import RunStatus
 from services.reconcile.outcome import Outcome
 from services.reconcile.report import break_document, counts, pending_document
 from services.reconcile.store import stored_key
-from services.shared.domain.breaks import BreakStatus
 
 NO_OPEN_BREAK, OPEN_BREAKS, SOURCE_UNREADABLE = 0, 1, 2
 

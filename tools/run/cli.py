@@ -25,7 +25,7 @@ from tools.run.pace import DEFAULT_RATE
 from tools.run.topology import LOCAL_RELAY_LEASE_SECONDS, Ports, StackOptions
 
 if TYPE_CHECKING:
-    from services.shared.config import Settings
+    from services.platform.config import Settings
 
 T = TypeVar("T")
 RATE_HELP = "Settlements per second the batch is offered at; 0 offers it all at once."
@@ -34,9 +34,9 @@ STOP_GRACE_S = 10.0
 
 
 def _settings() -> Settings:
-    from services.shared.config import load_settings
-    from services.shared.errors import ConfigError
-    from services.shared.kafka_access import kafka_access
+    from services.adapters.kafka.access import kafka_access
+    from services.domain.errors import ConfigError
+    from services.platform.settings import load_settings
 
     try:
         settings = load_settings()
@@ -177,8 +177,8 @@ def run(
     seed: int | None,
 ) -> None:
     """Start infrastructure and every service, run a demo batch, serve until Ctrl-C."""
-    from services.shared.errors import InfrastructureError
-    from services.shared.migrate import upgrade
+    from services.adapters.postgres.migrate import upgrade
+    from services.domain.errors import InfrastructureError
     from tools.infra import stack
     from tools.infra.paths import run_paths
 
@@ -256,7 +256,7 @@ def demo(
     timeout_s: float,
 ) -> None:
     """Submit a batch over Kafka and HTTP (with retries), follow it, report, check invariants."""
-    from services.shared.rail_address import SIMULATOR_API
+    from services.adapters.stripe.address import SIMULATOR_API
     from tools.check.errors import SourceUnavailable
     from tools.run.demo import DemoOptions, run_demo
     from tools.run.report import print_demo

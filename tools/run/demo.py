@@ -28,10 +28,10 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from services.adapters.kafka.access import kafka_access
+from services.contracts.topics import COMMANDS, EVENTS
+from services.platform.config import Settings, libpq_dsn
 from services.relay.triggers import CONSUMER_GROUP
-from services.shared.config import Settings, libpq_dsn
-from services.shared.kafka_access import kafka_access
-from services.shared.topics import COMMANDS, EVENTS
 from tools.check.cli import effect_source
 from tools.check.run import CheckOptions, Report, run_check
 from tools.run.latency import LatencySplit, split

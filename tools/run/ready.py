@@ -14,8 +14,8 @@ import time
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from services.shared.kafka import admin_client
-from services.shared.kafka_access import KafkaAccess
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import admin_client
 
 STABLE = "Stable"
 POLL_SECONDS = 0.25

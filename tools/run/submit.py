@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from services.shared import avro
-from services.shared.command_signature import signed_headers
-from services.shared.config import Settings
-from services.shared.kafka import idempotent_producer
-from services.shared.kafka_access import KafkaAccess
+from services.adapters.kafka.access import KafkaAccess
+from services.adapters.kafka.clients import idempotent_producer
+from services.contracts import avro
+from services.contracts.command_signature import signed_headers
+from services.platform.config import Settings
 from tools.run.pace import AT_ONCE, Pace
 
 CURRENCIES = ("USD", "EUR", "GBP")

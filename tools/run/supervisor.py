@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.shared.backoff import backoff
-from services.shared.errors import InfrastructureError
+from services.domain.errors import InfrastructureError
+from services.platform.backoff import backoff
 from tools.infra import children
 
 log = logging.getLogger(__name__)

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from services.adapters.postgres.store_errors import unavailable_when_down
 from services.console.actions import decide
 from services.console.auth import Caller
 from services.console.pages.queues import PAGE, WEBHOOK_QUEUES
@@ -34,10 +35,9 @@ from services.console.web import (
     text,
     texts,
 )
+from services.domain.proposal import Move, ProposalStatus
 from services.operations.approvals import list_proposals
 from services.operations.bulk import ItemOutcome
-from services.shared.domain.proposal import Move, ProposalStatus
-from services.shared.store_errors import unavailable_when_down
 
 INBOX_EVENTS = "SELECT id, status, settlement_id FROM inbox_events WHERE id = ANY($1::bigint[])"
 

@@ -13,7 +13,7 @@ from starlette.routing import Route
 from services.console.auth import Caller
 from services.console.errors import CsrfRefused, SignInFailed
 from services.console.web import HEADERS, Console, error_page, guarded, posted, render, text
-from services.shared.errors import ApiError
+from services.domain.errors import ApiError
 
 MAX_TOKEN = 512
 

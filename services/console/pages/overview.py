@@ -18,7 +18,7 @@ from services.console.overview_queries import (
     read_overview,
 )
 from services.console.web import Console, guarded, render
-from services.shared.domain.settlement import SettlementStatus
+from services.domain.settlement import SettlementStatus
 
 MINUTE = timedelta(minutes=1)
 

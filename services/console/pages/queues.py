@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from services.adapters.postgres.store_errors import unavailable_when_down
 from services.console.actions import perform
 from services.console.auth import Caller
 from services.console.web import (
@@ -30,14 +31,13 @@ from services.console.web import (
     text,
     texts,
 )
-from services.inbox.decision import InboxStatus
+from services.domain.breaks import BreakStatus, BreakType
+from services.domain.instruction import Resolution
+from services.domain.proposal import ProposedAction
+from services.domain.rail_event import InboxStatus
 from services.inbox.operator import list_events
 from services.operations import breaks, review
 from services.operations.bulk import ItemOutcome
-from services.shared.domain.breaks import BreakStatus, BreakType
-from services.shared.domain.instruction import Resolution
-from services.shared.domain.proposal import ProposedAction
-from services.shared.store_errors import unavailable_when_down
 
 PAGE = 50
 WEBHOOK_QUEUES = (InboxStatus.DEAD, InboxStatus.PARKED, InboxStatus.MISMATCH)

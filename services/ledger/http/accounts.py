@@ -10,7 +10,7 @@ from pydantic import TypeAdapter
 
 from services.ledger.http import docs
 from services.ledger.views import MAX_PAGE, AccountBalance, EntryPage, SettlementReader
-from services.shared.edge import JSON, BearerAuth, error_response, tenant_dependency
+from services.platform.edge import JSON, BearerAuth, error_response, tenant_dependency
 
 _BALANCE = TypeAdapter(AccountBalance)
 _ENTRIES = TypeAdapter(EntryPage)

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.shared.money import MAX_SETTLEMENT_AMOUNT
+from services.domain.money import MAX_SETTLEMENT_AMOUNT
 
 
 class SettlementBody(BaseModel):

@@ -18,9 +18,9 @@ from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.ports import Acceptor
 from services.ledger.readiness import ReadinessProbe
 from services.ledger.views import SettlementReader
-from services.shared.config import Settings
-from services.shared.edge import BearerAuth
-from services.shared.listeners import admin_api, public_api
+from services.platform.config import Settings
+from services.platform.edge import BearerAuth
+from services.platform.listeners import admin_api, public_api
 
 DESCRIPTION = """Books settlements in the settle ledger, exactly once per idempotency key.
 

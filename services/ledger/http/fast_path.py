@@ -3,7 +3,7 @@
 FastAPI's middleware, routing, dependency and exception layers cost the ledger more CPU per
 request than validating and booking the settlement. The fast path calls the same
 `CreateSettlement` the documented route calls and answers with the same status, headers and
-bytes (`shared.edge.answer_json` renders failures as the app's error handlers do).
+bytes (`platform.edge.answer_json` renders failures as the app's error handlers do).
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from services.domain.trace_context import carried
 from services.ledger.http.settlements import CreateSettlement, accepted_headers
 from services.ledger.intake import PATH
-from services.shared.edge import JsonAnswer, answer_json, asgi_body_chunks, first_headers
-from services.shared.tracing import TRACEPARENT, TRACESTATE, carried
+from services.platform.edge import JsonAnswer, answer_json, asgi_body_chunks, first_headers
+from services.platform.tracing import TRACEPARENT, TRACESTATE
 
 _AUTHORIZATION, _KEY, _LENGTH = b"authorization", b"idempotency-key", b"content-length"
 _TRACEPARENT, _TRACESTATE = TRACEPARENT.encode(), TRACESTATE.encode()

@@ -8,7 +8,7 @@ import json
 from fastapi import APIRouter, Response
 
 from services.ledger.readiness import ReadinessProbe
-from services.shared.edge import JSON
+from services.platform.edge import JSON
 
 
 def readiness_routes(readiness: ReadinessProbe) -> APIRouter:

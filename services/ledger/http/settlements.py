@@ -12,6 +12,9 @@ from fastapi.security.utils import get_authorization_scheme_param
 from opentelemetry.trace import SpanKind
 from pydantic import TypeAdapter
 
+from services.domain.errors import ApiError
+from services.domain.settlement import SettlementStatus
+from services.domain.trace_context import TraceContext, carried
 from services.ledger.admission import Admission
 from services.ledger.errors import InvalidRequest, Overloaded, RateLimited
 from services.ledger.http import docs
@@ -20,8 +23,7 @@ from services.ledger.metrics import LedgerMetrics
 from services.ledger.model import AcceptResult, Outcome
 from services.ledger.ports import Acceptor
 from services.ledger.views import MAX_PAGE, Settlement, SettlementPage, SettlementReader
-from services.shared.domain.settlement import SettlementStatus
-from services.shared.edge import (
+from services.platform.edge import (
     JSON,
     BearerAuth,
     BodyTooLarge,
@@ -31,14 +33,7 @@ from services.shared.edge import (
     read_capped,
     tenant_dependency,
 )
-from services.shared.errors import ApiError
-from services.shared.tracing import (
-    TRACEPARENT,
-    TRACESTATE,
-    TraceContext,
-    carried,
-    traced,
-)
+from services.platform.tracing import TRACEPARENT, TRACESTATE, traced
 
 _SETTLEMENT = TypeAdapter(Settlement)
 _PAGE = TypeAdapter(SettlementPage)

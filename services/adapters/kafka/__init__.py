@@ -1,0 +1,1 @@
+"""Kafka: how clients reach the brokers, the clients themselves, topic creation, poison."""

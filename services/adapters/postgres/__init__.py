@@ -1,0 +1,1 @@
+"""PostgreSQL: the connection pool, migrations, driver errors sorted, history months."""

@@ -1,0 +1,142 @@
+"""Rail objects as the Stripe API renders them (a `to_dict()` of the library's objects, or a
+list page's body as sent), read into reconciliation's values. Amounts must be JSON integers:
+a float, a bool or a string is refused rather than rounded, and currencies are upper-cased
+and must be ISO 4217 codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import orjson
+
+from services.domain.money import is_currency
+from services.domain.payout import PayoutMethod
+from services.domain.rail import UnreadableRailObject
+from services.domain.reconciliation import BalanceMove, RailObject
+
+_KINDS: dict[object, PayoutMethod] = {m.value: m for m in PayoutMethod}
+
+
+class ListPage(NamedTuple):
+    """One page of a Stripe list answer, read."""
+
+    objects: list[RailObject]  # in the order the rail listed them
+    has_more: bool  # whether a page follows
+    last_id: str | None  # the cursor for the next page (`starting_after`); None if empty
+
+
+class RawPage(NamedTuple):
+    """One page of a Stripe list answer, its items not yet read."""
+
+    items: list[dict[str, Any]]  # in the order the rail listed them
+    has_more: bool  # whether a page follows
+    last_id: str | None  # the cursor for the next page (`starting_after`); None if empty
+
+
+def raw_page_of(body: bytes) -> RawPage:
+    """The items of one list page's JSON body; UnreadableRailObject if the body is not a
+    Stripe list of objects."""
+    try:
+        # orjson reads JSON integers as int (never float) and refuses integers past 64 bits.
+        page = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise UnreadableRailObject(None, f"the list page is not JSON: {e}") from None
+    if not isinstance(page, dict) or page.get("object") != "list":
+        raise UnreadableRailObject(None, "the answer is not a Stripe list object")
+    data, has_more = page.get("data"), page.get("has_more")
+    if not isinstance(data, list) or not isinstance(has_more, bool):
+        raise UnreadableRailObject(None, "a list needs `data` (an array) and `has_more`")
+    for item in data:
+        if not isinstance(item, dict):
+            raise UnreadableRailObject(None, f"a listed item is not an object: {item!r}")
+    last = data[-1].get("id") if data else None
+    return RawPage(data, has_more, last if isinstance(last, str) and last else None)
+
+
+def list_page_of(body: bytes) -> ListPage:
+    """The transfers or payouts of one list page's JSON body; UnreadableRailObject if the body
+    is not a Stripe list or an object in it is malformed."""
+    raw = raw_page_of(body)
+    objects = [rail_object_of(item) for item in raw.items]
+    return ListPage(objects, raw.has_more, objects[-1].object_id if objects else None)
+
+
+def rail_object_of(wire: Mapping[str, Any]) -> RailObject:
+    """The transfer or payout in `wire`; UnreadableRailObject if it is neither or malformed."""
+    object_id = _text(wire, "id")
+    kind = _KINDS.get(wire.get("object"))  # a lookup: an Enum call cost a tenth of the read
+    if kind is None:
+        raise UnreadableRailObject(object_id, "`object` is neither transfer nor payout")
+    transfer = kind is PayoutMethod.TRANSFER
+    metadata = wire.get("metadata")
+    named = metadata.get("settlement_id") if isinstance(metadata, Mapping) else None
+    return RailObject(
+        object_id,
+        kind,
+        _int(wire, "amount", object_id),
+        _int(wire, "amount_reversed", object_id) if transfer else 0,
+        _currency(wire, object_id),
+        _ref(wire.get("destination")),
+        None if transfer else _text(wire, "status"),
+        _int(wire, "created", object_id),
+        named if isinstance(named, str) and named else None,
+    )
+
+
+def balance_move_of(wire: Mapping[str, Any]) -> BalanceMove:
+    """The balance transaction in `wire`; UnreadableRailObject if it is malformed."""
+    move_id = _text(wire, "id")
+    return BalanceMove(
+        move_id,
+        _text(wire, "type"),
+        _int(wire, "amount", move_id),
+        _currency(wire, move_id),
+        _int(wire, "created", move_id),
+    )
+
+
+def balance_of(wire: Mapping[str, Any]) -> dict[str, int]:
+    """Per currency, the balance in `wire` (Stripe's `GET /v1/balance`): available plus
+    pending, signed minor units; UnreadableRailObject if it is malformed."""
+    totals: dict[str, int] = {}
+    for part in ("available", "pending"):
+        funds = wire.get(part)
+        if not isinstance(funds, list):
+            raise UnreadableRailObject("balance", f"`{part}` must be a list, not {funds!r}")
+        for fund in funds:
+            if not isinstance(fund, Mapping):
+                raise UnreadableRailObject("balance", f"`{part}` holds {fund!r}, not an object")
+            currency = _currency(fund, "balance")
+            totals[currency] = totals.get(currency, 0) + _int(fund, "amount", "balance")
+    return totals
+
+
+def _text(wire: Mapping[str, Any], key: str) -> str:
+    value = wire.get(key)
+    if not isinstance(value, str) or not value:
+        raise UnreadableRailObject(wire.get("id"), f"`{key}` must be a non-empty string")
+    return value
+
+
+def _int(wire: Mapping[str, Any], key: str, object_id: str) -> int:
+    value = wire.get(key)
+    if type(value) is not int:
+        raise UnreadableRailObject(object_id, f"`{key}` must be an integer, not {value!r}")
+    return value
+
+
+def _currency(wire: Mapping[str, Any], object_id: str) -> str:
+    value = wire.get("currency")
+    code = value.upper() if isinstance(value, str) else ""
+    if not is_currency(code):
+        raise UnreadableRailObject(object_id, f"`currency` must be an ISO 4217 code, not {value!r}")
+    return code
+
+
+def _ref(value: object) -> str | None:
+    # Stripe sends an id, or the whole object when the request asked to expand it.
+    if isinstance(value, Mapping):
+        value = value.get("id")
+    return value if isinstance(value, str) and value else None

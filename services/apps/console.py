@@ -1,0 +1,91 @@
+"""Composition root of the console: builds the pool, the rail lookup, the sign-in gate and
+the pages, and serves them; nothing connects at import time, and the server starts even when
+PostgreSQL is down (pages then show `store_unavailable`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+
+from services.adapters.postgres.database import create_pool
+from services.adapters.stripe.address import rail_api_base
+from services.console.auth import Gate
+from services.console.errors import MethodNotAllowed, PageFailed, PageNotFound
+from services.console.pages import approvals, audit, login, overview, queues, settlements
+from services.console.sessions import SessionStore
+from services.console.web import Console, error_page, templates
+from services.operations.approvals import policy_of
+from services.operations.rail_lookup import RailLookup, StripeLookup
+from services.platform.config import Deployment, Settings
+from services.platform.edge import BearerAuth
+
+POOL_SIZE = 8
+log = logging.getLogger(__name__)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def create_app(console: Console) -> Starlette:
+    """The console's ASGI app over `console`'s pool, rail lookup and gate."""
+    routes = [
+        *login.routes(console), *overview.routes(console), *settlements.routes(console),
+        *queues.routes(console), *audit.routes(console), *approvals.routes(console),
+    ]  # fmt: skip
+
+    async def not_found(request: Request, _: Exception) -> Response:
+        return error_page(console, PageNotFound(f"no page at {request.url.path}"), None)
+
+    async def not_allowed(request: Request, _: Exception) -> Response:
+        refused = MethodNotAllowed(f"{request.method} is not how {request.url.path} is used")
+        return error_page(console, refused, None)
+
+    async def failed(request: Request, error: Exception) -> Response:
+        # Shown as a page with its code, and logged with its traceback (never a token: the
+        # request's headers and form are not logged).
+        log.error("console page %s failed", request.url.path, exc_info=error)
+        return error_page(console, PageFailed("the console failed to answer; try again"), None)
+
+    handlers = {404: not_found, 405: not_allowed, Exception: failed}
+    return Starlette(routes=routes, exception_handlers=handlers)
+
+
+async def compose(
+    settings: Settings, *, rail: RailLookup | None = None, clock: Callable[[], datetime] = _now
+) -> tuple[Console, StripeLookup | None]:
+    """The console's parts built from `settings` (the rail lookup given, or one over Stripe's
+    API or the simulator, returned to be closed); nothing connects yet."""
+    pool = await create_pool(settings, max_size=POOL_SIZE, keep_sessions=True)
+    owned = None
+    if rail is None:
+        base = rail_api_base(settings)
+        rail = owned = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=base)
+    gate = Gate(
+        BearerAuth(settings.operator_by_token), BearerAuth(settings.tenant_by_token),
+        SessionStore(pool, clock), secure=settings.env is Deployment.PRODUCTION,
+    )  # fmt: skip
+    return Console(pool, rail, gate, templates(), clock, policy_of(settings)), owned
+
+
+async def serve(settings: Settings, host: str, port: int) -> None:
+    """Serve the console on `port` until SIGINT or SIGTERM."""
+    console, owned = await compose(settings)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(console), host=host, port=port, log_level="warning", access_log=False,
+            proxy_headers=False, log_config=None,
+        )
+    )  # fmt: skip
+    try:
+        await server.serve()
+    finally:
+        if owned is not None:
+            await owned.aclose()
+        await console.pool.close()

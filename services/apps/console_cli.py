@@ -1,0 +1,33 @@
+"""`settle console`: run the operator console."""
+
+from __future__ import annotations
+
+import click
+
+from services.domain.errors import ConfigError
+from services.platform.logs import use_log_format
+from services.platform.settings import load_settings
+
+DEFAULT_PORT = 9085  # services.apps.console.DEFAULT_PORT, without importing the app here
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535),
+    help="Where the console's pages listen: for operators only.",
+)  # fmt: skip
+def console(host: str, port: int) -> None:
+    """Run the operator console: sign in with an operator token (SETTLE_OPERATOR_TOKENS), then
+    the overview, settlement search and story, review queue, breaks, webhooks and audit."""
+    from services.apps.console import serve
+
+    try:
+        settings = load_settings(service="console")
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
+    use_log_format(settings.log_format, "console", settings.log_level)
+    click.echo(f"console on http://{host}:{port}/ (sign in with an operator token)", err=True)
+    import uvloop  # the one loop every settle service runs on
+
+    uvloop.run(serve(settings, host, port))

@@ -1,0 +1,88 @@
+"""Composition root of the inbox: builds the pool, signature check, worker and HTTP app, runs them.
+
+Apply strategy: the request stores, applies and answers in one transaction; the apply worker
+in the same process takes what that left. The webhook handler verifies, inserts
+(`ON CONFLICT DO NOTHING`, in one multi-row INSERT with the webhooks arriving at the same
+time: `intake.EventStore`), applies the rows it stored under a savepoint
+(`InboxWorker.apply_stored`) and answers 200 once that transaction has committed: one commit
+per group of webhooks, and a settlement is moved within the webhook's round trip. A crash
+before the commit answers nobody (the rail redelivers); an apply that fails, or waits on a
+settlement's lock past a short timeout, is rolled back alone, so its rows commit `received`
+and the worker (this replica's or another's) claims them. The worker also polls, for parked
+events coming due and rows stored by other replicas.
+
+Nothing connects at import time; the server starts even when PostgreSQL is down (webhooks
+then answer 503 and the rail redelivers).
+"""
+
+from __future__ import annotations
+
+import random
+
+import asyncpg
+from fastapi import FastAPI
+
+from services.adapters.postgres.database import create_pool
+from services.inbox.http import create_app, readiness_routes
+from services.inbox.metrics import InboxMetrics, create_metrics
+from services.inbox.signature import SignatureCheck
+from services.inbox.worker import Clock, InboxWorker, RetryPolicy, utc_now
+from services.operations.approvals import ONE_PERSON, Policy, policy_of
+from services.operations.inbox_http import inbox_routes
+from services.platform.config import Settings
+from services.platform.edge import BearerAuth
+from services.platform.listeners import Listeners, ListeningServer, admin_api
+from services.platform.running import run_until_first_exits
+
+HTTP_CONNECTIONS = 8
+ADMIN_DESCRIPTION = """The inbox's admin port: the operator view of inbox events (taking
+`Authorization: Bearer <operator token>`, SETTLE_OPERATOR_TOKENS), readiness and metrics.
+Reachable by operators and Prometheus only, never by the rail."""
+
+
+def retry_policy(settings: Settings) -> RetryPolicy:
+    """The parked-event retry policy the settings ask for."""
+    return RetryPolicy(
+        settings.inbox_park_attempts, settings.inbox_retry_seconds,
+        settings.inbox_retry_max_seconds,
+    )  # fmt: skip
+
+
+def create_admin_app(
+    pool: asyncpg.Pool,
+    operators: BearerAuth,
+    metrics: InboxMetrics,
+    *,
+    clock: Clock = utc_now,
+    policy: Policy = ONE_PERSON,
+) -> FastAPI:
+    """The inbox's admin app: the operator view and replay (proposed for a second operator's
+    approval in two-person mode), /healthz, /readyz, /metrics, /docs and /openapi.json."""
+    app = admin_api("settle inbox admin", ADMIN_DESCRIPTION, metrics.registry)
+    app.include_router(inbox_routes(pool, operators, clock, policy))
+    app.include_router(readiness_routes(pool))
+    return app
+
+
+async def serve(settings: Settings, host: str, port: int, admin_port: int) -> None:
+    """Run the inbox's webhook endpoint on `port`, its admin API on `admin_port` and its apply
+    workers until cancelled (or SIGTERM)."""
+    metrics = create_metrics()
+    pool = await create_pool(
+        settings, max_size=HTTP_CONNECTIONS + settings.inbox_workers + 1, keep_sessions=True
+    )
+    worker = InboxWorker(pool, metrics, retry_policy(settings), rng=random.Random())
+    operators = BearerAuth(settings.operator_by_token)
+    secrets = [secret.get_secret_value() for secret in settings.stripe_webhook_secret]
+    apps = Listeners(
+        create_app(
+            pool, SignatureCheck(secrets), metrics,
+            max_body_bytes=settings.inbox_max_body_bytes, applier=worker,
+        ),
+        create_admin_app(pool, operators, metrics, policy=policy_of(settings)),
+    )  # fmt: skip
+    server = ListeningServer(apps, host, port, admin_port)
+    try:
+        await run_until_first_exits(server.serve(), worker.run(settings.inbox_workers))
+    finally:
+        await pool.close()

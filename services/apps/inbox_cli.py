@@ -1,0 +1,93 @@
+"""`settle inbox`: run the inbox service; `settle inbox replay EVENT`: replay a dead event."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import click
+
+from services.domain.errors import ConfigError, SettleError
+from services.platform.config import Settings
+from services.platform.logs import use_log_format
+from services.platform.settings import load_settings
+from services.platform.tracing import use_exporter
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings(service="inbox")
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
+
+
+@click.group(invoke_without_command=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--port", default=8083, show_default=True, type=click.IntRange(1, 65535),
+    help="POST /v1/webhooks/stripe and /healthz: the port the rail reaches.",
+)  # fmt: skip
+@click.option(
+    "--admin-port", default=9083, show_default=True, type=click.IntRange(1, 65535),
+    help="The operator view, /readyz, /metrics, /docs: for operators and Prometheus only.",
+)  # fmt: skip
+@click.pass_context
+def inbox(ctx: click.Context, host: str, port: int, admin_port: int) -> None:
+    """Run the inbox: POST /v1/webhooks/stripe on --port, the apply workers, and the operator
+    view, readiness and metrics on --admin-port."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if admin_port == port:
+        raise click.UsageError("--admin-port must differ from --port")
+    import uvloop
+
+    from services.apps.inbox import serve
+
+    settings = _settings()
+    use_log_format(settings.log_format, "inbox", settings.log_level)
+    use_exporter(settings.otel_exporter, "inbox")
+    click.echo(
+        f"inbox listening on http://{host}:{port}, admin http://{host}:{admin_port}", err=True
+    )
+    # uvloop: the webhook path is event-loop and socket work more than anything else.
+    uvloop.run(serve(settings, host, port, admin_port))
+
+
+@inbox.command("replay")
+@click.argument("event")
+@click.option("--actor", required=True, help="Who replays it, for operator_actions.")
+def replay_command(event: str, actor: str) -> None:
+    """Send a dead or parked event (inbox row id or rail event id) back to be applied; in
+    two-person mode (SETTLE_TWO_PERSON), propose it for another operator to approve."""
+    from services.domain.proposal import ProposedAction
+    from services.inbox.operator import replay
+    from services.inbox.worker import utc_now
+    from services.operations.approvals import awaiting, policy_of, propose
+    from services.operations.operator_proof import OPERATOR_TOKEN, prove_operator
+    from services.platform.config import libpq_dsn
+
+    settings = _settings()
+    policy = policy_of(settings)
+
+    async def run() -> str:
+        import asyncpg
+
+        prove_operator(settings, actor, os.environ.get(OPERATOR_TOKEN))
+        conn = await asyncpg.connect(libpq_dsn(settings.database_url))
+        try:
+            if policy.two_person:
+                found = await propose(
+                    conn, ProposedAction.INBOX_REPLAY, event, {}, reason=None, operator=actor,
+                    now=utc_now(), max_age=policy.max_age,
+                )  # fmt: skip
+                return awaiting(found)
+            row_id = await replay(conn, event, actor, utc_now())
+            return f"inbox event {row_id} queued for replay by {actor}"
+        finally:
+            await conn.close()
+
+    try:
+        said = asyncio.run(run())
+    except SettleError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(said)

@@ -1,0 +1,117 @@
+"""Composition root of the reconciler: pool, rail reader, lock, metrics, rounds and HTTP app
+(with the operators' review and breaks endpoints, services/operations/http.py).
+
+Nothing connects at import time; the server starts (and answers /healthz) while PostgreSQL
+is away or another replica holds the lock. On SIGTERM the HTTP server stops first, then the
+run under way finishes and is recorded (not left `running`), and the lock is given up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+import stripe
+import uvicorn
+from fastapi import FastAPI
+from starlette.routing import BaseRoute
+
+from services.adapters.postgres.database import create_pool
+from services.adapters.stripe.address import rail_api_base
+from services.adapters.stripe.source import RailSource
+from services.apps.reconciler_admin import build_app
+from services.operations.approvals import policy_of
+from services.operations.http import routes
+from services.operations.rail_lookup import StripeLookup
+from services.platform.config import Settings, libpq_dsn
+from services.platform.edge import BearerAuth
+from services.platform.running import run_until_first_exits
+from services.reconcile.lock import ReconcilerLock
+from services.reconcile.metrics import ReconcileMetrics, create_metrics
+from services.reconcile.reconciler import Reconciler, utc_now
+from services.reconcile.schedule import Schedule
+
+POOL_SIZE = 4
+
+
+def schedule_of(settings: Settings) -> Schedule:
+    """The interval, re-check ages, grace and overlap the settings ask for."""
+    return Schedule(
+        settings.reconcile_interval_seconds,
+        settings.reconcile_recheck_ages,
+        settings.reconcile_grace_seconds,
+        settings.reconcile_overlap_seconds,
+    )
+
+
+@dataclass
+class Service:
+    """The reconciler's parts, wired: run `reconciler.run()` and serve `app`; then `aclose`."""
+
+    reconciler: Reconciler
+    app: FastAPI
+    metrics: ReconcileMetrics
+    lock: ReconcilerLock
+    pool: asyncpg.Pool
+    rail: RailSource
+    lookup: StripeLookup  # the rail as operators' resolutions ask it
+
+    async def aclose(self) -> None:
+        """Give the lock up and close the rail's sessions and the pool."""
+        await self.lock.release()
+        await self.rail.aclose()
+        await self.lookup.aclose()
+        await self.pool.close()
+
+
+async def compose(
+    settings: Settings,
+    extra_routes: Sequence[BaseRoute] = (),
+    *,
+    clock: Callable[[], datetime] = utc_now,
+) -> Service:
+    """The reconciler's parts built from `settings`, telling time by `clock`; nothing
+    connects yet."""
+    stripe.enable_telemetry = False  # nothing about our calls leaves but the calls
+    metrics = create_metrics()
+    pool = await create_pool(settings, max_size=POOL_SIZE)
+    api_base = rail_api_base(settings)
+    rail = RailSource(settings.stripe_api_key.get_secret_value(), api_base=api_base)
+    lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
+    operators = BearerAuth(settings.operator_by_token)
+    tenants = BearerAuth(settings.tenant_by_token)
+    operator_routes = routes(pool, lookup, operators, tenants, clock, policy_of(settings))
+    lock = ReconcilerLock(libpq_dsn(settings.database_url))
+    plan = schedule_of(settings)
+    reconciler = Reconciler(pool, rail, lock, metrics, plan, rng=random.Random(), clock=clock)
+    app = build_app(metrics, lambda: lock.held, [*operator_routes, *extra_routes])
+    return Service(reconciler, app, metrics, lock, pool, rail, lookup)
+
+
+async def serve(
+    settings: Settings, host: str, port: int, extra_routes: Sequence[BaseRoute] = ()
+) -> None:
+    """Run the reconciler and its HTTP app (with `extra_routes`) until cancelled."""
+    service = await compose(settings, extra_routes)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            service.app, host=host, port=port, log_level="warning", access_log=False,
+            log_config=None, proxy_headers=False,
+        )
+    )  # fmt: skip
+
+    async def http() -> None:
+        await server.serve()  # returns on SIGTERM or SIGINT
+        # The run under way is finished and recorded, not left `running`; then `run` returns.
+        service.reconciler.stop()
+        await asyncio.Event().wait()
+
+    try:
+        await run_until_first_exits(http(), service.reconciler.run())
+    finally:
+        server.should_exit = True
+        await service.aclose()

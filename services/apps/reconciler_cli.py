@@ -1,0 +1,34 @@
+"""`settle reconciler`: run the reconciliation service (the engine of `settle reconcile`, on a
+schedule, one replica at a time)."""
+
+from __future__ import annotations
+
+import click
+
+from services.domain.errors import ConfigError
+from services.platform.logs import use_log_format
+from services.platform.settings import load_settings
+from services.platform.tracing import use_exporter
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--port", default=8084, show_default=True, type=click.IntRange(1, 65535),
+    help="Where /healthz and /metrics listen.",
+)  # fmt: skip
+def reconciler(host: str, port: int) -> None:
+    """Run the reconciler: intraday runs every SETTLE_RECONCILE_INTERVAL seconds, each closed
+    day's end-of-day run once, re-checks at SETTLE_RECONCILE_RECHECK_AGES; /metrics."""
+    from services.apps.reconciler import serve
+
+    try:
+        settings = load_settings(service="reconciler")
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
+    use_log_format(settings.log_format, "reconciler", settings.log_level)
+    use_exporter(settings.otel_exporter, "reconciler")
+    click.echo(f"reconciler on http://{host}:{port} (/healthz, /metrics)", err=True)
+    import uvloop  # the one loop every settle service runs on
+
+    uvloop.run(serve(settings, host, port))

@@ -1,0 +1,65 @@
+"""Operator actions on the inbox over HTTP, for the inbox's admin app to mount: the events in
+one status, and a dead or parked event replayed (proposed, in two-person mode). Every route
+takes `Authorization: Bearer <operator token>`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import asyncpg
+import orjson
+from fastapi import APIRouter, Depends, Query, Response
+
+from services.adapters.postgres.store_errors import UNREACHABLE
+from services.domain.errors import StoreUnavailable
+from services.domain.proposal import ProposedAction
+from services.domain.rail_event import InboxStatus
+from services.inbox.operator import list_events, replay
+from services.inbox.worker import Clock
+from services.operations.approvals import Policy, propose
+from services.platform.edge import JSON, BearerAuth, tenant_dependency
+
+STORE_FAILURES = (*UNREACHABLE, asyncpg.PostgresError)
+
+
+def _json(value: object, status: int = 200) -> Response:
+    return Response(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), status, media_type=JSON)
+
+
+def inbox_routes(
+    pool: asyncpg.Pool, operators: BearerAuth, clock: Clock, policy: Policy
+) -> APIRouter:
+    """The operator routes over inbox events: `GET /v1/inbox` lists one status, oldest first;
+    `POST /v1/inbox/{event}/replay` sends a dead or parked event back to apply (proposed for a
+    second operator in two-person mode)."""
+    router = APIRouter(tags=["operators"])
+    # A default, not an Annotated alias: a local alias is not resolvable from string annotations.
+    operator_of = Depends(tenant_dependency(operators))
+
+    @router.get("/v1/inbox", summary="Inbox events in one status, oldest first")
+    async def inbox(
+        status: Annotated[InboxStatus, Query()],
+        cursor: Annotated[str, Query(pattern=r"^[0-9]{1,18}$")] = "0",
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        _: str = operator_of,
+    ) -> Response:
+        try:
+            return _json(await list_events(pool, status, int(cursor), limit))
+        except STORE_FAILURES as e:
+            raise StoreUnavailable("the inbox store does not answer") from e
+
+    @router.post("/v1/inbox/{event}/replay", summary="Send a dead or parked event back to apply")
+    async def replay_event(event: str, operator: str = operator_of) -> Response:
+        try:
+            async with pool.acquire() as conn:
+                if policy.two_person:  # 202 with the proposal, for a second operator
+                    return _json(await propose(
+                        conn, ProposedAction.INBOX_REPLAY, event, {}, reason=None,
+                        operator=operator, now=clock(), max_age=policy.max_age,
+                    ), 202)  # fmt: skip
+                row_id = await replay(conn, event, operator, clock())
+        except STORE_FAILURES as e:
+            raise StoreUnavailable("the inbox store does not answer") from e
+        return _json({"id": row_id, "status": "received"}, 202)
+
+    return router

@@ -1,1 +1,0 @@
-"""Code the ledger, relay and inbox services share: configuration, money, ids, storage, codecs."""

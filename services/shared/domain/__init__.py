@@ -1,1 +1,0 @@
-"""Pure domain code shared by the services: state machines, posting rules, keys. No I/O."""
