@@ -1,53 +1,89 @@
-"""The `settle` console script: one group, one subcommand module per concern."""
+"""The `settle` console script. A command's module is imported only when that command runs
+(or shows its help): `settle --help` imports none, and `settle ledger` only the ledger's.
+
+Production commands (services/commands/) and development commands (here in tools/, and the
+simulators) are listed apart."""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
+
 import click
 
-from railsim.cli import railsim
-from services.apps.console_cli import console
-from services.apps.inbox_cli import inbox
-from services.apps.ledger_cli import ledger
-from services.apps.migrate_cli import migrate
-from services.apps.reconciler_cli import reconciler
-from services.apps.relay_cli import relay
-from tools.bench.cli import bench
-from tools.chaos.cli import chaos
-from tools.check.cli import check
-from tools.infra.cli import infra
-from tools.operations.approvals_cli import approvals
-from tools.operations.archive_cli import archive
-from tools.operations.breaks_cli import breaks
-from tools.operations.review_cli import review
-from tools.rail.cli import rail
-from tools.reconcile.cli import reconcile
-from tools.run.cli import demo, run
+from services.commands import PRODUCTION, Lazy
+
+DEVELOPMENT: dict[str, Lazy] = {
+    "infra": Lazy(
+        "tools.infra.cli:infra", "Local PostgreSQL and Kafka, run as plain processes under .run/."
+    ),
+    "run": Lazy(
+        "tools.run.cli:run",
+        "Start infrastructure and every service, run a demo batch, serve until Ctrl-C.",
+    ),
+    "demo": Lazy(
+        "tools.run.cli:demo",
+        "Submit a batch over Kafka and HTTP (with retries), follow it, report, check invariants.",
+    ),
+    "check": Lazy(
+        "tools.check.cli:check",
+        "Check the guarantees over PostgreSQL, the events topic and the rail; changes nothing.",
+    ),
+    "chaos": Lazy(
+        "tools.chaos.cli:chaos",
+        "The stack under load with seeded faults, then every guarantee checked.",
+    ),
+    "bench": Lazy(
+        "tools.bench.cli:bench",
+        "Run a benchmark scenario, print its figures and record them in docs/benchmarks.md.",
+    ),
+    "railsim": Lazy(
+        "railsim.cli:railsim",
+        "Run the rail simulator: Stripe's transfers and payouts API, signed webhooks, faults.",
+    ),
+}
+SECTIONS: dict[str, Mapping[str, Lazy]] = {
+    "Production commands": PRODUCTION,
+    "Development commands": DEVELOPMENT,
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def load(lazy: Lazy) -> click.Command:
+    """The click command `lazy` names, its module imported now."""
+    module, _, attribute = lazy.target.partition(":")
+    command = getattr(importlib.import_module(module), attribute)
+    assert isinstance(command, click.Command), lazy.target
+    return command
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported when asked for, listed by section in its help."""
+
+    def __init__(self, sections: Mapping[str, Mapping[str, Lazy]], **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.sections = sections
+        self.lazy = {name: lazy for table in sections.values() for name, lazy in table.items()}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.lazy)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        lazy = self.lazy.get(cmd_name)
+        return load(lazy) if lazy else None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        for title, table in self.sections.items():
+            with formatter.section(title):
+                formatter.write_dl([(name, table[name].summary) for name in sorted(table)])
+
+
+@click.group(
+    cls=LazyGroup,
+    sections=SECTIONS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 def cli() -> None:
     """settle: ledger, relay and inbox for settlements paid exactly once in effect."""
-
-
-cli.add_command(infra)
-cli.add_command(migrate)
-cli.add_command(bench)
-cli.add_command(ledger)
-cli.add_command(railsim)
-cli.add_command(relay)
-cli.add_command(inbox)
-cli.add_command(check)
-cli.add_command(reconcile)
-cli.add_command(review)
-cli.add_command(breaks)
-cli.add_command(approvals)
-cli.add_command(archive)
-cli.add_command(rail)
-cli.add_command(reconciler)
-cli.add_command(console)
-cli.add_command(run)
-cli.add_command(demo)
-cli.add_command(chaos)
 
 
 def main() -> None:

@@ -16,10 +16,10 @@ import pytest
 
 from services.adapters.postgres.history_months import HISTORY_TABLES
 from services.inbox.intake import REDELIVERY_HORIZON
+from services.operations.archive import plan, refusal
 from tests.conftest import asyncpg_dsn, scratch_database
 from tests.harness import Servers
 from tests.integration.check_support import SETTLE
-from tools.operations.archive import plan, refusal
 
 pytestmark = pytest.mark.integration
 

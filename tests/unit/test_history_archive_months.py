@@ -7,7 +7,7 @@ from datetime import date
 
 import pytest
 
-from tools.operations.archive import month_of, months_before, next_month, parse_month
+from services.operations.archive import month_of, months_before, next_month, parse_month
 
 
 def test_a_month_is_read_as_yyyy_mm_only() -> None:

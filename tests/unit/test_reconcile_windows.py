@@ -8,12 +8,12 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from services.commands.reconcile_output import exit_status, print_text, run_document
 from services.domain.breaks import BreakStatus, BreakType
 from services.domain.reconciliation import Break, RunKind, RunStatus
 from services.reconcile.outcome import Outcome
 from services.reconcile.store import stored_key
 from services.reconcile.windows import DEFAULT_OVERLAP, end_of_day, intraday
-from tools.reconcile.output import exit_status, print_text, run_document
 
 NOW = datetime(2026, 3, 4, 12, 30, 15, 500_000, tzinfo=UTC)
 

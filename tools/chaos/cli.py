@@ -80,7 +80,7 @@ def _one_run(options: Any, runs: int, report_path: Path | None, console: Console
     return {"seed": options.seed, "ok": report["ok"], "report": str(target), "pauses": paused}
 
 
-@click.command()
+@click.command(short_help="The stack under load with seeded faults, then every guarantee checked.")
 @click.option("--count", default=1000, show_default=True, type=click.IntRange(2))
 @click.option(
     "--seconds",

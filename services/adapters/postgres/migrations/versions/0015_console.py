@@ -19,7 +19,7 @@ Indexes, and what each costs on the write path:
   status would make every status move a non-HOT update (migration 0008). The table is
   append-only and a transition gets an entry only when it goes to review: nothing on the
   path of a settlement paid. A settlement under review is never archived (its month is
-  refused, tools/operations/archive.py), so its transition into review stays attached.
+  refused, services/operations/archive.py), so its transition into review stays attached.
 - `inbox_events_unsettled` (status, id) holding only parked, dead and mismatch rows: the
   webhook queues page through them by id. `status` is already a key of
   `inbox_events_pending`, so no update that was heap-only stops being so, and a row gets an

@@ -11,7 +11,9 @@ from services.platform.settings import load_settings
 from services.platform.tracing import use_exporter
 
 
-@click.command()
+@click.command(
+    short_help="Run the reconciler: intraday and end-of-day runs and re-checks, on a schedule."
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option(
     "--port", default=8084, show_default=True, type=click.IntRange(1, 65535),

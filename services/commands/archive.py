@@ -1,5 +1,5 @@
 """`settle archive --before YYYY-MM --operator NAME [--dry-run]`: detach the history's whole
-months older than a month, for an archiver to dump (tools/operations/archive.py).
+months older than a month, for an archiver to dump (services/operations/archive.py).
 
 Prints one line per partition detached (or, with --dry-run, that would be), then the month
 refused, if one is. Exit status as the other operator commands: 0 every month older than
@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 
 import click
 
+from services.commands.common import DONE, REFUSED, UNREADABLE, database, fail, run
+from services.operations.archive import detach_month, parse_month, plan
 from services.platform.config import Settings
-from tools.operations.archive import detach_month, parse_month, plan
-from tools.operations.common import DONE, REFUSED, UNREADABLE, database, fail, run
 
 
 @click.command()

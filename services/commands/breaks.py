@@ -15,9 +15,7 @@ from pathlib import Path
 
 import click
 
-from services.domain.breaks import BreakStatus, BreakType
-from services.platform.config import Settings
-from tools.operations.common import (
+from services.commands.common import (
     DONE,
     REFUSED,
     database,
@@ -30,6 +28,8 @@ from tools.operations.common import (
     reason_option,
     run,
 )
+from services.domain.breaks import BreakStatus, BreakType
+from services.platform.config import Settings
 
 TYPES = click.Choice([t.value for t in BreakType])
 

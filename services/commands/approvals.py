@@ -15,9 +15,7 @@ from datetime import UTC, datetime
 import click
 
 from services.adapters.stripe.address import rail_api_base
-from services.domain.proposal import ProposalStatus
-from services.platform.config import Settings
-from tools.operations.common import (
+from services.commands.common import (
     DONE,
     database,
     echo_document,
@@ -27,6 +25,8 @@ from tools.operations.common import (
     proven,
     run,
 )
+from services.domain.proposal import ProposalStatus
+from services.platform.config import Settings
 
 STATUSES = click.Choice([*(s.value for s in ProposalStatus), "any"])
 

@@ -11,7 +11,7 @@ from services.platform.settings import load_settings
 DEFAULT_PORT = 9085  # services.apps.console.DEFAULT_PORT, without importing the app here
 
 
-@click.command()
+@click.command(short_help="Run the operators' web console.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option(
     "--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535),

@@ -21,7 +21,10 @@ def _settings() -> Settings:
         raise click.ClickException(str(e)) from e
 
 
-@click.group(invoke_without_command=True)
+@click.group(
+    invoke_without_command=True,
+    short_help="Run the inbox: the rail's webhooks, the apply workers and the operator view.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option(
     "--port", default=8083, show_default=True, type=click.IntRange(1, 65535),

@@ -10,7 +10,9 @@ from services.platform.settings import load_settings
 from services.platform.tracing import use_exporter
 
 
-@click.command()
+@click.command(
+    short_help="Run the ledger: the tenant API, its admin port and the Kafka command intake."
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option(
     "--port", default=8081, show_default=True, type=click.IntRange(1, 65535),

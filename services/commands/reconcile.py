@@ -71,7 +71,7 @@ def reconcile(
     read_only: bool,
 ) -> None:
     """Compare the ledger with the rail over a window, record the run and its breaks."""
-    from tools.reconcile.output import exit_status, print_text, run_document
+    from services.commands.reconcile_output import exit_status, print_text, run_document
 
     try:
         settings = load_settings()
@@ -145,7 +145,7 @@ async def _run(
 
 
 def _fail(as_json: bool, source: str, detail: str) -> NoReturn:
-    from tools.reconcile.output import SOURCE_UNREADABLE
+    from services.commands.reconcile_output import SOURCE_UNREADABLE
 
     if as_json:
         click.echo(json.dumps({"ok": False, "error": {"source": source, "detail": detail}}))

@@ -14,9 +14,7 @@ from pathlib import Path
 import click
 
 from services.adapters.stripe.address import rail_api_base
-from services.domain.instruction import Resolution
-from services.platform.config import Settings
-from tools.operations.common import (
+from services.commands.common import (
     DONE,
     REFUSED,
     database,
@@ -29,6 +27,8 @@ from tools.operations.common import (
     reason_option,
     run,
 )
+from services.domain.instruction import Resolution
+from services.platform.config import Settings
 
 
 @click.group()

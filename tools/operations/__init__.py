@@ -1,1 +1,0 @@
-"""`settle review` and `settle breaks`: operators resolve stuck money, audited."""

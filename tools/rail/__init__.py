@@ -1,1 +1,0 @@
-"""`settle rail`: what the rail says, fetched for reconciliation."""

@@ -1,1 +1,0 @@
-"""`settle reconcile`: one reconciliation run of the ledger against the rail, recorded."""
