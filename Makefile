@@ -7,11 +7,15 @@ STAMP := $(VENV)/.installed-stamp
 LOCK := requirements.lock
 SETTLE := $(BIN)/settle
 PYTEST_ARGS ?=
+# Test files spread over this many worker processes (pytest-xdist); most of a test's time is
+# spent waiting on PostgreSQL, Kafka or a child process, so more workers than cores pays.
+WORKERS ?= 4
+MONEY_RULES := -m "money or not (integration or e2e or browser)" tests/unit tests/integration
 RUN_ARGS ?=
 SEED ?= 1
 CHAOS_ARGS ?=
 
-.PHONY: install lock stripe-mock run test unit integration lint format infra-up infra-down bench chaos clean
+.PHONY: install lock stripe-mock run test check unit integration lint format infra-up infra-down bench chaos clean
 
 install: $(STAMP)
 
@@ -40,8 +44,21 @@ run: install
 stripe-mock:
 	@deploy/stripe-mock/install.sh >/dev/null || { echo "stripe-mock could not be built (needs Go and the Go module proxy); the Stripe conformance tests need it" >&2; exit 1; }
 
+# The whole suite: everything but the tests marked `alone` in parallel, then those one by one.
 test: install stripe-mock
-	$(BIN)/pytest $(PYTEST_ARGS)
+	@status=0; \
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile -m "not alone" $(PYTEST_ARGS) || status=1; \
+	$(BIN)/pytest -m alone $(PYTEST_ARGS) || status=1; \
+	exit $$status
+
+# The fast tier for a developer's loop: lint, types (incremental), import floors, the unit
+# tests and the money rules' integration tests (on `settle infra up`, started if it is not).
+check: install
+	$(BIN)/ruff format --check services railsim tools tests deploy/observability
+	$(BIN)/ruff check services railsim tools tests deploy/observability
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+	$(BIN)/pytest -n 2 --dist loadfile $(MONEY_RULES) $(PYTEST_ARGS)
 
 unit: install
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

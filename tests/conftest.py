@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import datetime
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -22,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from services.adapters.postgres.history_months import open_months_since
 from services.adapters.postgres.migrate import upgrade
-from tests.harness import Servers, servers
+from tests.harness import INFRA_MARK, Servers, servers, stop_what_the_run_started
 
 ALLOW_SKIPS = "SETTLE_ALLOW_SKIPS"
 # Tests stamp history with fixed clocks from this month on (inbox_support's T0, ...), while
@@ -110,6 +112,20 @@ async def assert_books_balance(pool: asyncpg.Pool) -> None:
             WHERE coalesce(b, 0) <> coalesce(p, 0)"""
     )
     assert drift == 0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the run's controlling process (not an xdist worker): name the mark file a process
+    that starts the servers leaves, before any worker starts (see tests/harness.py)."""
+    if not hasattr(config, "workerinput"):
+        mark = Path(tempfile.gettempdir()) / f"settle-test-infra-{os.getpid()}"
+        os.environ[INFRA_MARK] = str(mark)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's last step, once every worker is done: stop what the run started."""
+    if not hasattr(config, "workerinput"):
+        stop_what_the_run_started()
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,13 @@
 
 1. the environment (`SETTLE_DATABASE_URL`, `SETTLE_KAFKA_BOOTSTRAP`): servers someone runs;
 2. testcontainers, when a Docker engine answers;
-3. the project's own launcher (`settle infra up`), stopped again if this session started it.
+3. the project's own launcher (`settle infra up`), stopped again at the end of the run if a
+   process of this run started it.
+
+A run may spread over worker processes (pytest-xdist). Each asks the launcher, which starts
+the servers once under its lock; the one that started them leaves a mark (the file
+$SETTLE_TEST_INFRA_MARK names), and the run's last step (`stop_what_the_run_started`, in the
+controlling process once every worker is done) stops them.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,15 @@ def _from_testcontainers() -> Iterator[Servers]:
         yield Servers(pg.get_connection_url(), kafka.get_bootstrap_server(), "testcontainers")
 
 
+INFRA_MARK = "SETTLE_TEST_INFRA_MARK"
+
+
+def mark_path() -> Path | None:
+    """Where a process of this run marks that it started the servers; None outside a run."""
+    named = os.environ.get(INFRA_MARK)
+    return Path(named) if named else None
+
+
 @contextmanager
 def _from_launcher() -> Iterator[Servers]:
     from services.platform.settings import load_settings
@@ -48,12 +64,26 @@ def _from_launcher() -> Iterator[Servers]:
 
     # The launcher itself leaves alone a server the environment names.
     report = stack.up()
+    mark = mark_path()
+    if report.started and mark is not None:
+        mark.write_text(" ".join(report.started))
     settings = load_settings()
     try:
         yield Servers(settings.database_url, settings.kafka_bootstrap, "launcher")
     finally:
-        if report.started:
+        if report.started and mark is None:
             stack.down()
+
+
+def stop_what_the_run_started() -> None:
+    """Stop the servers if a process of this run started them (the mark says so)."""
+    mark = mark_path()
+    if mark is None or not mark.exists():
+        return
+    from tools.infra import stack
+
+    mark.unlink()
+    stack.down()
 
 
 @contextmanager

@@ -14,7 +14,7 @@ import pytest
 
 from tests.harness import Servers
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 SETTLE = str(Path(sys.executable).with_name("settle"))
 RATE, SECONDS = 10, 3
 

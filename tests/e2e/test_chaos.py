@@ -20,7 +20,7 @@ from tools.chaos.schedule import RELAYS, SELF_PAUSE_EVERY, kills_per_service
 from tools.infra.paths import run_paths
 from tools.infra.procs import pids_matching
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 SETTLE = str(Path(sys.executable).with_name("settle"))
 COUNT, SECONDS = 1500, 40
 

@@ -30,7 +30,7 @@ from tests.e2e.test_ledger_crash import free_port
 from tests.e2e.test_relay_crash import database, process, stage, wait_healthy, wait_transferred
 from tests.integration.test_ledger_books import WINDOWS, request
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 __all__ = ["database"]  # the fixture, shared with the crash tests
 COUNT = 3
 LEASE = 6.0  # the relay's call timeout is a third of it, its take-over pause two thirds

@@ -21,7 +21,7 @@ from tests.harness import Servers
 from tools.infra.procs import free_ports
 from tools.run.topology import Ports
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 SETTLE = str(Path(sys.executable).with_name("settle"))
 COUNT = 200
 

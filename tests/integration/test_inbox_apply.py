@@ -31,7 +31,7 @@ from tests.integration.inbox_support import (
     status_of,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.money]
 __all__ = ["pool"]
 PAID = {"funding": -900, "paid_out": 900}
 

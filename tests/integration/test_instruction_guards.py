@@ -25,7 +25,7 @@ from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.money]
 FENCE = 5
 LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
 

@@ -33,7 +33,7 @@ from services.platform.config import Settings
 from services.platform.settings import load_settings
 from tests.conftest import unique
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.money]
 
 # Nothing listens on port 1: the pool fails on first use, like a ledger started while
 # PostgreSQL is down.

@@ -22,7 +22,7 @@ from services.ledger.model import Outcome, SettlementRequest
 from services.platform.settings import load_settings
 from tests.conftest import unique
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.money]
 WINDOWS = Windows(replay=timedelta(hours=24), tombstone=timedelta(hours=24))
 
 

@@ -32,7 +32,7 @@ from tests.integration.operator_support import (
     world,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.money]
 __all__ = ["rail", "template", "world"]
 REASON = "nothing at the rail after 7 days"
 DEAD_EVENT = """

@@ -26,7 +26,7 @@ from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.money]
 FAST = DispatchPolicy(backoff_base=0.0, max_attempts=3, stale_pending_seconds=0.0)
 
 

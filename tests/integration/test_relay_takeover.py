@@ -14,7 +14,7 @@ from services.relay.policy import DispatchPolicy
 from tests.conftest import unique
 from tests.integration.test_relay_dispatch import ScriptedRail, accept, pool, state
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.money]
 __all__ = ["pool"]  # a database of its own: the sweep takes over any instruction it can see
 PAUSE = 20.0
 POLICY = DispatchPolicy(

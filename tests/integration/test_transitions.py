@@ -19,7 +19,7 @@ from services.settlement.transitions import TransitionBatch, apply_transition
 from tests.conftest import unique
 from tests.integration.test_ledger_books import WINDOWS, request
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.money]
 
 
 async def accepted(pool: asyncpg.Pool, amount: int = 900) -> tuple[str, str]:
