@@ -14,14 +14,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from services.adapters.postgres.database import create_pool
-from services.adapters.stripe.address import rail_api_base
 from services.console.auth import Gate
 from services.console.errors import MethodNotAllowed, PageFailed, PageNotFound
 from services.console.pages import approvals, audit, login, overview, queues, settlements
 from services.console.sessions import SessionStore
 from services.console.web import Console, error_page, templates
 from services.operations.approvals import policy_of
-from services.operations.rail_lookup import RailLookup, StripeLookup
+from services.operations.rail_lookup import RailLookup, StripeLookup, stripe_lookup
 from services.platform.config import Deployment, Settings
 from services.platform.edge import BearerAuth
 
@@ -65,8 +64,7 @@ async def compose(
     pool = await create_pool(settings, max_size=POOL_SIZE, keep_sessions=True)
     owned = None
     if rail is None:
-        base = rail_api_base(settings)
-        rail = owned = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=base)
+        rail = owned = stripe_lookup(settings)
     gate = Gate(
         BearerAuth(settings.operator_by_token), BearerAuth(settings.tenant_by_token),
         SessionStore(pool, clock), secure=settings.env is Deployment.PRODUCTION,

@@ -26,7 +26,7 @@ from services.adapters.stripe.source import RailSource
 from services.apps.reconciler_admin import build_app
 from services.operations.approvals import policy_of
 from services.operations.http import routes
-from services.operations.rail_lookup import StripeLookup
+from services.operations.rail_lookup import StripeLookup, stripe_lookup
 from services.platform.config import Settings, libpq_dsn
 from services.platform.edge import BearerAuth
 from services.platform.running import run_until_first_exits
@@ -81,7 +81,7 @@ async def compose(
     pool = await create_pool(settings, max_size=POOL_SIZE)
     api_base = rail_api_base(settings)
     rail = RailSource(settings.stripe_api_key.get_secret_value(), api_base=api_base)
-    lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
+    lookup = stripe_lookup(settings)
     operators = BearerAuth(settings.operator_by_token)
     tenants = BearerAuth(settings.tenant_by_token)
     operator_routes = routes(pool, lookup, operators, tenants, clock, policy_of(settings))

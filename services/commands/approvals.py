@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 
 import click
 
-from services.adapters.stripe.address import rail_api_base
 from services.commands.common import (
     DONE,
     database,
@@ -71,12 +70,11 @@ def approve(proposal_id: str, operator: str, rail_url: str | None, as_json: bool
     """Approve another operator's proposal: its action is done now, if the rail agrees."""
     from services.operations.approvals import approve as approve_one
     from services.operations.approvals import policy_of
-    from services.operations.rail_lookup import StripeLookup
+    from services.operations.rail_lookup import stripe_lookup
 
     async def work(settings: Settings) -> int:
         proven(settings, operator)
-        api_base = rail_api_base(settings, rail_url)
-        lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
+        lookup = stripe_lookup(settings, rail_url)
         try:
             async with database(settings) as pool, pool.acquire() as conn:
                 done = await approve_one(

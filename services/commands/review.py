@@ -13,7 +13,6 @@ from pathlib import Path
 
 import click
 
-from services.adapters.stripe.address import rail_api_base
 from services.commands.common import (
     DONE,
     REFUSED,
@@ -89,7 +88,7 @@ def resolve(
     from services.domain.proposal import ProposedAction
     from services.operations import bulk
     from services.operations.approvals import Submitted, awaiting, policy_of, submit
-    from services.operations.rail_lookup import StripeLookup
+    from services.operations.rail_lookup import stripe_lookup
 
     if (settlement_id is None) == (from_file is None):
         fail("review", as_json, "usage", "give one SETTLEMENT_ID or --from-file FILE", 2)
@@ -98,8 +97,7 @@ def resolve(
 
     async def work(settings: Settings) -> int:
         proven(settings, operator)
-        api_base = rail_api_base(settings, rail_url)
-        lookup = StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
+        lookup = stripe_lookup(settings, rail_url)
         policy = policy_of(settings)
         try:
             async with database(settings) as pool:

@@ -17,7 +17,7 @@ from starlette.responses import Response
 from services.console.errors import CSRF_MISSING, CsrfRefused, SignInFailed, SignInNeeded
 from services.console.sessions import SessionStore, check_csrf, check_same, csrf_token
 from services.operations.errors import Forbidden
-from services.platform.edge import BearerAuth, Unauthorized
+from services.platform.edge import BearerAuth, Unauthorized, bearer_token
 
 LOCAL_COOKIE = "settle_console"
 # `__Host-`: a browser keeps it only when Secure, from the host itself, with Path=/.
@@ -56,9 +56,9 @@ class Gate:
 
     async def caller(self, request: Request) -> Caller:
         """The operator behind `request`; SignInNeeded, Unauthorized or Forbidden if none."""
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer":
-            return Caller(self._bearer(token.strip()), None)
+        token = bearer_token(request.headers.get("authorization"))
+        if token is not None:
+            return Caller(self._bearer(token), None)
         session_id = request.cookies.get(self.cookie)
         if session_id:
             operator = await self.sessions.operator_of(session_id)

@@ -18,6 +18,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from services.console.auth import Caller, Gate
 from services.console.errors import SignInNeeded
 from services.domain.errors import ApiError
+from services.domain.keyset import parse_id
 from services.domain.money import major_text
 from services.operations.approvals import ONE_PERSON, Policy
 from services.operations.errors import BadRequest
@@ -134,6 +135,7 @@ def cursor(value: str | None, name: str = "after") -> int:
     """A keyset page's cursor from the query (0 when absent); BadRequest when not a number."""
     if value is None or value == "":
         return 0
-    if not value.isdigit() or len(value) > 18:
+    parsed = parse_id(value)
+    if parsed is None:
         raise BadRequest(f"{name} must be a whole number", code=f"invalid_{name}", field=name)
-    return int(value)
+    return parsed

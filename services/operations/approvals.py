@@ -23,6 +23,7 @@ import asyncpg
 
 from services.adapters.postgres.store_errors import unavailable_when_down
 from services.domain.errors import ApiError
+from services.domain.keyset import parse_id
 from services.domain.proposal import (
     DEFAULT_MAX_AGE_SECONDS,
     Move,
@@ -118,9 +119,10 @@ def awaiting(proposal: Mapping[str, Any]) -> str:
 
 def parse_proposal_id(text: str) -> int:
     """A proposal id from text; NotFound when it is not one."""
-    if not text.isdigit() or len(text) > 18:
+    parsed = parse_id(text)
+    if parsed is None:
         raise NotFound(f"no proposal {text!r}: ids are positive integers")
-    return int(text)
+    return parsed
 
 
 async def submit(

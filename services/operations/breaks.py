@@ -20,6 +20,7 @@ from services.domain.breaks import (
     BreakType,
     IllegalBreakTransition,
 )
+from services.domain.keyset import parse_id
 from services.domain.settlement import ReasonRequired
 from services.operations.errors import NotFound, ReasonMissing, Refused
 from services.reconcile.closing import close_break
@@ -52,9 +53,10 @@ def break_document(item: StoredBreak) -> dict[str, Any]:
 
 def parse_break_id(text: str) -> int:
     """A break id from text; NotFound when it is not one (no such break)."""
-    if not text.isdigit() or len(text) > 18:
+    parsed = parse_id(text)
+    if parsed is None:
         raise NotFound(f"no reconciliation break {text!r}: ids are positive integers")
-    return int(text)
+    return parsed
 
 
 async def list_breaks(

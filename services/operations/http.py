@@ -36,6 +36,7 @@ from starlette.routing import Route
 from services.domain.breaks import BreakStatus, BreakType
 from services.domain.errors import ApiError
 from services.domain.instruction import Resolution
+from services.domain.keyset import parse_id
 from services.domain.proposal import ProposalStatus, ProposedAction
 from services.operations import approvals, breaks, review
 from services.operations.approvals import ONE_PERSON, Policy, submit
@@ -47,6 +48,7 @@ from services.platform.edge import (
     BearerAuth,
     Unauthorized,
     api_error_response,
+    bearer_token,
     read_capped_body,
 )
 
@@ -81,9 +83,10 @@ def _choice(kind: type[_E], value: str | None, name: str) -> _E | None:
 def _int(value: str | None, name: str, default: int) -> int:
     if value is None:
         return default
-    if not value.isdigit() or len(value) > 18:
+    parsed = parse_id(value)
+    if parsed is None:
         raise BadRequest(f"{name} must be a whole number", code=f"invalid_{name}", field=name)
-    return int(value)
+    return parsed
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -107,8 +110,7 @@ def _guarded(operators: BearerAuth, tenants: BearerAuth | None, handler: Handler
     """`handler` behind the operator token, every ApiError answered in the edge's shape."""
 
     async def endpoint(request: Request) -> Response:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        token = token.strip() if scheme.lower() == "bearer" else ""
+        token = bearer_token(request.headers.get("authorization"))
         try:
             try:
                 operator = operators.tenant_for(token)

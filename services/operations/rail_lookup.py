@@ -8,11 +8,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Protocol
 
+from services.adapters.stripe.address import rail_api_base
 from services.adapters.stripe.rail import RailLookupFailed, StripeRail
 from services.adapters.stripe.source import RailSource
 from services.domain.rail import RailInstruction
 from services.domain.reconciliation import RailObject
 from services.operations.errors import RailUnavailable
+from services.platform.config import Settings
 from services.reconcile.errors import ReconcileError
 
 
@@ -49,6 +51,13 @@ class StripeLookup:
         """Close both HTTP sessions."""
         await self._search.aclose()
         await self._read.aclose()
+
+
+def stripe_lookup(settings: Settings, rail_url: str | None = None) -> StripeLookup:
+    """The lookup over the rail the settings name (`rail_url`, when given, where the address
+    rule allows it: services/adapters/stripe/address.py)."""
+    api_base = rail_api_base(settings, rail_url)
+    return StripeLookup(settings.stripe_api_key.get_secret_value(), api_base=api_base)
 
 
 class NoRail:

@@ -168,6 +168,13 @@ class BearerAuth:
         return found
 
 
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header (the scheme in any case): None
+    when the header is absent or names another scheme, "" when Bearer comes with no token."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
 bearer_scheme = HTTPBearer(
     auto_error=False,
     scheme_name="tenantToken",

@@ -26,6 +26,7 @@ from tests.conftest import assert_books_balance, asyncpg_dsn, scratch_database
 from tests.e2e.test_relay_crash import process
 from tests.harness import Servers
 from tests.integration.inbox_support import T0, settlement
+from tests.waiting import eventually
 from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
@@ -100,12 +101,6 @@ async def wait_ready(url: str) -> None:
             await asyncio.sleep(0.1)
 
 
-async def wait_until(pool: asyncpg.Pool, query: str, seconds: float) -> None:
-    async with asyncio.timeout(seconds):
-        while not await pool.fetchval(query):  # noqa: ASYNC110 - polls PostgreSQL
-            await asyncio.sleep(0.05)
-
-
 async def test_sigkill_mid_stream_then_redelivery_applies_each_change_once(
     database: str, tmp_path: Path
 ) -> None:
@@ -124,8 +119,8 @@ async def test_sigkill_mid_stream_then_redelivery_applies_each_change_once(
             await wait_ready(admin)
             stream = asyncio.create_task(post_all(url, deliveries))
             # Killed once it has applied some, mid-way through applying the rest.
-            await wait_until(pool, "SELECT count(*) >= 40 FROM inbox_events WHERE status = "
-                                   "'applied'", 30)  # fmt: skip
+            applied = "SELECT count(*) >= 40 FROM inbox_events WHERE status = 'applied'"
+            await eventually(lambda: pool.fetchval(applied), 30, "40 events applied")
             inbox.send_signal(signal.SIGKILL)
             inbox.wait()
             missed = await stream
@@ -135,8 +130,11 @@ async def test_sigkill_mid_stream_then_redelivery_applies_each_change_once(
             # The rail redelivers what got no 200, and (at least once) everything again.
             assert await post_all(url, missed) == []
             assert await post_all(url, deliveries) == []
-            await wait_until(pool, "SELECT NOT EXISTS (SELECT 1 FROM inbox_events WHERE status "
-                                   "IN ('received', 'parked'))", 30)  # fmt: skip
+            settled = (
+                "SELECT NOT EXISTS (SELECT 1 FROM inbox_events"
+                " WHERE status IN ('received', 'parked'))"
+            )
+            await eventually(lambda: pool.fetchval(settled), 30, "every event applied")
         await check_books(pool, expected)
     finally:
         await pool.close()

@@ -27,7 +27,7 @@ from services.adapters.kafka.topics import ensure_topics
 from services.contracts import avro
 from services.contracts.topics import COMMANDS
 from tests.conftest import asyncpg_dsn, unique
-from tests.e2e.test_ledger_crash import SETTLE, free_port
+from tests.e2e.test_ledger_crash import SETTLE
 from tests.e2e.test_relay_crash import (  # noqa: F401 - fixture
     database,
     process,
@@ -96,7 +96,7 @@ async def test_a_command_is_booked_dispatched_and_checked_over_sasl_ssl(
 ) -> None:
     prefix, tenant = unique("t") + ".", unique("sasl")
     await ensure_topics(secure_broker, prefix)
-    sim_port, inbox_port = free_port(), free_port()
+    sim_port, inbox_port = free_ports(), free_ports()
     rail_url = f"http://127.0.0.1:{sim_port}"
     webhooks = f"http://127.0.0.1:{inbox_port}/v1/webhooks/stripe"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
@@ -114,8 +114,8 @@ async def test_a_command_is_booked_dispatched_and_checked_over_sasl_ssl(
                 env,
                 tmp_path / "railsim.log",
             ),
-            process(["ledger", "--port", str(free_port())], env, tmp_path / "ledger.log"),
-            process(["relay", "--metrics-port", str(free_port())], env, tmp_path / "relay.log"),
+            process(["ledger", "--port", str(free_ports())], env, tmp_path / "ledger.log"),
+            process(["relay", "--metrics-port", str(free_ports())], env, tmp_path / "relay.log"),
         ):
             await producer.start()
             try:
@@ -155,7 +155,7 @@ async def test_a_wrong_password_and_a_plaintext_client_are_refused(
     # A settle command with the wrong password gives no verdict and says why.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
     env |= client_env(wrong) | {"SETTLE_DATABASE_URL": database}
-    sim_port = free_port()
+    sim_port = free_ports()
     rail_url = f"http://127.0.0.1:{sim_port}"
     with process(["railsim", "--port", str(sim_port)], env, tmp_path / "railsim.log"):
         async with httpx.AsyncClient(base_url=rail_url) as rail:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -24,17 +23,12 @@ from services.contracts import avro
 from services.contracts.topics import COMMANDS
 from services.ledger.commands import CONSUMER_GROUP
 from tests.conftest import asyncpg_dsn, unique
+from tests.waiting import eventually
 from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
 SETTLE = str(Path(sys.executable).with_name("settle"))
 DISTINCT = 3_000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -57,11 +51,14 @@ async def booked(db: asyncpg.Connection, tenant: str) -> int:
     return int(await db.fetchval("SELECT count(*) FROM settlements WHERE tenant = $1", tenant))
 
 
-async def wait_for(db: asyncpg.Connection, tenant: str, at_least: int, seconds: float) -> int:
-    async with asyncio.timeout(seconds):
-        while (count := await booked(db, tenant)) < at_least:  # noqa: ASYNC110 - polls PostgreSQL
-            await asyncio.sleep(0.05)
-    return count
+async def booked_at_least(db: asyncpg.Connection, tenant: str, count: int, within: float) -> int:
+    """Wait until `count` settlements of `tenant` are booked; how many are."""
+
+    async def enough() -> int:
+        booked_now = await booked(db, tenant)
+        return booked_now if booked_now >= count else 0
+
+    return await eventually(enough, within, f"{count} settlements booked")
 
 
 async def committed_behind_end(
@@ -125,7 +122,7 @@ async def test_sigkill_mid_stream_books_each_command_once(
     for threshold in (DISTINCT // 5, DISTINCT // 2):
         ledger = start_ledger(env, log)
         try:
-            await wait_for(db, tenant, threshold, 90)
+            await booked_at_least(db, tenant, threshold, 90)
             assert ledger.poll() is None, "the ledger exited before it was killed"
         finally:
             ledger.send_signal(signal.SIGKILL)
@@ -133,7 +130,7 @@ async def test_sigkill_mid_stream_books_each_command_once(
         killed_at.append((ledger.returncode, await booked(db, tenant)))
     ledger = start_ledger(env, log)
     try:
-        assert await wait_for(db, tenant, DISTINCT, 120) == DISTINCT
+        assert await booked_at_least(db, tenant, DISTINCT, 120) == DISTINCT
         # Every command, the redelivered duplicates included, is consumed and committed.
         await wait_committed_to_end(kafka_bootstrap, f"{prefix}{CONSUMER_GROUP}",
                                     f"{prefix}{COMMANDS}", 60)  # fmt: skip

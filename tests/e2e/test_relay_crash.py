@@ -24,9 +24,9 @@ from services.adapters.kafka.topics import ensure_topics
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from tests.conftest import asyncpg_dsn, scratch_database, unique
-from tests.e2e.test_ledger_crash import free_port
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request
+from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
 SETTLE = str(Path(sys.executable).with_name("settle"))
@@ -94,7 +94,7 @@ async def stage(
 ) -> Stage:
     prefix = unique("t") + "."
     await ensure_topics(KafkaAccess(kafka_bootstrap), prefix)
-    sim_port = free_port()
+    sim_port = free_ports()
     sim_url = f"http://127.0.0.1:{sim_port}"
     env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
            "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": sim_url,
@@ -127,11 +127,11 @@ async def test_relay_killed_mid_stream_pays_each_settlement_once(
                 ids = {json.loads(r.body)["id"] for r in results}
                 log = tmp_path / "relay.log"
                 for threshold in (COUNT // 5, COUNT // 2):
-                    with process(["relay", "--metrics-port", str(free_port())], env, log) as relay:
+                    with process(["relay", "--metrics-port", str(free_ports())], env, log) as relay:
                         await wait_transferred(db, threshold, 120)
                         relay.send_signal(signal.SIGKILL)
                         relay.wait()
-                with process(["relay", "--metrics-port", str(free_port())], env, log):
+                with process(["relay", "--metrics-port", str(free_ports())], env, log):
                     # Killed claims come back after their lease (6 s) through pass 2.
                     await wait_transferred(db, COUNT, 180)
                 effects = (await sim.get("/_sim/effects")).json()["by_settlement"]
@@ -148,7 +148,7 @@ async def test_paused_relay_is_fenced_off_when_it_wakes(
 ) -> None:
     count, lease = 60, 9
     on = await stage(database, kafka_bootstrap, lease=lease)
-    env, sim_url, paused_port = on.env, on.sim_url, free_port()
+    env, sim_url, paused_port = on.env, on.sim_url, free_ports()
     pool = await asyncpg.create_pool(asyncpg_dsn(database), min_size=1, max_size=4)
     db = await asyncpg.connect(asyncpg_dsn(database))
     try:
@@ -174,7 +174,7 @@ async def test_paused_relay_is_fenced_off_when_it_wakes(
                         "SELECT count(*) FROM rail_instructions WHERE status = 'processing'"
                     )
                     await asyncio.sleep(lease + 1)
-                    with process(["relay", "--metrics-port", str(free_port())], env, log):
+                    with process(["relay", "--metrics-port", str(free_ports())], env, log):
                         await wait_transferred(db, count, 120)
                         paused.send_signal(signal.SIGCONT)
                         await asyncio.sleep(4)  # its calls return; its records meet the fence
@@ -231,12 +231,12 @@ async def test_relay_killed_at_each_step_pays_once(
                 log = tmp_path / "relay.log"
                 crash_env = {**env, "SETTLE_FAILPOINTS": failpoints}
                 with process(
-                    ["relay", "--metrics-port", str(free_port())], crash_env, log
+                    ["relay", "--metrics-port", str(free_ports())], crash_env, log
                 ) as doomed:
                     code = await asyncio.to_thread(doomed.wait, 60)
                 at_crash = await instruction_counts(db)
                 effects_at_crash = (await sim.get("/_sim/effects")).json()["by_settlement"]
-                with process(["relay", "--metrics-port", str(free_port())], env, log):
+                with process(["relay", "--metrics-port", str(free_ports())], env, log):
                     await wait_transferred(db, count, 60)
                 effects = (await sim.get("/_sim/effects")).json()["by_settlement"]
                 statuses = await db.fetch(

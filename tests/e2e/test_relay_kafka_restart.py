@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,26 +25,14 @@ from services.contracts.topics import EVENTS
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from tests.conftest import asyncpg_dsn, unique
-from tests.e2e.test_ledger_crash import free_port
 from tests.e2e.test_relay_crash import database, process  # noqa: F401 - fixture
 from tests.integration.test_ledger_books import WINDOWS, request
 from tools.infra import kafka
 from tools.infra.paths import RunPaths, run_paths
+from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
 BATCHES, PER_BATCH = 30, 100
-
-
-def free_port_pair() -> int:
-    """A port whose next port is free too (broker and controller listeners)."""
-    while True:
-        port = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
 
 
 @pytest.fixture
@@ -53,7 +40,7 @@ def private_broker(tmp_path: Path) -> Iterator[RunPaths]:
     usual = run_paths()
     paths = RunPaths(
         root=usual.root, run=tmp_path / "run", jars=usual.kafka_lib,
-        kafka_bootstrap=f"127.0.0.1:{free_port_pair()}",
+        kafka_bootstrap=f"127.0.0.1:{free_ports(2)}",
     )  # fmt: skip
     paths.run.mkdir()
     kafka.start(paths)
@@ -89,7 +76,7 @@ async def test_broker_restart_while_publishing_loses_no_event(
     bootstrap = private_broker.kafka_bootstrap
     prefix = unique("t") + "."
     await ensure_topics(KafkaAccess(bootstrap), prefix)
-    nowhere = f"http://127.0.0.1:{free_port()}"  # no rail: this test is about publishing
+    nowhere = f"http://127.0.0.1:{free_ports()}"  # no rail: this test is about publishing
     env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": bootstrap,
            "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": nowhere}  # fmt: skip
     pool = await asyncpg.create_pool(asyncpg_dsn(database), min_size=1, max_size=4)
@@ -107,7 +94,7 @@ async def test_broker_restart_while_publishing_loses_no_event(
         )
 
     try:
-        relay_args = ["relay", "--metrics-port", str(free_port())]
+        relay_args = ["relay", "--metrics-port", str(free_ports())]
         with process(relay_args, env, tmp_path / "relay.log") as relay:
             booking = asyncio.create_task(book())
             async with asyncio.timeout(60):

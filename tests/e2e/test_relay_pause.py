@@ -26,9 +26,9 @@ import pytest
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from tests.conftest import asyncpg_dsn, unique
-from tests.e2e.test_ledger_crash import free_port
 from tests.e2e.test_relay_crash import database, process, stage, wait_healthy, wait_transferred
 from tests.integration.test_ledger_books import WINDOWS, request
+from tools.infra.procs import free_ports
 
 pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 __all__ = ["database"]  # the fixture, shared with the crash tests
@@ -90,7 +90,7 @@ async def paused_then_taken_over(
     settlement ids, A's fence rejections after waking.)"""
     on = await stage(database, kafka_bootstrap, lease=lease, honours_keys=False)
     db = await asyncpg.connect(asyncpg_dsn(database))
-    log, a_port = tmp_path / "relay.log", free_port()
+    log, a_port = tmp_path / "relay.log", free_ports()
     try:
         with process(on.sim_args, on.env, tmp_path / "railsim.log"):
             async with httpx.AsyncClient(base_url=on.sim_url) as sim:
@@ -101,7 +101,7 @@ async def paused_then_taken_over(
                 with process(["relay", "--metrics-port", str(a_port)], a_env, log) as a:
                     await frozen(a)
                     await sim.post("/_sim/faults", json={"profile": "none"})
-                    b_args = ["relay", "--metrics-port", str(free_port())]
+                    b_args = ["relay", "--metrics-port", str(free_ports())]
                     with process(b_args, on.env, log):
                         await wait_transferred(db, COUNT, 90)
                         a.send_signal(signal.SIGCONT)

@@ -23,10 +23,10 @@ from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.policy import DispatchPolicy
 from tests.conftest import asyncpg_dsn, scratch_database, unique
-from tests.e2e.test_ledger_crash import free_port
 from tests.e2e.test_relay_crash import process, wait_healthy
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request
+from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
 COUNT = 24
@@ -106,7 +106,7 @@ FAULTS = {
 async def test_rail_trouble_ends_with_one_transfer_each(
     pool: asyncpg.Pool, tmp_path: Path, fault: str, honours_keys: bool
 ) -> None:
-    port = free_port()
+    port = free_ports()
     window = "86400" if honours_keys else "0"
     args = ["railsim", "--port", str(port), "--idempotency-window", window]
     faults, calm_after = FAULTS[fault]

@@ -22,12 +22,12 @@ from services.contracts import avro
 from services.contracts.topics import COMMANDS, EVENTS
 from tests.conftest import asyncpg_dsn, unique
 from tests.e2e.test_kafka_sasl_ssl import final_statuses
-from tests.e2e.test_ledger_crash import free_port
 from tests.e2e.test_relay_crash import (  # noqa: F401 - fixture
     database,
     process,
     wait_healthy,
 )
+from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
 HTTP_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -106,7 +106,7 @@ async def test_a_settlement_keeps_its_callers_trace_from_request_to_webhook(
     access, prefix = KafkaAccess(kafka_bootstrap), unique("t") + "."
     tenant, token = unique("tr"), unique("tok-")
     await ensure_topics(access, prefix)
-    sim_port, inbox_port, ledger_port = free_port(), free_port(), free_port()
+    sim_port, inbox_port, ledger_port = free_ports(), free_ports(), free_ports()
     rail_url = f"http://127.0.0.1:{sim_port}"
     webhooks = f"http://127.0.0.1:{inbox_port}/v1/webhooks/stripe"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
@@ -120,13 +120,13 @@ async def test_a_settlement_keeps_its_callers_trace_from_request_to_webhook(
     db = await asyncpg.connect(asyncpg_dsn(database))
     try:
         with (
-            process(["inbox", "--port", str(inbox_port), "--admin-port", str(free_port())],
+            process(["inbox", "--port", str(inbox_port), "--admin-port", str(free_ports())],
                     env, inbox_log),
             process(["railsim", "--port", str(sim_port), "--webhook-url", webhooks],
                     env, tmp_path / "railsim.log"),
-            process(["ledger", "--port", str(ledger_port), "--admin-port", str(free_port())],
+            process(["ledger", "--port", str(ledger_port), "--admin-port", str(free_ports())],
                     env, tmp_path / "ledger.log"),
-            process(["relay", "--metrics-port", str(free_port())], env, relay_log),
+            process(["relay", "--metrics-port", str(free_ports())], env, relay_log),
         ):  # fmt: skip
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ledger_port}") as ledger:
                 await wait_healthy(ledger)

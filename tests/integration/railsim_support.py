@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from railsim.app import SimOptions, build
 from railsim.webhooks import RetryPolicy
+from tests.waiting import eventually
 
 SECRET = "whsec_railsim_test"
 FAST_RETRIES = RetryPolicy(first_delay=0.05, max_delay=0.2, give_up_after=30)
@@ -115,12 +116,3 @@ def transfer_params(
         "transfer_group": settlement_id,
         "metadata": {"settlement_id": settlement_id, "tenant": "acme"},
     }
-
-
-async def eventually(condition: Callable[[], object], within: float = 5.0) -> None:
-    """Wait until `condition()` is true; fail the test after `within` seconds."""
-    for _ in range(int(within / 0.02)):
-        if condition():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"condition not met within {within}s")

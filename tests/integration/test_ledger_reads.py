@@ -6,7 +6,6 @@ test's own."""
 from __future__ import annotations
 
 import hashlib
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -23,6 +22,7 @@ from services.ledger.readiness import Readiness
 from services.ledger.reads import SettlementReads
 from services.platform.settings import load_settings
 from tests.conftest import asyncpg_dsn, unique
+from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -288,17 +288,11 @@ async def test_balance_is_the_sum_of_shards_and_entries_page_newest_first(
         assert unknown.status_code == 404
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 async def dead_pool() -> AsyncIterator[asyncpg.Pool]:
     # min_size=0: the pool is built without a server and fails on first use, like a ledger
     # started while PostgreSQL is down.
-    dsn = f"postgresql://settle@127.0.0.1:{closed_port()}/settle"
+    dsn = f"postgresql://settle@127.0.0.1:{free_ports()}/settle"
     pool = await asyncpg.create_pool(dsn, min_size=0, max_size=1)
     yield pool
     await pool.close()
@@ -343,5 +337,5 @@ async def test_readyz_is_200_when_postgres_and_kafka_answer(
 
 
 async def test_readyz_reports_an_unreachable_kafka(pool: asyncpg.Pool) -> None:
-    probe = Readiness(pool, f"127.0.0.1:{closed_port()}", timeout=0.5)
+    probe = Readiness(pool, f"127.0.0.1:{free_ports()}", timeout=0.5)
     assert await probe.check() == {"kafka": False, "postgres": True}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -31,6 +30,7 @@ from tests.integration.operator_support import (
     snapshot,
     world,
 )
+from tools.infra.procs import free_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.money]
 __all__ = ["rail", "template", "world"]
@@ -262,9 +262,7 @@ async def test_an_approval_the_rail_cannot_answer_leaves_the_proposal_pending(
     sid = await referred(world)
     before = await snapshot(world, sid)
     proposal = await proposed_failure(world, sid)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    closed = f"http://127.0.0.1:{free_ports()}"  # nothing listens there
     silent = StripeLookup("sk_test_x", api_base=closed)
     try:
         with pytest.raises(RailUnavailable):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +32,7 @@ from tests.integration.operator_support import (
     snapshot,
     world,
 )
+from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.integration
 __all__ = ["rail", "template", "world"]
@@ -191,9 +191,7 @@ async def test_bulk_review_resolves_each_id_on_its_own(world: World, tmp_path: P
 async def test_an_unreachable_rail_refuses_every_resolution(world: World) -> None:
     sid = await referred(world)
     before = await snapshot(world, sid)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    closed = f"http://127.0.0.1:{free_ports()}"  # nothing listens there
     lookup = StripeLookup("sk_test_x", api_base=closed)
     try:
         for resolution in R:

@@ -17,12 +17,12 @@ from railsim.core import RailSim
 from railsim.http import create_app
 from tests.integration.railsim_support import (
     Sim,
-    eventually,
     running_sim,
     serving,
     stripe_client,
     transfer_params,
 )
+from tests.waiting import eventually
 
 START = 1_700_000_000
 

@@ -9,13 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 import stripe
 
-from tests.integration.railsim_support import (
-    Sim,
-    eventually,
-    running_sim,
-    stripe_client,
-    transfer_params,
-)
+from tests.integration.railsim_support import Sim, running_sim, stripe_client, transfer_params
+from tests.waiting import eventually
 
 
 @pytest.fixture(scope="module")

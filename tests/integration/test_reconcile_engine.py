@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -33,6 +32,7 @@ from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
 from tests.integration.check_support import SETTLE, World, template
 from tests.integration.railsim_support import serving, stripe_client, transfer_params
+from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.integration
 __all__ = ["template"]
@@ -132,9 +132,7 @@ async def test_a_second_run_over_the_same_window_adds_no_break(world: World) -> 
 
 
 async def test_an_unreachable_rail_fails_the_run_and_exits_2(world: World) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    closed = f"http://127.0.0.1:{free_ports()}"  # nothing listens there
     status, report = await settle_reconcile(world, rail_url=closed)
     assert status == 2, report
     assert report["ok"] is False and report["status"] == "failed"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -32,6 +31,8 @@ from tests.harness import Servers
 from tests.integration.check_support import World, template
 from tests.integration.railsim_support import serving, stripe_client, transfer_params
 from tests.unit.test_metrics_endpoints import Samples, scrape
+from tests.waiting import eventually
+from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.integration
 __all__ = ["template"]
@@ -94,14 +95,6 @@ async def runs(world: World, kind: RunKind | None = None) -> list[asyncpg.Record
     )
 
 
-async def until(condition: Callable[[], object], within: float = 20.0) -> None:
-    """Wait until the async `condition` holds."""
-    deadline = asyncio.get_running_loop().time() + within
-    while not await condition():  # type: ignore[misc]
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
-
-
 def sample(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
 
@@ -118,7 +111,7 @@ async def test_the_service_runs_on_its_interval_and_its_metrics_match_the_store(
             done = [r for r in await runs(world, RunKind.INTRADAY) if r["status"] == "completed"]
             return len(done) >= 3
 
-        await until(three_intraday_runs)
+        await eventually(three_intraday_runs)
         healthz = await get(service, "/healthz")
     samples = await scrape(service.app)
     recorded = await runs(world)
@@ -176,7 +169,7 @@ async def test_a_second_replica_waits_for_the_lock_and_never_runs_beside_the_fir
         async def first_ran_twice() -> bool:
             return len(await runs(world, RunKind.INTRADAY)) >= 2
 
-        await until(first_ran_twice)
+        await eventually(first_ran_twice)
         async with running(second) as second_task:
             await asyncio.sleep(1.0)
             assert await get(second, "/healthz") == {"role": "standby", "status": "ok"}
@@ -193,7 +186,7 @@ async def test_a_second_replica_waits_for_the_lock_and_never_runs_beside_the_fir
             async def second_ran() -> bool:
                 return len(await runs(world)) > taken_over + 1
 
-            await until(second_ran)
+            await eventually(second_ran)
             assert await get(second, "/healthz") == {"role": "active", "status": "ok"}
             assert not second_task.done()
             # A standby asked to stop does not wait for the lock first.
@@ -216,19 +209,17 @@ async def test_a_rail_outage_records_failed_runs_and_the_heartbeat_stays(world: 
         async def one_completed() -> bool:
             return any(r["status"] == "completed" for r in await runs(world))
 
-        await until(one_completed)
+        await eventually(one_completed)
     heartbeat = max(r["finished_at"] for r in await runs(world) if r["status"] == "completed")
     before = len(await runs(world))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    closed = f"http://127.0.0.1:{free_ports()}"  # nothing listens there
     outage = await reconciler(world, closed)
     async with running(outage) as task:
 
         async def failed_twice() -> bool:
             return sum(1 for r in await runs(world) if r["status"] == "failed") >= 2
 
-        await until(failed_twice)
+        await eventually(failed_twice)
         assert not task.done()  # it keeps running, backing off
         samples = await scrape(outage.app)
     later = (await runs(world))[before:]

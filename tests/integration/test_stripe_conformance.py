@@ -26,6 +26,7 @@ from services.adapters.stripe.outcomes import outcome_of_error
 from services.adapters.stripe.rail import StripeRail
 from services.domain.payout import PayoutMethod
 from services.domain.rail import RailInstruction, RailOutcome
+from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -46,14 +47,6 @@ def stripe_mock_binary() -> Path | None:
     gopath = Path(os.environ.get("GOPATH", Path.home() / "go"))
     candidate = gopath / "bin" / "stripe-mock"
     return candidate if candidate.is_file() else None
-
-
-def free_port() -> int:
-    """A loopback TCP port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
@@ -80,7 +73,7 @@ def stripe_mock() -> Iterator[str]:
             "stripe-mock not found in STRIPE_MOCK_BIN, PATH or $GOPATH/bin; "
             "build it with deploy/stripe-mock/install.sh (needs Go)"
         )
-    port = free_port()
+    port = free_ports()
     # Given only an HTTP address, stripe-mock also claims HTTPS on *:12112; keep that on
     # loopback and on a port the system picks, so that parallel runs never collide.
     process = subprocess.Popen(
@@ -175,7 +168,7 @@ async def test_stripes_own_validation_error_classifies_as_refused(stripe_mock: s
 
 
 async def test_a_refused_connection_is_retryable() -> None:
-    adapter = StripeRail(API_KEY, api_base=f"http://127.0.0.1:{free_port()}")
+    adapter = StripeRail(API_KEY, api_base=f"http://127.0.0.1:{free_ports()}")
     try:
         result = await adapter.send(instruction(PayoutMethod.TRANSFER))
     finally:

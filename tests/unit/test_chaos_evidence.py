@@ -19,6 +19,7 @@ from tests.conftest import unique
 from tools.chaos import evidence
 from tools.chaos.inject import Injector, Landing
 from tools.chaos.schedule import Fault
+from tools.infra.procs import free_ports
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 
@@ -185,8 +186,6 @@ async def test_a_server_is_started_only_after_its_crash_has_ended(
 
 
 async def test_a_database_that_never_answers_has_no_start_time_and_says_why() -> None:
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        nowhere = f"postgresql+asyncpg://settle@127.0.0.1:{unused.getsockname()[1]}/settle"
+    nowhere = f"postgresql+asyncpg://settle@127.0.0.1:{free_ports()}/settle"
     answer = await evidence.postmaster_started(nowhere, within_s=1.0)
     assert answer.started is None and "ConnectionRefused" in answer.error

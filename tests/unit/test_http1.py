@@ -4,7 +4,6 @@ each failure sorted into "nothing was sent" and "the answer was lost"."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -15,6 +14,7 @@ import pytest
 
 from services.platform import http1
 from services.platform.http1 import AnswerLost, AnswerTimeout, HTTP1Client, NotSent
+from tools.infra.procs import free_ports
 
 # What the server does with one request it has read whole: bytes to write back (the
 # connection stays open for the next request), or None to close the connection.
@@ -290,17 +290,10 @@ async def test_an_answer_that_breaks_is_lost(answer: bytes) -> None:
     assert not isinstance(lost.value, AnswerTimeout)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 async def test_a_refused_connection_sent_nothing() -> None:
     http = client()
     with pytest.raises(NotSent) as refused:
-        await http.request("POST", f"http://127.0.0.1:{free_port()}/v1/transfers", {}, b"a=1")
+        await http.request("POST", f"http://127.0.0.1:{free_ports()}/v1/transfers", {}, b"a=1")
     await http.aclose()
 
     assert isinstance(refused.value.__cause__, ConnectionRefusedError)

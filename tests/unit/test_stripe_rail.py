@@ -34,6 +34,7 @@ from services.domain.payout import PayoutMethod
 from services.domain.rail import RailInstruction, RailOutcome
 from services.platform.http1 import AnswerLost, AnswerTimeout, NotSent, TransportError
 from services.platform.settings import load_settings
+from tools.infra.procs import free_ports
 
 KEY = "9f" * 32
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -84,14 +85,6 @@ class Break(enum.Enum):
 Handler = Callable[[Seen], Awaitable[Reply | Break]]
 
 
-def free_port() -> int:
-    """A loopback TCP port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class FakeStripe:
     """A Stripe stand-in on 127.0.0.1 that records requests and answers from a handler.
 
@@ -107,7 +100,7 @@ class FakeStripe:
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._released = asyncio.Event()  # ends every Break.HANG
-        self.url = f"http://127.0.0.1:{free_port()}"
+        self.url = f"http://127.0.0.1:{free_ports()}"
 
     async def start(self) -> None:
         if self._handler is not None:

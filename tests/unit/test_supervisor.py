@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from tests.waiting import eventually
 from tools.run.supervisor import ServiceSpec, Supervisor, SupervisorError
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -45,17 +46,11 @@ async def supervisor(tmp_path: Path) -> AsyncIterator[Supervisor]:
     await sup.stop_all(grace=2)
 
 
-async def wait_for(predicate: Callable[[], bool], seconds: float = 10.0) -> None:
-    async with asyncio.timeout(seconds):
-        while not predicate():  # noqa: ASYNC110 - polls a process
-            await asyncio.sleep(0.05)
-
-
 async def test_a_killed_child_is_restarted_with_a_new_pid(supervisor: Supervisor) -> None:
     await supervisor.start_all([spec("a"), spec("b")])
     first, other = supervisor.pid("a"), supervisor.pid("b")
     supervisor.kill("a")
-    await wait_for(lambda: supervisor.restarts("a") == 1)
+    await eventually(lambda: supervisor.restarts("a") == 1)
     assert supervisor.pid("a") != first
     assert alive(supervisor.pid("a"))
     assert not alive(first)
@@ -79,9 +74,9 @@ async def test_pause_and_resume_stop_and_continue_the_child(supervisor: Supervis
     await supervisor.start(spec("p"))
     pid = supervisor.pid("p")
     supervisor.pause("p")
-    await wait_for(lambda: state_of(pid) == "T")
+    await eventually(lambda: state_of(pid) == "T")
     supervisor.resume("p")
-    await wait_for(lambda: state_of(pid) == "S")
+    await eventually(lambda: state_of(pid) == "S")
     assert supervisor.restarts("p") == 0
 
 
@@ -130,4 +125,4 @@ async def test_children_are_terminated_when_the_supervisor_itself_is_killed(
     assert alive(child)
     parent.kill()
     await parent.wait()
-    await wait_for(lambda: not alive(child), 5)
+    await eventually(lambda: not alive(child), 5)

@@ -17,7 +17,10 @@ from typing import Any, Protocol
 import httpx
 import stripe
 
-from services.adapters.stripe.http import StripeHTTP
+from services.adapters.stripe import paging
+from services.adapters.stripe.http import StripeAPI
+from services.adapters.stripe.paging import RawPage, page_of
+from services.domain.rail import UnreadableRailObject
 from tools.check.errors import SourceUnavailable
 from tools.check.facts import RailFacts
 
@@ -126,21 +129,14 @@ class StripeEffects:
         timeout: float = 30.0,
         lookback: timedelta = DEFAULT_LOOKBACK,
     ) -> None:
-        if not api_key:
-            raise ValueError(
-                "api_key is empty: pass a Stripe secret key (sk_test_... or sk_live_...)"
-            )
         self._since = int((datetime.now(UTC) - lookback).timestamp())
         self.exhaustive = False
-        self.source = f"stripe {api_base or 'api.stripe.com'}"
         # The relay's transport: the same timeouts and error classes, read-only calls here.
-        self._http = StripeHTTP(timeout, connections=LIST_CONNECTIONS)
-        self._client = stripe.StripeClient(
-            api_key,
-            base_addresses={"api": api_base.rstrip("/")} if api_base else None,
-            max_network_retries=2,
-            http_client=self._http,
+        self._api = StripeAPI(
+            api_key, api_base=api_base, timeout=timeout, connections=LIST_CONNECTIONS, retries=2
         )
+        self._client = self._api.client
+        self.source = f"stripe {self._api.where}"
 
     async def pages(self) -> AsyncIterator[Mapping[str, int]]:
         """The transfers, then the payouts, created within the lookback, counted per
@@ -154,25 +150,26 @@ class StripeEffects:
         except stripe.StripeError as e:
             raise SourceUnavailable("rail", f"stripe list failed: {e}") from e
         finally:
-            await self._http.close_async()
+            await self._api.aclose()
 
     async def effects(self) -> RailFacts:
         """Every transfer and payout created within the lookback, per settlement id."""
         return await summed(self)
 
     async def _count(self, list_page: _ListPage) -> AsyncIterator[Counter[str]]:
-        params: dict[str, Any] = {"limit": PAGE_SIZE, "created": {"gte": self._since}}
-        while True:
-            page = (await list_page(params)).to_dict()
-            items = page.get("data")
-            if not isinstance(items, list):
-                raise SourceUnavailable("rail", "stripe list: malformed page")
+        async def fetch(after: str | None) -> RawPage:
+            params: dict[str, Any] = {"limit": PAGE_SIZE, "created": {"gte": self._since}}
+            if after is not None:
+                params["starting_after"] = after
+            try:
+                return page_of((await list_page(params)).to_dict())
+            except UnreadableRailObject as e:
+                raise SourceUnavailable("rail", f"stripe list: {e}") from e
+
+        async for page in paging.pages(fetch):
             counts: Counter[str] = Counter()
-            for item in items:
-                metadata = item.get("metadata") if isinstance(item, dict) else None
+            for item in page.items:
+                metadata = item.get("metadata")
                 if isinstance(metadata, dict) and metadata.get("settlement_id"):
                     counts[str(metadata["settlement_id"])] += 1
             yield counts
-            if not page.get("has_more") or not items:
-                return
-            params = {**params, "starting_after": str(items[-1]["id"])}

@@ -91,3 +91,37 @@ class StripeHTTP(stripe.HTTPClient):
     async def close_async(self) -> None:
         """Close the pooled connections; the client is unusable afterwards."""
         await self._http.aclose()
+
+
+class StripeAPI:
+    """Stripe's client over settle's transport: `client` for the calls, `where` for messages,
+    `aclose()` when done. Every part of settle that talks to Stripe (or the simulator, or
+    stripe-mock) builds its client here."""
+
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        api_base: str | None,
+        timeout: float,
+        connections: int,
+        retries: int,
+    ) -> None:
+        """`api_base` None is Stripe's own address; `retries` are the library's retries of a
+        call whose answer was lost (0 where a call may move money). ValueError for no key."""
+        if not api_key:
+            raise ValueError(
+                "api_key is empty: pass a Stripe secret key (sk_test_... or sk_live_...)"
+            )
+        self.where = api_base or "api.stripe.com"
+        self.http = StripeHTTP(timeout, connections=connections)
+        self.client = stripe.StripeClient(
+            api_key,
+            base_addresses={"api": api_base.rstrip("/")} if api_base else None,
+            max_network_retries=retries,
+            http_client=self.http,
+        )
+
+    async def aclose(self) -> None:
+        """Close the pooled connections; the client is unusable afterwards."""
+        await self.http.close_async()

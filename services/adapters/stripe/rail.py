@@ -18,11 +18,13 @@ from datetime import UTC, datetime, timedelta
 import stripe
 from stripe.params import PayoutListParams, TransferListParams
 
-from services.adapters.stripe.http import DEFAULT_CONNECTIONS, StripeHTTP
+from services.adapters.stripe import paging
+from services.adapters.stripe.http import DEFAULT_CONNECTIONS, StripeAPI
 from services.adapters.stripe.outcomes import outcome_of_created, outcome_of_error
+from services.adapters.stripe.paging import RawPage, page_of
 from services.domain.errors import SettleError
 from services.domain.payout import PayoutMethod
-from services.domain.rail import RailInstruction, RailResult
+from services.domain.rail import RailInstruction, RailResult, UnreadableRailObject
 from services.platform.config import Settings
 
 DEFAULT_TIMEOUT = 10.0  # seconds, per HTTP call
@@ -70,10 +72,6 @@ class StripeRail:
         connections: int = DEFAULT_CONNECTIONS,
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
-        if not api_key:
-            raise ValueError(
-                "api_key is empty: pass a Stripe secret key (sk_test_... or sk_live_...)"
-            )
         if timeout <= 0:
             raise ValueError(
                 f"timeout must be a positive number of seconds, e.g. 10.0; got {timeout}"
@@ -86,13 +84,11 @@ class StripeRail:
         self._payout_lookback = payout_lookback
         self._max_pages = max_pages
         self._clock = clock
-        self._http = StripeHTTP(timeout, connections=connections)
-        self._client = stripe.StripeClient(
-            api_key,
-            base_addresses={"api": api_base.rstrip("/")} if api_base else None,
-            max_network_retries=0,
-            http_client=self._http,
+        # No library retries: a POST whose answer was lost is the relay's to judge.
+        self._api = StripeAPI(
+            api_key, api_base=api_base, timeout=timeout, connections=connections, retries=0
         )
+        self._client = self._api.client
 
     async def send(self, instruction: RailInstruction) -> RailResult:
         """Create the transfer or payout under the instruction's key; classify, never raise."""
@@ -172,25 +168,26 @@ class StripeRail:
 
     async def aclose(self) -> None:
         """Close the HTTP connections; the rail is unusable afterwards."""
-        await self._http.close_async()
+        await self._api.aclose()
 
     async def _scan(self, settlement_id: str, list_page: _ListPage, every: bool) -> list[str]:
-        found: list[str] = []
-        after: str | None = None
-        for _ in range(self._max_pages):
+        async def fetch(after: str | None) -> RawPage:
             try:
                 async with asyncio.timeout(self._timeout):
-                    page = (await list_page(after)).to_dict()
+                    return page_of((await list_page(after)).to_dict())
             except TimeoutError as e:
                 raise RailLookupFailed(settlement_id, "timeout") from e
             except stripe.StripeError as e:
                 raise RailLookupFailed(settlement_id, outcome_of_error(e).detail) from e
-            items, has_more = page.get("data"), page.get("has_more")
-            if not isinstance(items, list) or not isinstance(has_more, bool):
+            except UnreadableRailObject as e:
                 # Reading a malformed page as "not found" could pay twice.
-                raise RailLookupFailed(settlement_id, "malformed list response")
-            for item in items:
-                ref = item.get("id") if isinstance(item, dict) else None
+                raise RailLookupFailed(settlement_id, "malformed list response") from e
+
+        found: list[str] = []
+        last = None
+        async for last in paging.pages(fetch, self._max_pages):
+            for item in last.items:
+                ref = item.get("id")
                 if not isinstance(ref, str):
                     raise RailLookupFailed(settlement_id, "malformed list response")
                 metadata = item.get("metadata")
@@ -198,10 +195,9 @@ class StripeRail:
                     found.append(ref)
                     if not every:
                         return found
-            if not has_more or not items:
-                return found
-            after = str(items[-1]["id"])
-        raise RailLookupIncomplete(settlement_id, f"no match in {self._max_pages} pages")
+        if last is not None and last.has_more and last.items:
+            raise RailLookupIncomplete(settlement_id, f"no match in {self._max_pages} pages")
+        return found
 
 
 def stripe_rail(

@@ -11,7 +11,7 @@ List pages are fetched through the client's requestor (its auth, API version, re
 HTTP client), but their bodies are not made into the library's objects: measured here,
 `convert_to_stripe_object` costs about 1.2 ms a transfer (and `to_dict` 0.13 ms more), under
 1,000 objects a second, and even `raw_request_async` reads each body into OrderedDicts first
-(27 us a transfer). The body is read once, by orjson, in `wire.list_page_of` (3.5 us).
+(27 us a transfer). The body is read once, by orjson, in `wire.raw_page_of` (3.5 us).
 """
 
 from __future__ import annotations
@@ -23,14 +23,10 @@ from typing import Any, Protocol
 
 import stripe
 
-from services.adapters.stripe.http import StripeHTTP
-from services.adapters.stripe.wire import (
-    ListPage,
-    balance_move_of,
-    list_page_of,
-    rail_object_of,
-    raw_page_of,
-)
+from services.adapters.stripe import paging
+from services.adapters.stripe.http import StripeAPI
+from services.adapters.stripe.paging import RawPage
+from services.adapters.stripe.wire import balance_move_of, rail_object_of, raw_page_of
 from services.domain.payout import PayoutMethod
 from services.domain.rail import RailReadError, RailUnreadable, UnreadableRailObject
 from services.domain.reconciliation import BalanceMove, RailObject
@@ -72,20 +68,13 @@ class RailSource:
     def __init__(
         self, api_key: str, *, api_base: str | None = None, timeout: float = DEFAULT_TIMEOUT
     ) -> None:
-        if not api_key:
-            raise ValueError(
-                "api_key is empty: pass a Stripe secret key (sk_test_... or sk_live_...)"
-            )
-        self.where = api_base or "api.stripe.com"
         # The relay's transport: the same timeouts and error classes; read-only calls here,
         # so the library may retry them.
-        self._http = StripeHTTP(timeout, connections=CONNECTIONS)
-        self._client = stripe.StripeClient(
-            api_key,
-            base_addresses={"api": api_base.rstrip("/")} if api_base else None,
-            max_network_retries=2,
-            http_client=self._http,
+        self._api = StripeAPI(
+            api_key, api_base=api_base, timeout=timeout, connections=CONNECTIONS, retries=2
         )
+        self._client = self._api.client
+        self.where = self._api.where
 
     @property
     def client(self) -> stripe.StripeClient:
@@ -132,14 +121,9 @@ class RailSource:
         end: int,
     ) -> None:
         """Page `path` over [start, end) onto `queue`, then None; an error ends the walk."""
-        after: str | None = None
         try:
-            while True:
-                page = await self._page(path, start, end, after)
-                await queue.put(page.objects)
-                if not page.has_more or page.last_id is None:
-                    break
-                after = page.last_id
+            async for page in paging.pages(lambda after: self._page(path, start, end, after)):
+                await queue.put([rail_object_of(item) for item in page.items])
         except RailReadError as e:
             await queue.put(e)
             return
@@ -160,29 +144,28 @@ class RailSource:
 
     async def aclose(self) -> None:
         """Close the HTTP session."""
-        await self._http.close_async()
+        await self._api.aclose()
 
     async def balance_moves(self, created: Mapping[str, int]) -> AsyncIterator[BalanceMove]:
         """The balance transactions created in `created` (Stripe's range filter: gte, lt...),
         newest first, page after page as the list pages them."""
-        after: str | None = None
-        while True:
+
+        async def fetch(after: str | None) -> RawPage:
             params: dict[str, Any] = {"created": dict(created), "limit": PAGE_SIZE}
             if after is not None:
                 params["starting_after"] = after
-            raw = raw_page_of(await self._body("/v1/balance_transactions", params))
-            for item in raw.items:
-                yield balance_move_of(item)
-            if not raw.has_more or raw.last_id is None:
-                return
-            after = raw.last_id
+            return raw_page_of(await self._body("/v1/balance_transactions", params))
 
-    async def _page(self, path: str, start: int, end: int, after: str | None) -> ListPage:
+        async for page in paging.pages(fetch):
+            for item in page.items:
+                yield balance_move_of(item)
+
+    async def _page(self, path: str, start: int, end: int, after: str | None) -> RawPage:
         """One list page: the objects created in [start, end) listed after `after`."""
         params: dict[str, Any] = {"created": {"gte": start, "lt": end}, "limit": PAGE_SIZE}
         if after is not None:
             params["starting_after"] = after
-        return list_page_of(await self._body(path, params))
+        return raw_page_of(await self._body(path, params))
 
     async def _body(self, path: str, params: dict[str, Any]) -> bytes:
         """The body of one list request through the library's requestor, unread; an error

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from services.adapters.stripe.paging import RawPage, page_of
 from services.domain.money import is_currency
 from services.domain.payout import PayoutMethod
 from services.domain.rail import UnreadableRailObject
@@ -27,32 +28,14 @@ class ListPage(NamedTuple):
     last_id: str | None  # the cursor for the next page (`starting_after`); None if empty
 
 
-class RawPage(NamedTuple):
-    """One page of a Stripe list answer, its items not yet read."""
-
-    items: list[dict[str, Any]]  # in the order the rail listed them
-    has_more: bool  # whether a page follows
-    last_id: str | None  # the cursor for the next page (`starting_after`); None if empty
-
-
 def raw_page_of(body: bytes) -> RawPage:
     """The items of one list page's JSON body; UnreadableRailObject if the body is not a
     Stripe list of objects."""
     try:
         # orjson reads JSON integers as int (never float) and refuses integers past 64 bits.
-        page = orjson.loads(body)
+        return page_of(orjson.loads(body))
     except orjson.JSONDecodeError as e:
         raise UnreadableRailObject(None, f"the list page is not JSON: {e}") from None
-    if not isinstance(page, dict) or page.get("object") != "list":
-        raise UnreadableRailObject(None, "the answer is not a Stripe list object")
-    data, has_more = page.get("data"), page.get("has_more")
-    if not isinstance(data, list) or not isinstance(has_more, bool):
-        raise UnreadableRailObject(None, "a list needs `data` (an array) and `has_more`")
-    for item in data:
-        if not isinstance(item, dict):
-            raise UnreadableRailObject(None, f"a listed item is not an object: {item!r}")
-    last = data[-1].get("id") if data else None
-    return RawPage(data, has_more, last if isinstance(last, str) and last else None)
 
 
 def list_page_of(body: bytes) -> ListPage:

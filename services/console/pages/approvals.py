@@ -35,6 +35,7 @@ from services.console.web import (
     text,
     texts,
 )
+from services.domain.keyset import next_after
 from services.domain.proposal import Move, ProposalStatus
 from services.operations.approvals import list_proposals
 from services.operations.bulk import ItemOutcome
@@ -94,7 +95,7 @@ async def approvals_page(
     return render(
         console, "approvals.html", caller, items=found, outcomes=outcomes, shown_status=shown,
         statuses=list(ProposalStatus), two_person=console.policy.two_person,
-        next_after=found[-1]["id"] if len(found) == PAGE else None,
+        next_after=next_after([p["id"] for p in found], PAGE),
     )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from starlette.routing import Route
 from services.console.audit_queries import PAGE, AuditFilter, actions
 from services.console.auth import Caller
 from services.console.web import Console, guarded, render
+from services.domain.keyset import next_after, parse_id
 from services.operations.errors import BadRequest
 
 MAX_FILTER = 255
@@ -30,14 +31,15 @@ def routes(console: Console) -> list[Route]:
 
     async def audit(request: Request, caller: Caller) -> Response:
         after = request.query_params.get("after", "")
-        if after and (not after.isdigit() or len(after) > 18):
+        cursor = parse_id(after) if after else None
+        if after and cursor is None:
             raise BadRequest("after must be an action id", code="invalid_after", field="after")
         where = _filter(request)
-        rows = await actions(console.pool, where, int(after) if after else None)
-        next_after = rows[-1]["id"] if len(rows) == PAGE else None
+        rows = await actions(console.pool, where, cursor)
+        following = next_after([row["id"] for row in rows], PAGE)
         params = {name: value for name, value in where._asdict().items() if value}
         return render(
-            console, "audit.html", caller, rows=rows, where=where, next_after=next_after,
+            console, "audit.html", caller, rows=rows, where=where, next_after=following,
             params=params,
         )  # fmt: skip
 

@@ -33,6 +33,7 @@ from services.console.web import (
 )
 from services.domain.breaks import BreakStatus, BreakType
 from services.domain.instruction import Resolution
+from services.domain.keyset import next_after
 from services.domain.proposal import ProposedAction
 from services.domain.rail_event import InboxStatus
 from services.inbox.operator import list_events
@@ -53,9 +54,9 @@ async def review_page(
     after_text = request.query_params.get("after")
     after = review.parse_id(after_text) if after_text else None
     items = await review.list_review(console.pool, after, PAGE)
-    next_after = items[-1]["id"] if len(items) == PAGE else None
     return render(
-        console, "review.html", caller, items=items, next_after=next_after,
+        console, "review.html", caller, items=items,
+        next_after=next_after([item["id"] for item in items], PAGE),
         outcomes=outcomes, resolutions=list(Resolution),
     )  # fmt: skip
 
@@ -73,7 +74,7 @@ async def breaks_page(
     )  # fmt: skip
     return render(
         console, "breaks.html", caller, items=found, outcomes=outcomes,
-        next_after=found[-1].id if len(found) == PAGE else None,
+        next_after=next_after([item.id for item in found], PAGE),
         shown_status=status.value if status else "",
         break_type=break_type.value if break_type else "",
         statuses=list(BreakStatus), types=list(BreakType),

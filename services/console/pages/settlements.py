@@ -10,6 +10,7 @@ from services.console.auth import Caller
 from services.console.errors import PageNotFound
 from services.console.story_queries import PAGE, as_uuid, search, story
 from services.console.web import Console, guarded, render
+from services.domain.keyset import next_after
 from services.operations.errors import BadRequest
 
 MAX_QUERY = 255  # the longest reference, payee or destination a settlement may have
@@ -27,8 +28,8 @@ def routes(console: Console) -> list[Route]:
         if after_text and after is None:
             raise BadRequest("after must be a settlement id", code="invalid_after", field="after")
         rows = await search(console.pool, q, after) if q else []
-        next_after = str(rows[-1]["id"]) if len(rows) == PAGE else None
-        return render(console, "settlements.html", caller, q=q, rows=rows, next_after=next_after)
+        following = next_after([str(row["id"]) for row in rows], PAGE)
+        return render(console, "settlements.html", caller, q=q, rows=rows, next_after=following)
 
     async def one(request: Request, caller: Caller) -> Response:
         settlement_id = as_uuid(request.path_params["id"])

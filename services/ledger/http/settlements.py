@@ -8,7 +8,6 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from fastapi.security.utils import get_authorization_scheme_param
 from opentelemetry.trace import SpanKind
 from pydantic import TypeAdapter
 
@@ -29,6 +28,7 @@ from services.platform.edge import (
     BodyTooLarge,
     Unauthorized,
     bearer_scheme,
+    bearer_token,
     error_response,
     read_capped,
     tenant_dependency,
@@ -217,14 +217,6 @@ def _route_reads(router: APIRouter, reads: SettlementReader, auth: BearerAuth) -
             limit=limit,
         )
         return Response(_PAGE.dump_json(page), media_type=JSON)
-
-
-def bearer_token(authorization: str | None) -> str | None:
-    """The token of an `Authorization: Bearer <token>` header, or None (as `HTTPBearer`)."""
-    scheme, token = get_authorization_scheme_param(authorization)
-    if not token or scheme.lower() != "bearer":
-        return None
-    return token
 
 
 def _outcome_of(error: ApiError) -> str:

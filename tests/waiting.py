@@ -1,0 +1,28 @@
+"""The one way a test waits: for a condition, never for a fixed time."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+POLL_SECONDS = 0.02
+
+
+async def eventually(
+    condition: Callable[[], object], within: float = 10.0, what: str = "the condition"
+) -> Any:
+    """Poll `condition()` (a plain or an async function) until it gives a true value, and
+    return that value; fail the test after `within` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if loop.time() >= deadline:
+            raise AssertionError(f"{what} did not hold within {within} s (last: {value!r})")
+        await asyncio.sleep(POLL_SECONDS)
