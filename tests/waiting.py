@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,3 +27,17 @@ async def eventually(
         if loop.time() >= deadline:
             raise AssertionError(f"{what} did not hold within {within} s (last: {value!r})")
         await asyncio.sleep(POLL_SECONDS)
+
+
+def eventually_blocking(
+    condition: Callable[[], object], within: float = 10.0, what: str = "the condition"
+) -> Any:
+    """`eventually` for a test that is not a coroutine: the thread blocks between looks."""
+    deadline = time.monotonic() + within
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} did not hold within {within} s (last: {value!r})")
+        time.sleep(POLL_SECONDS)

@@ -11,11 +11,10 @@ from typing import Protocol
 from services.adapters.stripe.address import rail_api_base
 from services.adapters.stripe.rail import RailLookupFailed, StripeRail
 from services.adapters.stripe.source import RailSource
-from services.domain.rail import RailInstruction
+from services.domain.rail import RailInstruction, RailReadError
 from services.domain.reconciliation import RailObject
 from services.operations.errors import RailUnavailable
 from services.platform.config import Settings
-from services.reconcile.errors import ReconcileError
 
 
 class RailLookup(Protocol):
@@ -44,7 +43,7 @@ class StripeLookup:
         try:
             found = await self._search.find_all(instruction, since=since)
             return await self._read.retrieve({*found, *known})
-        except (RailLookupFailed, ReconcileError) as e:
+        except (RailLookupFailed, RailReadError) as e:
             raise RailUnavailable(f"the rail could not be searched: {e}") from e
 
     async def aclose(self) -> None:

@@ -35,7 +35,7 @@ import asyncpg
 
 from services.adapters.stripe.source import RailReader, RailSource
 from services.domain.breaks import DEFAULT_GRACE_SECONDS
-from services.domain.rail import RailUnreadable
+from services.domain.rail import RailReadError, RailUnreadable
 from services.domain.reconciliation import LedgerRecord, RailObject, Report, RunStatus
 from services.reconcile import ledger_source, nostro_pass, store
 from services.reconcile.compare import SENT, compare
@@ -93,7 +93,7 @@ async def reconcile(
         if by_id is None:
             try:
                 await staged.list_in(rail.pages(*window.seconds()))
-            except ReconcileError as e:
+            except (ReconcileError, RailReadError) as e:
                 outcome.error = str(e)
                 await store.record_source(
                     pool, run_id, rail.source, read_at=clock(), rows=0, data_expected=True,
@@ -113,7 +113,7 @@ async def reconcile(
                     pool, live, run_id, clock(), quiet=outcome.quiet
                 )
                 await _store(pool, outcome, state, Report(tuple(balance), ()))
-        except ReconcileError as e:
+        except (ReconcileError, RailReadError) as e:
             outcome.error = str(e)
         await _record_sources(pool, rail, outcome, state, rail_read_at, clock())
     finally:

@@ -32,6 +32,7 @@ import asyncpg
 
 from services.adapters.postgres.store_errors import retry_contended, unavailable_when_down
 from services.domain.breaks import BreakStatus, BreakType
+from services.domain.rail import RailReadError
 from services.domain.rail_event import InboxStatus
 from services.domain.reconciliation import Break, LedgerRecord, Report
 from services.domain.settlement import DomainError
@@ -97,7 +98,7 @@ async def heal_drift(
                 return await _heal(conn, item, wire, now, changed_at)
     except _NotHealed as e:
         return Heal(False, str(e))
-    except (DomainError, TransitionConflict, ReconcileError) as e:
+    except (DomainError, TransitionConflict, ReconcileError, RailReadError) as e:
         # A rule refused a step, or the break changed under its lock: an operator's to see.
         return Heal(False, f"refused: {e}")
 

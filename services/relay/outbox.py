@@ -116,6 +116,7 @@ class OutboxPublisher:
         self.standby_seconds = standby_seconds
         self._wake = asyncio.Event()
         self._partition_counts: dict[str, int] = {}
+        self.rounds = 0  # rounds of `run` that drained and began waiting for a wake-up
 
     async def publish_batch(self) -> int:
         """Publish one claimed batch; the number of rows published."""
@@ -215,6 +216,7 @@ class OutboxPublisher:
                     async with self.pool.acquire() as conn:
                         self.metrics.outbox_lag.set(await conn.fetchval(LAG))
                     lag_read = time.monotonic()
+                self.rounds += 1
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
                 notified = self._wake.is_set()

@@ -33,6 +33,7 @@ from tests.e2e.test_relay_crash import (  # noqa: F401 - fixture
     process,
     wait_healthy,
 )
+from tests.waiting import eventually
 from tools.infra import kafka
 from tools.infra.kafka_secure import client_env
 from tools.infra.paths import RunPaths, run_paths
@@ -71,12 +72,15 @@ def command(tenant: str) -> bytes:
 async def final_statuses(db: asyncpg.Connection, tenant: str, seconds: float) -> list[str]:
     """The statuses of `tenant`'s settlements once one is booked and none is in flight."""
     query = "SELECT status FROM settlements WHERE tenant = $1"
-    async with asyncio.timeout(seconds):
-        while True:
-            statuses = [str(s) for s in await db.fetchval(f"SELECT array({query})", tenant)]
-            if statuses and not set(statuses) & {"accepted", "dispatching", "submitted"}:
-                return statuses
-            await asyncio.sleep(0.2)
+
+    async def final() -> list[str] | None:
+        statuses = [str(s) for s in await db.fetchval(f"SELECT array({query})", tenant)]
+        if statuses and not set(statuses) & {"accepted", "dispatching", "submitted"}:
+            return statuses
+        return None
+
+    found: list[str] = await eventually(final, seconds, "every settlement final")
+    return found
 
 
 async def settle_check(env: dict[str, str], rail_url: str) -> tuple[int, dict[str, object]]:

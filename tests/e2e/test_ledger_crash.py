@@ -80,9 +80,11 @@ async def wait_committed_to_end(bootstrap: str, group: str, topic: str, seconds:
     await admin.start()
     await reader.start()
     try:
-        async with asyncio.timeout(seconds):
-            while await committed_behind_end(admin, reader, group, topic) > 0:  # noqa: ASYNC110 - polls Kafka
-                await asyncio.sleep(0.2)
+
+        async def caught_up() -> bool:
+            return await committed_behind_end(admin, reader, group, topic) == 0
+
+        await eventually(caught_up, seconds, f"{group} committed to the end of {topic}")
     finally:
         await reader.stop()
         await admin.close()

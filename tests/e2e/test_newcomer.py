@@ -17,13 +17,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import unique
+from tests.waiting import eventually_blocking
 from tools.infra.kafka_setup import ensure_jars
 from tools.infra.paths import cluster_dir, repo_root, run_paths
 
@@ -96,10 +96,11 @@ def run_until_interrupted(user: Newcomer, log: Path) -> str:
             stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + 240
-        while "serving;" not in log.read_text() and proc.poll() is None:
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.5)
+
+        def serving_or_gone() -> bool:
+            return "serving;" in log.read_text() or proc.poll() is not None
+
+        eventually_blocking(serving_or_gone, 240, "settle run serving")
         assert proc.poll() is None, log.read_text()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(120) == 0, log.read_text()

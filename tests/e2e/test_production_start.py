@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from services.platform.config import Settings
+from tests.waiting import eventually_blocking
 from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
@@ -50,15 +50,15 @@ def _serve_until_healthy(args: list[str], port: int, env: dict[str, str]) -> str
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     ) as service:  # fmt: skip
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and service.poll() is None:
+
+            def healthy() -> bool:
+                assert service.poll() is None, f"settle {args[0]} exited"
                 try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                        break
+                    return httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
                 except httpx.TransportError:
-                    time.sleep(0.2)
-            else:
-                pytest.fail(f"settle {args[0]} did not become healthy")
+                    return False
+
+            eventually_blocking(healthy, 60, f"settle {args[0]} healthy")
             # A refused bearer token is logged at most as a refusal, never with the known ones.
             httpx.get(f"http://127.0.0.1:{port}/v1/settlements", headers={"Authorization": "x"})
         finally:

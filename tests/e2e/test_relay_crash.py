@@ -26,11 +26,13 @@ from services.ledger.booking import Books
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request
+from tests.waiting import eventually
 from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
 SETTLE = str(Path(sys.executable).with_name("settle"))
 COUNT = 400
+PROCESSING = "SELECT count(*) FROM rail_instructions WHERE status = 'processing'"
 
 
 @pytest.fixture
@@ -57,14 +59,14 @@ def process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subproc
 
 async def wait_healthy(sim: httpx.AsyncClient) -> None:
     """Wait until the simulator answers /healthz."""
-    async with asyncio.timeout(30):
-        while True:
-            try:
-                if (await sim.get("/healthz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.2)
+
+    async def answers() -> bool:
+        try:
+            return (await sim.get("/healthz")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    await eventually(answers, 30, "the simulator answering /healthz")
 
 
 async def transferred(db: asyncpg.Connection) -> int:
@@ -74,9 +76,10 @@ async def transferred(db: asyncpg.Connection) -> int:
 
 
 async def wait_transferred(db: asyncpg.Connection, at_least: int, seconds: float) -> None:
-    async with asyncio.timeout(seconds):
-        while await transferred(db) < at_least:  # noqa: ASYNC110 - polls PostgreSQL
-            await asyncio.sleep(0.1)
+    async def enough() -> bool:
+        return await transferred(db) >= at_least
+
+    await eventually(enough, seconds, f"{at_least} instructions transferred")
 
 
 @dataclass(frozen=True)
@@ -164,33 +167,38 @@ async def test_paused_relay_is_fenced_off_when_it_wakes(
                 log = tmp_path / "relay.log"
                 paused_args = ["relay", "--metrics-port", str(paused_port)]
                 with process(paused_args, env, log) as paused:
-                    async with asyncio.timeout(60):
-                        while not await db.fetchval(  # noqa: ASYNC110 - polls PostgreSQL
-                            "SELECT count(*) FROM rail_instructions WHERE status = 'processing'"
-                        ):
-                            await asyncio.sleep(0.05)
+                    await eventually(lambda: db.fetchval(PROCESSING), 60, "a call in flight")
                     paused.send_signal(signal.SIGSTOP)
-                    held = await db.fetchval(
-                        "SELECT count(*) FROM rail_instructions WHERE status = 'processing'"
-                    )
-                    await asyncio.sleep(lease + 1)
+                    held = await db.fetchval(PROCESSING)
+                    await asyncio.sleep(lease + 1)  # its lease runs out while it is frozen
                     with process(["relay", "--metrics-port", str(free_ports())], env, log):
                         await wait_transferred(db, count, 120)
                         paused.send_signal(signal.SIGCONT)
-                        await asyncio.sleep(4)  # its calls return; its records meet the fence
-                        metrics = (await sim.get(f"http://127.0.0.1:{paused_port}/metrics")).text
+                        # Woken, each call it held is refused at the gate or its record at
+                        # the fence: its counter says so.
+                        metrics_url = f"http://127.0.0.1:{paused_port}/metrics"
+
+                        async def all_fenced() -> str | None:
+                            text = (await sim.get(metrics_url)).text
+                            return text if fence_rejections(text) >= held else None
+
+                        metrics = await eventually(all_fenced, 30, "its calls fenced off")
                 effects = (await sim.get("/_sim/effects")).json()["by_settlement"]
     finally:
         await db.close()
         await pool.close()
-    assert held > 0
-    rejected = next(
-        float(line.split()[-1]) for line in metrics.splitlines()
-        if line.startswith("settle_relay_fence_rejections_total ")
-    )  # fmt: skip
-    assert rejected >= 1
+    assert held > 0 and fence_rejections(metrics) >= held
     made = {sid: e["transfers"] + e["payouts"] for sid, e in effects.items()}
     assert set(made) == ids and all(n == 1 for n in made.values())
+
+
+def fence_rejections(metrics: str) -> float:
+    """settle_relay_fence_rejections_total in a /metrics page."""
+    return next(
+        float(line.split()[-1])
+        for line in metrics.splitlines()
+        if line.startswith("settle_relay_fence_rejections_total ")
+    )
 
 
 async def instruction_counts(db: asyncpg.Connection) -> dict[str, int]:

@@ -10,7 +10,7 @@ import asyncio
 import os
 import signal
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -27,12 +27,18 @@ from services.ledger.booking import Books
 from tests.conftest import asyncpg_dsn, unique
 from tests.e2e.test_relay_crash import database, process  # noqa: F401 - fixture
 from tests.integration.test_ledger_books import WINDOWS, request
+from tests.waiting import eventually
 from tools.infra import kafka
 from tools.infra.paths import RunPaths, run_paths
 from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
 BATCHES, PER_BATCH = 30, 100
+
+
+async def at_least(count: Callable[[], Awaitable[int]], wanted: int) -> bool:
+    """Whether `count()` has reached `wanted`."""
+    return await count() >= wanted
 
 
 @pytest.fixture
@@ -97,9 +103,8 @@ async def test_broker_restart_while_publishing_loses_no_event(
         relay_args = ["relay", "--metrics-port", str(free_ports())]
         with process(relay_args, env, tmp_path / "relay.log") as relay:
             booking = asyncio.create_task(book())
-            async with asyncio.timeout(60):
-                while await published() < BATCHES * PER_BATCH // 4:  # noqa: ASYNC110
-                    await asyncio.sleep(0.05)
+            quarter = BATCHES * PER_BATCH // 4
+            await eventually(lambda: at_least(published, quarter), 60, "a quarter published")
             pid = kafka.broker_pid(private_broker)
             assert pid is not None
             os.kill(pid, signal.SIGKILL)  # a crash, not a clean shutdown
@@ -108,9 +113,7 @@ async def test_broker_restart_while_publishing_loses_no_event(
             await asyncio.to_thread(kafka.start, private_broker)
             await booking
             total = int(await pool.fetchval("SELECT count(*) FROM outbox"))
-            async with asyncio.timeout(120):
-                while await published() < total:  # noqa: ASYNC110
-                    await asyncio.sleep(0.2)
+            await eventually(lambda: at_least(published, total), 120, "every row published")
         # The dispatcher kept adding rows (no rail runs here); those published must be there.
         rows = await pool.fetch("SELECT event_id FROM outbox WHERE published_at IS NOT NULL")
     finally:

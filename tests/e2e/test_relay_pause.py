@@ -28,6 +28,7 @@ from services.ledger.booking import Books
 from tests.conftest import asyncpg_dsn, unique
 from tests.e2e.test_relay_crash import database, process, stage, wait_healthy, wait_transferred
 from tests.integration.test_ledger_books import WINDOWS, request
+from tests.waiting import eventually
 from tools.infra.procs import free_ports
 
 pytestmark = [pytest.mark.e2e, pytest.mark.alone]
@@ -38,10 +39,12 @@ LEASE = 6.0  # the relay's call timeout is a third of it, its take-over pause tw
 
 async def frozen(proc: subprocess.Popen[bytes], seconds: float = 60) -> None:
     """Wait until `proc` stopped itself at its failpoint."""
-    async with asyncio.timeout(seconds):
-        while psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED:
-            assert proc.poll() is None, "the relay died instead of stopping"
-            await asyncio.sleep(0.05)
+
+    def stopped() -> bool:
+        assert proc.poll() is None, "the relay died instead of stopping"
+        return psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED
+
+    await eventually(stopped, seconds, "the relay stopped at its failpoint")
 
 
 async def fence_rejections(metrics_port: int) -> float:
@@ -58,11 +61,9 @@ async def woken_and_refused(metrics_port: int, seconds: float = 30) -> float:
     """Wait until the woken relay counts a refusal (its write refused at the last check, or its
     record of a call refused by the fence), then a little longer for any call it still makes
     to land at the rail; its fence rejections."""
-    async with asyncio.timeout(seconds):
-        while (rejected := await fence_rejections(metrics_port)) < 1:  # noqa: ASYNC110 - polls /metrics
-            await asyncio.sleep(0.2)
-    await asyncio.sleep(2)
-    return rejected
+    rejected = await eventually(lambda: fence_rejections(metrics_port), seconds, "a refusal")
+    await asyncio.sleep(2)  # any call it still makes lands at the rail meanwhile
+    return float(rejected)
 
 
 async def book(database: str) -> set[str]:

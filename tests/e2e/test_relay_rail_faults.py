@@ -26,6 +26,7 @@ from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.e2e.test_relay_crash import process, wait_healthy
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request
+from tests.waiting import eventually
 from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
@@ -64,19 +65,20 @@ async def settle_all(
             await asyncio.gather(*(dispatcher.dispatch(sid) for sid in ids))
             loop = asyncio.get_running_loop()
             calm_at = loop.time() + calm_after
-            async with asyncio.timeout(60):
-                while True:
-                    if calm_at and loop.time() >= calm_at:
-                        await sim.post("/_sim/faults", json={"profile": "none"})
-                        calm_at = 0
-                    await dispatcher.sweep()
-                    left = await pool.fetchval(
-                        "SELECT count(*) FROM rail_instructions "
-                        "WHERE status IN ('pending', 'processing')"
-                    )
-                    if not left and not calm_at:
-                        break
-                    await asyncio.sleep(0.1)
+
+            async def swept_to_the_end() -> bool:
+                nonlocal calm_at
+                if calm_at and loop.time() >= calm_at:
+                    await sim.post("/_sim/faults", json={"profile": "none"})
+                    calm_at = 0
+                await dispatcher.sweep()
+                left = await pool.fetchval(
+                    "SELECT count(*) FROM rail_instructions "
+                    "WHERE status IN ('pending', 'processing')"
+                )
+                return not left and not calm_at
+
+            await eventually(swept_to_the_end, 60, "no instruction left open")
             # Answers held back past our timeout still arrive at the rail; let them land.
             await asyncio.sleep(1.0)
             effects = (await sim.get("/_sim/effects")).json()["by_settlement"]

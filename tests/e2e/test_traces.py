@@ -27,6 +27,7 @@ from tests.e2e.test_relay_crash import (  # noqa: F401 - fixture
     process,
     wait_healthy,
 )
+from tests.waiting import eventually
 from tools.infra.procs import free_ports
 
 pytestmark = pytest.mark.e2e
@@ -88,14 +89,16 @@ async def event_traces(
 
 async def logged(path: Path, settlement_id: str, seconds: float = 20) -> list[dict[str, object]]:
     """The JSON lines of a service's output that are about `settlement_id` (some, in time)."""
-    async with asyncio.timeout(seconds):
-        while True:
-            text = await asyncio.to_thread(path.read_text)
-            lines = [json.loads(x) for x in text.splitlines() if x.startswith("{")]
-            about = [line for line in lines if line.get("settlement_id") == settlement_id]
-            if about:
-                return about
-            await asyncio.sleep(0.2)
+
+    async def about() -> list[dict[str, object]]:
+        text = await asyncio.to_thread(path.read_text)
+        lines = [json.loads(x) for x in text.splitlines() if x.startswith("{")]
+        return [line for line in lines if line.get("settlement_id") == settlement_id]
+
+    found: list[dict[str, object]] = await eventually(
+        about, seconds, f"lines about {settlement_id}"
+    )
+    return found
 
 
 async def test_a_settlement_keeps_its_callers_trace_from_request_to_webhook(

@@ -29,6 +29,7 @@ from services.platform.settings import load_settings
 from tests.conftest import unique
 from tests.integration.test_ledger_books import WINDOWS
 from tests.integration.test_ledger_commands import command, drain
+from tests.waiting import eventually
 from tools.run.submit import Batch, publish_commands, signing_secrets
 
 pytestmark = pytest.mark.integration
@@ -71,13 +72,13 @@ async def consume(
     task = asyncio.create_task(intake.run())
     try:
         letters = await drain(bootstrap, dlq_topic, dead)
-        async with asyncio.timeout(30):
-            while True:
-                assert not task.done(), task  # the intake must not have stopped
-                end = await consumer.end_offsets(list(consumer.assignment()))
-                if end and {tp: await consumer.committed(tp) or 0 for tp in end} == end:
-                    break
-                await asyncio.sleep(0.2)
+
+        async def all_committed() -> bool:
+            assert not task.done(), task  # the intake must not have stopped
+            end = await consumer.end_offsets(list(consumer.assignment()))
+            return bool(end) and {tp: await consumer.committed(tp) or 0 for tp in end} == end
+
+        await eventually(all_committed, 30, "every offset committed")
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

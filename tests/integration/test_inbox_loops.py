@@ -17,6 +17,7 @@ from services.inbox.metrics import create_metrics
 from services.inbox.store import StoredEvent
 from services.inbox.worker import InboxWorker, RetryPolicy
 from tests.integration.inbox_support import Inbox, pool, rail_event, settlement, status_of
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 __all__ = ["pool"]
@@ -41,7 +42,7 @@ async def test_idle_loops_poll_once_and_a_backlog_wakes_them_all(
                          batch_size=BATCH)  # fmt: skip
     running = asyncio.create_task(worker.run(LOOPS))
     try:
-        await asyncio.sleep(1.2)
+        await asyncio.sleep(1.2)  # the window idle polling is measured over
         # Each loop looks once as it starts; then only the first polls, twice a second.
         assert len(claims) <= LOOPS + 3, claims
         claims.clear()
@@ -53,11 +54,11 @@ async def test_idle_loops_poll_once_and_a_backlog_wakes_them_all(
             *(inbox.post(rail_event("transfer.created", obj, sid)) for sid, obj in made)
         )
         assert [a.status_code for a in answers] == [200] * len(made)
-        for _ in range(200):  # up to 10 s
-            if [await status_of(pool, sid) for sid, _ in made] == ["paid"] * len(made):
-                break
-            await asyncio.sleep(0.05)
-        assert [await status_of(pool, sid) for sid, _ in made] == ["paid"] * len(made)
+
+        async def all_paid() -> bool:
+            return [await status_of(pool, sid) for sid, _ in made] == ["paid"] * len(made)
+
+        await eventually(all_paid, 10, "every settlement paid")
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)

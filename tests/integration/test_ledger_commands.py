@@ -24,6 +24,7 @@ from services.ledger.commands import CommandIntake
 from services.ledger.metrics import create_metrics
 from tests.conftest import unique
 from tests.integration.test_ledger_books import WINDOWS
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -88,13 +89,13 @@ async def test_commands_are_booked_once_and_bad_ones_dead_lettered(
     task = asyncio.create_task(intake.run())
     try:
         dead = await drain(kafka_bootstrap, dlq_topic, 3)
-        async with asyncio.timeout(30):
-            while True:
-                end = await consumer.end_offsets(list(consumer.assignment()))
-                committed = {tp: await consumer.committed(tp) or 0 for tp in end}
-                if committed == end:
-                    break
-                await asyncio.sleep(0.2)
+
+        async def all_committed() -> dict[TopicPartition, int] | None:
+            ends = await consumer.end_offsets(list(consumer.assignment()))
+            committed = {tp: await consumer.committed(tp) or 0 for tp in ends}
+            return ends if committed == ends else None
+
+        end = await eventually(all_committed, 30, "every offset committed")
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -167,7 +168,7 @@ async def test_commands_over_limits_are_dead_lettered_and_a_full_backlog_stops_f
         # HTTP requests fill the backlog: the intake fetches nothing meanwhile.
         with admission.backlog.carry(10):
             await publish(kafka_bootstrap, commands_topic, values)
-            await asyncio.sleep(2)
+            await asyncio.sleep(2)  # the time the intake is held back: nothing may be booked
             async with pool.acquire() as db:
                 assert (
                     await db.fetchval("SELECT count(*) FROM settlements WHERE tenant = $1", tenant)

@@ -18,8 +18,9 @@ from services.adapters.kafka.clients import header, idempotent_producer, manual_
 from services.adapters.kafka.topics import ensure_topics
 from services.contracts.topics import EVENTS
 from services.relay.metrics import create_metrics
-from services.relay.outbox import CLAIM, OutboxPublisher, prune_published
+from services.relay.outbox import CHANNEL, CLAIM, OutboxPublisher, prune_published
 from tests.conftest import asyncpg_dsn, unique
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -108,16 +109,10 @@ async def test_notify_wakes_the_publisher_within_milliseconds(
     publisher = OutboxPublisher(pool, producer, metrics, topic_prefix=prefix, poll_seconds=30)
     task = asyncio.create_task(publisher.run())
     try:
-        await asyncio.sleep(1.0)  # listening, and past its first drain
+        await eventually(lambda: publisher.rounds, what="listening, past its first drain")
         (event_id,) = await fill_outbox(pool, settlements=1, events_each=1)
         started = time.monotonic()
-        async with asyncio.timeout(5):
-            async with pool.acquire() as conn:
-                while not await conn.fetchval(  # noqa: ASYNC110 - polls PostgreSQL
-                    "SELECT published_at IS NOT NULL FROM outbox WHERE event_id = $1",
-                    uuid.UUID(event_id),
-                ):
-                    await asyncio.sleep(0.005)
+        await published(pool, {event_id}, within=5)
         assert time.monotonic() - started < 1.0  # far below the 30 s poll interval
     finally:
         task.cancel()
@@ -164,13 +159,13 @@ async def test_a_wake_up_for_a_few_rows_costs_one_claim_and_takes_the_next_event
         await producer.stop()
 
 
-async def published(pool: asyncpg.Pool, event_ids: set[str]) -> None:
-    async with asyncio.timeout(10), pool.acquire() as conn:
-        while await conn.fetchval(  # noqa: ASYNC110 - polls PostgreSQL
-            "SELECT count(*) FROM outbox WHERE event_id = ANY($1::uuid[]) AND published_at IS NULL",
-            [uuid.UUID(e) for e in event_ids],
-        ):
-            await asyncio.sleep(0.005)
+async def published(pool: asyncpg.Pool, event_ids: set[str], within: float = 10) -> None:
+    """Wait until every one of `event_ids` is published."""
+    ids = [uuid.UUID(e) for e in event_ids]
+    unpublished = (
+        "SELECT count(*) = 0 FROM outbox WHERE event_id = ANY($1::uuid[]) AND published_at IS NULL"
+    )
+    await eventually(lambda: pool.fetchval(unpublished, ids), within, "published")
 
 
 async def test_a_replica_that_found_nothing_answers_the_next_notifications_together(
@@ -187,9 +182,10 @@ async def test_a_replica_that_found_nothing_answers_the_next_notifications_toget
     )  # fmt: skip
     task = asyncio.create_task(publisher.run())
     try:
-        await asyncio.sleep(1.0)  # listening, and past its first drain
-        publisher._notified()  # rows another replica took: this wake-up finds nothing
-        await asyncio.sleep(0.5)
+        await eventually(lambda: publisher.rounds, what="listening, past its first drain")
+        # A notification for rows another replica took: this wake-up finds nothing.
+        await pool.execute("SELECT pg_notify($1, '')", CHANNEL)
+        await eventually(lambda: publisher.rounds >= 2, what="the empty wake-up drained")
         claimed.clear()
         started = time.monotonic()
         rows = set().union(*[await fill_outbox(pool, 1, 1) for _ in range(3)])  # 3 commits

@@ -22,6 +22,7 @@ from services.relay.triggers import CONSUMER_GROUP, trigger_dispatch
 from tests.conftest import unique
 from tests.integration.test_relay_dispatch import FAST, ScriptedRail, accept, state
 from tests.unit.test_relay_triggers import event
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -63,12 +64,14 @@ async def test_poison_events_never_stop_the_relay_and_later_settlements_dispatch
 
     relay = asyncio.create_task(trigger_dispatch(consumer, dispatcher, metrics))
     try:
-        async with asyncio.timeout(40):
-            while (await state(pool, sid))[0] != "submitted" or (
-                await committed(kafka_bootstrap, group) < 4
-            ):
-                assert not relay.done(), relay  # the relay must still be running
-                await asyncio.sleep(0.3)
+
+        async def passed_over() -> bool:
+            assert not relay.done(), relay  # the relay must still be running
+            return (await state(pool, sid))[0] == "submitted" and (
+                await committed(kafka_bootstrap, group) >= 4
+            )
+
+        await eventually(passed_over, 40, "the poison passed over and the offsets committed")
         assert not relay.done()
     finally:
         relay.cancel()

@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,7 +24,8 @@ from services.adapters.stripe.outcomes import outcome_of_error
 from services.adapters.stripe.rail import StripeRail
 from services.domain.payout import PayoutMethod
 from services.domain.rail import RailInstruction, RailOutcome
-from tools.infra.procs import free_ports
+from tests.waiting import eventually_blocking
+from tools.infra.procs import free_ports, port_open
 
 pytestmark = pytest.mark.integration
 
@@ -51,16 +50,13 @@ def stripe_mock_binary() -> Path | None:
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
     """Return once `port` accepts connections; fail if the process dies or time runs out."""
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
+
+    def listening() -> bool:
         if process.poll() is not None:
             pytest.fail(f"stripe-mock exited with {process.returncode} before listening")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.2)
-    pytest.fail(f"stripe-mock did not listen on {port} within {STARTUP_SECONDS} s")
+        return port_open("127.0.0.1", port)
+
+    eventually_blocking(listening, STARTUP_SECONDS, f"stripe-mock listening on {port}")
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 from railsim.core import RailSim
 from railsim.http import create_app
 from railsim.params import Kind
+from tests.waiting import eventually
 from tools.check.errors import SourceUnavailable
 from tools.check.rail import SimulatorEffects, StripeEffects
 
@@ -30,8 +31,7 @@ async def served(app: ASGIApp) -> AsyncIterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     task = asyncio.create_task(server.serve())
     try:
-        while not server.started:  # noqa: ASYNC110 - uvicorn offers no start event
-            await asyncio.sleep(0.01)
+        await eventually(lambda: server.started, what="uvicorn started")
         port = server.servers[0].sockets[0].getsockname()[1]
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -15,6 +15,7 @@ from services.contracts import avro
 from services.relay import triggers
 from services.relay.metrics import create_metrics
 from services.relay.triggers import DispatchesInOrder, OffsetCommits, created_settlements
+from tests.waiting import eventually
 
 
 def record(value: bytes, partition: int = 0, offset: int = 0) -> ConsumerRecord:
@@ -238,18 +239,12 @@ async def test_events_polled_while_a_batch_is_at_the_rail_are_dispatched_without
     dispatcher = HeldDispatcher(held=slow)
     running = asyncio.ensure_future(triggers.trigger_dispatch(lambda: consumer, dispatcher))  # type: ignore[arg-type, return-value]
     try:
-        for _ in range(100):
-            if quick in dispatcher.started:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(lambda: quick in dispatcher.started, 1, "the second batch dispatched")
         assert dispatcher.started == [slow, quick]  # the second poll did not wait for the first
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # polls and commit rounds pass meanwhile
         assert consumer.committed == []  # the first batch holds every offset back
         dispatcher.release.set()
-        for _ in range(100):
-            if consumer.committed:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(lambda: consumer.committed, 1, "a commit")
         assert consumer.committed == [{P0: 42, P1: 9}]
     finally:
         running.cancel()
@@ -271,10 +266,13 @@ async def test_the_triggers_report_how_far_behind_the_partition_ends_they_read()
     )
     lag = {"service": "relay", "topic": "settlement.events"}
     try:
-        for _ in range(100):
-            if not consumer.polls and metrics.registry.get_sample_value("settle_consumer_lag", lag):
-                break
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: (
+                not consumer.polls and metrics.registry.get_sample_value("settle_consumer_lag", lag)
+            ),
+            1,
+            "the lag reported after both polls",
+        )
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
@@ -304,10 +302,9 @@ async def test_offsets_all_of_revoked_partitions_commit_nothing_and_the_relay_ru
     dispatcher = HeldDispatcher(held="none")
     running = asyncio.ensure_future(triggers.trigger_dispatch(lambda: consumer, dispatcher))  # type: ignore[arg-type, return-value]
     try:
-        for _ in range(50):
-            if settlement in dispatcher.started and not consumer.polls:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: settlement in dispatcher.started and not consumer.polls, 1, "the dispatch"
+        )
         await asyncio.sleep(0.1)  # polls, dispatches released and commits come due meanwhile
         assert not running.done(), running
         assert dispatcher.started == [settlement] and consumer.committed == []
