@@ -279,9 +279,16 @@ class RailSim:
         f, dice = self._faults, self._dice
         type_ = "transfer.created" if wire["object"] == "transfer" else "payout.created"
         webhooks = announce(
-            type_, wire, at=now, subject=subject, faults=f, dice=dice,
-            request_id=reply.request_id, withheld=self._withheld, idempotency_key=key,
-        )  # fmt: skip
+            type_,
+            wire,
+            at=now,
+            subject=subject,
+            faults=f,
+            dice=dice,
+            request_id=reply.request_id,
+            withheld=self._withheld,
+            idempotency_key=key,
+        )
         reply = dataclasses.replace(
             reply,
             webhooks=webhooks,

@@ -66,9 +66,7 @@ def page(
     records, limit = ordered.records, _limit(form)
 
     def matching(indices: range) -> list[R]:
-        found = (
-            r for i in indices if _matches(r := records[i], wanted, bounds, read)
-        )  # fmt: skip
+        found = (r for i in indices if _matches(r := records[i], wanted, bounds, read))
         return list(itertools.islice(found, limit + 1))
 
     after, before = form.get("starting_after"), form.get("ending_before")

@@ -35,9 +35,13 @@ def _now() -> datetime:
 def create_app(console: Console) -> Starlette:
     """The console's ASGI app over `console`'s pool, rail lookup and gate."""
     routes = [
-        *login.routes(console), *overview.routes(console), *settlements.routes(console),
-        *queues.routes(console), *audit.routes(console), *approvals.routes(console),
-    ]  # fmt: skip
+        *login.routes(console),
+        *overview.routes(console),
+        *settlements.routes(console),
+        *queues.routes(console),
+        *audit.routes(console),
+        *approvals.routes(console),
+    ]
 
     async def not_found(request: Request, _: Exception) -> Response:
         return error_page(console, PageNotFound(f"no page at {request.url.path}"), None)
@@ -66,9 +70,11 @@ async def compose(
     if rail is None:
         rail = owned = stripe_lookup(settings)
     gate = Gate(
-        BearerAuth(settings.operator_by_token), BearerAuth(settings.tenant_by_token),
-        SessionStore(pool, clock), secure=settings.env is Deployment.PRODUCTION,
-    )  # fmt: skip
+        BearerAuth(settings.operator_by_token),
+        BearerAuth(settings.tenant_by_token),
+        SessionStore(pool, clock),
+        secure=settings.env is Deployment.PRODUCTION,
+    )
     return Console(pool, rail, gate, templates(), clock, policy_of(settings)), owned
 
 
@@ -77,10 +83,15 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     console, owned = await compose(settings)
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(console), host=host, port=port, log_level="warning", access_log=False,
-            proxy_headers=False, log_config=None,
+            create_app(console),
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            proxy_headers=False,
+            log_config=None,
         )
-    )  # fmt: skip
+    )
     try:
         await server.serve()
     finally:

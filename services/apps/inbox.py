@@ -43,9 +43,10 @@ Reachable by operators and Prometheus only, never by the rail."""
 def retry_policy(settings: Settings) -> RetryPolicy:
     """The parked-event retry policy the settings ask for."""
     return RetryPolicy(
-        settings.inbox_park_attempts, settings.inbox_retry_seconds,
+        settings.inbox_park_attempts,
+        settings.inbox_retry_seconds,
         settings.inbox_retry_max_seconds,
-    )  # fmt: skip
+    )
 
 
 def create_admin_app(
@@ -76,11 +77,14 @@ async def serve(settings: Settings, host: str, port: int, admin_port: int) -> No
     secrets = [secret.get_secret_value() for secret in settings.stripe_webhook_secret]
     apps = Listeners(
         create_app(
-            pool, SignatureCheck(secrets), metrics,
-            max_body_bytes=settings.inbox_max_body_bytes, applier=worker,
+            pool,
+            SignatureCheck(secrets),
+            metrics,
+            max_body_bytes=settings.inbox_max_body_bytes,
+            applier=worker,
         ),
         create_admin_app(pool, operators, metrics, policy=policy_of(settings)),
-    )  # fmt: skip
+    )
     server = ListeningServer(apps, host, port, admin_port)
     try:
         await run_until_first_exits(server.serve(), worker.run(settings.inbox_workers))

@@ -79,14 +79,16 @@ async def serve(
         if settings.command_signing_required and authority.unsigned_tenants():
             log.warning(
                 "command signing is required but tenants %s have no signing secret: "
-                "their Kafka commands will be dead-lettered", authority.unsigned_tenants(),
-            )  # fmt: skip
+                "their Kafka commands will be dead-lettered",
+                authority.unsigned_tenants(),
+            )
 
         def consumer() -> AIOKafkaConsumer:
             return manual_commit_consumer(
-                access, settings.topic(CONSUMER_GROUP),
+                access,
+                settings.topic(CONSUMER_GROUP),
                 [settings.topic(COMMANDS)],
-            )  # fmt: skip
+            )
 
         def intake_of(consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> CommandIntake:
             return CommandIntake(

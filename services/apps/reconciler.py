@@ -99,10 +99,15 @@ async def serve(
     service = await compose(settings, extra_routes)
     server = uvicorn.Server(
         uvicorn.Config(
-            service.app, host=host, port=port, log_level="warning", access_log=False,
-            log_config=None, proxy_headers=False,
+            service.app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            log_config=None,
+            proxy_headers=False,
         )
-    )  # fmt: skip
+    )
 
     async def http() -> None:
         await server.serve()  # returns on SIGTERM or SIGINT

@@ -90,9 +90,12 @@ async def serve(settings: Settings, host: str, port: int) -> None:
 
     def outbox_of(producer: AIOKafkaProducer) -> OutboxPublisher:
         return OutboxPublisher(
-            pool, producer, metrics, topic_prefix=settings.topic_prefix,
+            pool,
+            producer,
+            metrics,
+            topic_prefix=settings.topic_prefix,
             ack_seconds=settings.relay_lease_seconds / 6,
-        )  # fmt: skip
+        )
 
     def consumer() -> AIOKafkaConsumer:
         return manual_commit_consumer(

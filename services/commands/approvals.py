@@ -48,15 +48,21 @@ def list_(status: str, after: int, limit: int, as_json: bool) -> None:
         wanted = None if status == "any" else ProposalStatus(status)
         async with database(settings) as pool:
             found = await list_proposals(
-                pool, now=datetime.now(UTC), status=wanted, after=after, limit=limit,
+                pool,
+                now=datetime.now(UTC),
+                status=wanted,
+                after=after,
+                limit=limit,
                 max_age=policy_of(settings).max_age,
-            )  # fmt: skip
+            )
         if as_json:
             echo_json({"data": found})
             return
         for p in found:
-            click.echo(f"{p['id']}  {p['status']}  {p['action']}  {p['target']}  "
-                       f"{p['payload']}  by {p['proposed_by']}  {p['reason'] or ''}")  # fmt: skip
+            click.echo(
+                f"{p['id']}  {p['status']}  {p['action']}  {p['target']}  "
+                f"{p['payload']}  by {p['proposed_by']}  {p['reason'] or ''}"
+            )
 
     run("approvals", as_json, work)
 
@@ -78,9 +84,13 @@ def approve(proposal_id: str, operator: str, rail_url: str | None, as_json: bool
         try:
             async with database(settings) as pool, pool.acquire() as conn:
                 done = await approve_one(
-                    conn, lookup, proposal_id, operator=operator, now=datetime.now(UTC),
+                    conn,
+                    lookup,
+                    proposal_id,
+                    operator=operator,
+                    now=datetime.now(UTC),
                     max_age=policy_of(settings).max_age,
-                )  # fmt: skip
+                )
         finally:
             await lookup.aclose()
         echo_document(done, as_json)
@@ -103,9 +113,13 @@ def reject(proposal_id: str, operator: str, reason: str | None, as_json: bool) -
         proven(settings, operator)
         async with database(settings) as pool, pool.acquire() as conn:
             done = await reject_one(
-                conn, proposal_id, operator=operator, now=datetime.now(UTC), reason=reason,
+                conn,
+                proposal_id,
+                operator=operator,
+                now=datetime.now(UTC),
+                reason=reason,
                 max_age=policy_of(settings).max_age,
-            )  # fmt: skip
+            )
         echo_document(done, as_json)
         return DONE
 
@@ -125,9 +139,12 @@ def withdraw(proposal_id: str, operator: str, as_json: bool) -> None:
         proven(settings, operator)
         async with database(settings) as pool, pool.acquire() as conn:
             done = await withdraw_one(
-                conn, proposal_id, operator=operator, now=datetime.now(UTC),
+                conn,
+                proposal_id,
+                operator=operator,
+                now=datetime.now(UTC),
                 max_age=policy_of(settings).max_age,
-            )  # fmt: skip
+            )
         echo_document(done, as_json)
         return DONE
 

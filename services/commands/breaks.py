@@ -54,15 +54,20 @@ def list_(
     async def work(settings: Settings) -> None:
         async with database(settings) as pool:
             found = await list_breaks(
-                pool, after=after, limit=limit, status=BreakStatus(status) if status else None,
+                pool,
+                after=after,
+                limit=limit,
+                status=BreakStatus(status) if status else None,
                 break_type=BreakType(break_type) if break_type else None,
-            )  # fmt: skip
+            )
         if as_json:
             echo_json({"data": [break_document(b) for b in found]})
             return
         for b in found:
-            click.echo(f"{b.id}  {b.status}  {b.break_type}  {b.reason}  "
-                       f"settlement={b.settlement_id}  rail={b.rail_object_id}")  # fmt: skip
+            click.echo(
+                f"{b.id}  {b.status}  {b.break_type}  {b.reason}  "
+                f"settlement={b.settlement_id}  rail={b.rail_object_id}"
+            )
 
     run("breaks", as_json, work)
 
@@ -87,13 +92,20 @@ def show(break_id: str, as_json: bool) -> None:
 @reason_option
 @operator_option
 @click.option("--all-of-type", type=TYPES, default=None, help="Resolve every open break of it.")
-@click.option("--from-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Resolve every break id in this file, one a line.")  # fmt: skip
+@click.option(
+    "--from-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Resolve every break id in this file, one a line.",
+)
 @json_option
 def resolve(
-    break_id: str | None, reason: str, operator: str, all_of_type: str | None,
-    from_file: Path | None, as_json: bool,
-) -> None:  # fmt: skip
+    break_id: str | None,
+    reason: str,
+    operator: str,
+    all_of_type: str | None,
+    from_file: Path | None,
+    as_json: bool,
+) -> None:
     """Resolve open breaks with a reason, each audited."""
     from services.domain.proposal import ProposedAction
     from services.operations import bulk
@@ -113,10 +125,17 @@ def resolve(
 
             async def act(item: str) -> Submitted:
                 return await submit(
-                    pool, NoRail(), ProposedAction.BREAK_RESOLVE, item, {}, reason=reason,
-                    operator=operator, now=datetime.now(UTC), two_person=policy.two_person,
+                    pool,
+                    NoRail(),
+                    ProposedAction.BREAK_RESOLVE,
+                    item,
+                    {},
+                    reason=reason,
+                    operator=operator,
+                    now=datetime.now(UTC),
+                    two_person=policy.two_person,
                     max_age=policy.max_age,
-                )  # fmt: skip
+                )
 
             if break_id is not None:
                 done = await act(break_id)
@@ -127,8 +146,11 @@ def resolve(
                 else:
                     click.echo(f"{done.document['id']}: resolved")
                 return DONE
-            ids = (bulk.lines_of(listed) if from_file is not None
-                   else open_ids(pool, BreakType(str(all_of_type))))  # fmt: skip
+            ids = (
+                bulk.lines_of(listed)
+                if from_file is not None
+                else open_ids(pool, BreakType(str(all_of_type)))
+            )
             outcomes = await bulk.each(ids, act)
         echo_json(bulk.summary(outcomes))
         return REFUSED if any(not o.done for o in outcomes) else DONE
@@ -137,8 +159,9 @@ def resolve(
 
 
 @breaks.command()
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="jsonl",
-              show_default=True)  # fmt: skip
+@click.option(
+    "--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="jsonl", show_default=True
+)
 @click.option("--type", "break_type", type=TYPES, default=None)
 def export(fmt: str, break_type: str | None) -> None:
     """Stream the open breaks as CSV or JSON lines, each with its reason code."""

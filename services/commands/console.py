@@ -14,9 +14,12 @@ DEFAULT_PORT = 9085  # services.apps.console.DEFAULT_PORT, without importing the
 @click.command(short_help="Run the operators' web console.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option(
-    "--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535),
+    "--port",
+    default=DEFAULT_PORT,
+    show_default=True,
+    type=click.IntRange(1, 65535),
     help="Where the console's pages listen: for operators only.",
-)  # fmt: skip
+)
 def console(host: str, port: int) -> None:
     """Run the operator console: sign in with an operator token (SETTLE_OPERATOR_TOKENS), then
     the overview, settlement search and story, review queue, breaks, webhooks and audit."""

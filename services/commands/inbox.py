@@ -27,13 +27,19 @@ def _settings() -> Settings:
 )
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option(
-    "--port", default=8083, show_default=True, type=click.IntRange(1, 65535),
+    "--port",
+    default=8083,
+    show_default=True,
+    type=click.IntRange(1, 65535),
     help="POST /v1/webhooks/stripe and /healthz: the port the rail reaches.",
-)  # fmt: skip
+)
 @click.option(
-    "--admin-port", default=9083, show_default=True, type=click.IntRange(1, 65535),
+    "--admin-port",
+    default=9083,
+    show_default=True,
+    type=click.IntRange(1, 65535),
     help="The operator view, /readyz, /metrics, /docs: for operators and Prometheus only.",
-)  # fmt: skip
+)
 @click.pass_context
 def inbox(ctx: click.Context, host: str, port: int, admin_port: int) -> None:
     """Run the inbox: POST /v1/webhooks/stripe on --port, the apply workers, and the operator
@@ -80,9 +86,15 @@ def replay_command(event: str, actor: str) -> None:
         try:
             if policy.two_person:
                 found = await propose(
-                    conn, ProposedAction.INBOX_REPLAY, event, {}, reason=None, operator=actor,
-                    now=utc_now(), max_age=policy.max_age,
-                )  # fmt: skip
+                    conn,
+                    ProposedAction.INBOX_REPLAY,
+                    event,
+                    {},
+                    reason=None,
+                    operator=actor,
+                    now=utc_now(),
+                    max_age=policy.max_age,
+                )
                 return awaiting(found)
             row_id = await replay(conn, event, actor, utc_now())
             return f"inbox event {row_id} queued for replay by {actor}"

@@ -15,13 +15,19 @@ from services.platform.tracing import use_exporter
 )
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option(
-    "--port", default=8081, show_default=True, type=click.IntRange(1, 65535),
+    "--port",
+    default=8081,
+    show_default=True,
+    type=click.IntRange(1, 65535),
     help="The tenant API and /healthz: the port tenants reach.",
-)  # fmt: skip
+)
 @click.option(
-    "--admin-port", default=9081, show_default=True, type=click.IntRange(1, 65535),
+    "--admin-port",
+    default=9081,
+    show_default=True,
+    type=click.IntRange(1, 65535),
     help="/readyz, /metrics, /docs: for operators and Prometheus, never tenants.",
-)  # fmt: skip
+)
 @click.option("--no-kafka", is_flag=True, help="Serve HTTP only; do not consume commands.")
 def ledger(host: str, port: int, admin_port: int, no_kafka: bool) -> None:
     """Run the ledger: the tenant API (POST /v1/settlements, reads) on --port, readiness and

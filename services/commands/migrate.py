@@ -16,9 +16,12 @@ from services.platform.settings import load_settings
 @click.command()
 @click.option("--skip-topics", is_flag=True, help="Only migrate PostgreSQL.")
 @click.option(
-    "--replication-factor", default=1, show_default=True, type=click.IntRange(1, 7),
+    "--replication-factor",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 7),
     help="Replicas of each topic it creates (3 on a production cluster).",
-)  # fmt: skip
+)
 def migrate(skip_topics: bool, replication_factor: int) -> None:
     """Migrate PostgreSQL to the latest schema and create the Kafka topics settle uses."""
     from services.adapters.kafka.topics import ensure_topics

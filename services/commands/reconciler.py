@@ -16,9 +16,12 @@ from services.platform.tracing import use_exporter
 )
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option(
-    "--port", default=8084, show_default=True, type=click.IntRange(1, 65535),
+    "--port",
+    default=8084,
+    show_default=True,
+    type=click.IntRange(1, 65535),
     help="Where /healthz and /metrics listen.",
-)  # fmt: skip
+)
 def reconciler(host: str, port: int) -> None:
     """Run the reconciler: intraday runs every SETTLE_RECONCILE_INTERVAL seconds, each closed
     day's end-of-day run once, re-checks at SETTLE_RECONCILE_RECHECK_AGES; /metrics."""

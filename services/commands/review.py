@@ -50,8 +50,10 @@ def list_(after: str | None, limit: int, as_json: bool) -> None:
             echo_json({"data": items})
             return
         for i in items:
-            click.echo(f"{i['id']}  {i['amount']} {i['currency']}  instruction "
-                       f"{i['instruction_status']}  {i['reason']}")  # fmt: skip
+            click.echo(
+                f"{i['id']}  {i['amount']} {i['currency']}  instruction "
+                f"{i['instruction_status']}  {i['reason']}"
+            )
 
     run("review", as_json, work)
 
@@ -76,14 +78,22 @@ def show(settlement_id: str, as_json: bool) -> None:
 @click.option("--as", "resolution", required=True, type=click.Choice([r.value for r in Resolution]))
 @reason_option
 @operator_option
-@click.option("--from-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Resolve every settlement id in this file, one a line.")  # fmt: skip
+@click.option(
+    "--from-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Resolve every settlement id in this file, one a line.",
+)
 @click.option("--rail-url", default=None, help="The rail's API base (default STRIPE_API_BASE).")
 @json_option
 def resolve(
-    settlement_id: str | None, resolution: str, reason: str, operator: str,
-    from_file: Path | None, rail_url: str | None, as_json: bool,
-) -> None:  # fmt: skip
+    settlement_id: str | None,
+    resolution: str,
+    reason: str,
+    operator: str,
+    from_file: Path | None,
+    rail_url: str | None,
+    as_json: bool,
+) -> None:
     """Resolve settlements under review as paid, failed or retry, if the rail agrees."""
     from services.domain.proposal import ProposedAction
     from services.operations import bulk
@@ -104,10 +114,17 @@ def resolve(
 
                 async def act(sid: str) -> Submitted:
                     return await submit(
-                        pool, lookup, ProposedAction.REVIEW_RESOLVE, sid, {"as": resolution},
-                        reason=reason, operator=operator, now=datetime.now(UTC),
-                        two_person=policy.two_person, max_age=policy.max_age,
-                    )  # fmt: skip
+                        pool,
+                        lookup,
+                        ProposedAction.REVIEW_RESOLVE,
+                        sid,
+                        {"as": resolution},
+                        reason=reason,
+                        operator=operator,
+                        now=datetime.now(UTC),
+                        two_person=policy.two_person,
+                        max_age=policy.max_age,
+                    )
 
                 if from_file is None:
                     done = await act(str(settlement_id))

@@ -35,9 +35,15 @@ async def _targets(ids: Sequence[str]) -> AsyncIterator[str]:
 
 
 async def perform(
-    pool: asyncpg.Pool, rail: RailLookup, clock: Clock, policy: Policy,
-    action: ProposedAction, targets: Sequence[str], form: Mapping[str, str], operator: str,
-) -> list[ItemOutcome]:  # fmt: skip
+    pool: asyncpg.Pool,
+    rail: RailLookup,
+    clock: Clock,
+    policy: Policy,
+    action: ProposedAction,
+    targets: Sequence[str],
+    form: Mapping[str, str],
+    operator: str,
+) -> list[ItemOutcome]:
     """Do (or, under a two-person `policy`, propose) `action` on each of `targets` as
     `operator` with the form's `as` and `reason`; each item done, proposed or refused (with
     its code), in order. BadRequest when nothing is selected or the action itself cannot be
@@ -53,9 +59,17 @@ async def perform(
         try:
             with unavailable_when_down("PostgreSQL is unreachable; nothing was done"):
                 return await submit(
-                    pool, rail, action, item, payload, reason=reason, operator=operator,
-                    now=clock(), two_person=policy.two_person, max_age=policy.max_age,
-                )  # fmt: skip
+                    pool,
+                    rail,
+                    action,
+                    item,
+                    payload,
+                    reason=reason,
+                    operator=operator,
+                    now=clock(),
+                    two_person=policy.two_person,
+                    max_age=policy.max_age,
+                )
         except InboxError as e:
             raise Refused(e.message, code=e.code) from e
 
@@ -63,9 +77,15 @@ async def perform(
 
 
 async def decide(
-    pool: asyncpg.Pool, rail: RailLookup, clock: Clock, policy: Policy, move: Move,
-    proposals: Sequence[str], reason: str | None, operator: str,
-) -> list[ItemOutcome]:  # fmt: skip
+    pool: asyncpg.Pool,
+    rail: RailLookup,
+    clock: Clock,
+    policy: Policy,
+    move: Move,
+    proposals: Sequence[str],
+    reason: str | None,
+    operator: str,
+) -> list[ItemOutcome]:
     """Approve, reject (with `reason`, if given) or withdraw each of `proposals` as `operator`;
     each done or refused with its code (same_operator, not_proposer, proposal_decided,
     proposal_expired, or an approved action's own refusal such as rail_disagrees), in order.
@@ -80,8 +100,9 @@ async def decide(
                 if move is Move.APPROVE:
                     return await approve(conn, rail, item, operator=operator, now=now, max_age=age)
                 if move is Move.REJECT:
-                    return await reject(conn, item, operator=operator, now=now, reason=reason,
-                                        max_age=age)  # fmt: skip
+                    return await reject(
+                        conn, item, operator=operator, now=now, reason=reason, max_age=age
+                    )
                 return await withdraw(conn, item, operator=operator, now=now, max_age=age)
 
     return await each(_targets(proposals), act)

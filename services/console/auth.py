@@ -46,9 +46,13 @@ class Gate:
     """Resolves callers, signs operators in and out."""
 
     def __init__(
-        self, operators: BearerAuth, tenants: BearerAuth, sessions: SessionStore, *,
+        self,
+        operators: BearerAuth,
+        tenants: BearerAuth,
+        sessions: SessionStore,
+        *,
         secure: bool,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._operators, self._tenants, self.sessions = operators, tenants, sessions
         self.secure = secure
         self.cookie = SECURE_COOKIE if secure else LOCAL_COOKIE
@@ -112,16 +116,24 @@ class Gate:
     def set_cookie(self, response: Response, session_id: str) -> None:
         """Hand the session to the browser: HttpOnly, SameSite=Strict, Secure in production."""
         response.set_cookie(
-            self.cookie, session_id, httponly=True, samesite="strict", secure=self.secure,
+            self.cookie,
+            session_id,
+            httponly=True,
+            samesite="strict",
+            secure=self.secure,
             path="/",
-        )  # fmt: skip
+        )
 
     def set_login_cookie(self, response: Response, token: str) -> None:
         """Hand the sign-in form's token to the browser, as its session cookie is handed."""
         response.set_cookie(
-            self.login_cookie, token, httponly=True, samesite="strict", secure=self.secure,
+            self.login_cookie,
+            token,
+            httponly=True,
+            samesite="strict",
+            secure=self.secure,
             path="/",
-        )  # fmt: skip
+        )
 
     def clear_cookie(self, response: Response) -> None:
         """Tell the browser to forget the session."""

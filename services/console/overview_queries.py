@@ -147,10 +147,20 @@ async def read_overview(pool: asyncpg.Pool, now: datetime) -> Overview:
             outbox = await conn.fetchrow(OUTBOX)
             last_run = await conn.fetchrow(LAST_RUN)
     return Overview(
-        now, total, by_status, counts["instructions"], counts["under_review"], throughput,
-        latency, oldest,
-        outbox["unpublished"], outbox["oldest"], counts["inbox"], counts["breaks"], last_run,
-    )  # fmt: skip
+        now,
+        total,
+        by_status,
+        counts["instructions"],
+        counts["under_review"],
+        throughput,
+        latency,
+        oldest,
+        outbox["unpublished"],
+        outbox["oldest"],
+        counts["inbox"],
+        counts["breaks"],
+        last_run,
+    )
 
 
 async def _counts(conn: asyncpg.Connection) -> dict[str, Any]:

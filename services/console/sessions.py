@@ -68,9 +68,13 @@ class SessionStore:
     """Opens, finds and closes sessions, telling time by `clock`."""
 
     def __init__(
-        self, pool: asyncpg.Pool, clock: Callable[[], datetime], *,
-        idle: timedelta = IDLE, lifetime: timedelta = LIFETIME,
-    ) -> None:  # fmt: skip
+        self,
+        pool: asyncpg.Pool,
+        clock: Callable[[], datetime],
+        *,
+        idle: timedelta = IDLE,
+        lifetime: timedelta = LIFETIME,
+    ) -> None:
         self._pool, self._clock, self._idle, self._lifetime = pool, clock, idle, lifetime
 
     async def open(self, operator: str) -> str:

@@ -42,8 +42,9 @@ def templates() -> jinja2.Environment:
     """The console's templates, every value escaped unless marked safe."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("services.console", "templates"),
-        autoescape=True, undefined=jinja2.StrictUndefined,
-    )  # fmt: skip
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
     env.globals["money_text"] = major_text
     return env
 

@@ -129,9 +129,14 @@ def reversal_postings(
 
 
 def step_postings(
-    amount: int, currency: str, tenant: str, held_in: AccountKind, target: SettlementStatus,
-    reversed_before: int, reversed_after: int,
-) -> tuple[list[Posting], AccountKind]:  # fmt: skip
+    amount: int,
+    currency: str,
+    tenant: str,
+    held_in: AccountKind,
+    target: SettlementStatus,
+    reversed_before: int,
+    reversed_after: int,
+) -> tuple[list[Posting], AccountKind]:
     """The postings of one step to `target` and where the money then sits: a reversal books
     what came back since `reversed_before`, any other step moves the whole `amount`."""
     if target in (_S.PARTLY_REVERSED, _S.REVERSED) and held_in is AccountKind.PAID_OUT:

@@ -150,9 +150,12 @@ def reversal_target(amount: int, amount_reversed: int) -> SettlementStatus:
 
 
 def reversed_after(
-    current: SettlementStatus, target: SettlementStatus, amount: int, before: int,
+    current: SettlementStatus,
+    target: SettlementStatus,
+    amount: int,
+    before: int,
     reported: int | None,
-) -> int:  # fmt: skip
+) -> int:
     """The cumulative amount come back after a step from `current` to `target`, given what
     was back `before` and what the rail `reported` (None: all of it; ignored unless the step
     is a reversal); IllegalTransition if a reversal adds nothing, exceeds the amount, or

@@ -134,9 +134,13 @@ def _apply_one(
     )
     for target in moves:
         moved = batch.move(
-            sid, target, actor=ACTOR, reason=f"{event.event_type} {event.rail_event_id}",
-            rail_reference=event.object_id, amount_reversed=reported,
-        )  # fmt: skip
+            sid,
+            target,
+            actor=ACTOR,
+            reason=f"{event.event_type} {event.rail_event_id}",
+            rail_reference=event.object_id,
+            amount_reversed=reported,
+        )
         if moved is None:  # plan only answers legal moves
             raise TransitionConflict(f"settlement {sid} refused {target} under its row lock")
     if s.rail_reference:

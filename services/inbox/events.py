@@ -65,9 +65,13 @@ def parse_event(body: bytes) -> RailEvent:
     object_id = object_id if isinstance(object_id, str) and object_id else None
     amount_back = _amount_back(event_type, obj, created)
     reported = Reported(
-        object_id, _value(obj.get("amount")), _value(obj.get("currency")),
-        _value(obj.get("destination")), _value(data.get("account")), amount_back,
-    )  # fmt: skip
+        object_id,
+        _value(obj.get("amount")),
+        _value(obj.get("currency")),
+        _value(obj.get("destination")),
+        _value(data.get("account")),
+        amount_back,
+    )
     return RailEvent(
         event_id, event_type, object_id, _uuid(meta_id), created, amount_back, reported
     )

@@ -77,9 +77,14 @@ class Webhooks:
     """What `POST /v1/webhooks/stripe` does with a body: verify, parse, store, answer."""
 
     def __init__(
-        self, pool: asyncpg.Pool, signatures: SignatureCheck, metrics: InboxMetrics,
-        max_body_bytes: int, applier: StoredApplier | None, clock: Clock,
-    ) -> None:  # fmt: skip
+        self,
+        pool: asyncpg.Pool,
+        signatures: SignatureCheck,
+        metrics: InboxMetrics,
+        max_body_bytes: int,
+        applier: StoredApplier | None,
+        clock: Clock,
+    ) -> None:
         self._pool, self._signatures, self._metrics = pool, signatures, metrics
         self.max_body_bytes = max_body_bytes
         self._clock = clock

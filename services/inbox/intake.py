@@ -148,9 +148,17 @@ def stored_event(arrival: Arrival, row_id: int) -> StoredEvent:
     """The row just stored for `arrival`, as a claim would read it before its first attempt."""
     e = arrival.event
     return StoredEvent(
-        row_id, e.event_id, e.event_type, e.object_id, e.settlement_id, 0, InboxStatus.RECEIVED,
-        arrival.now, e.amount_reversed, e.reported,
-    )  # fmt: skip
+        row_id,
+        e.event_id,
+        e.event_type,
+        e.object_id,
+        e.settlement_id,
+        0,
+        InboxStatus.RECEIVED,
+        arrival.now,
+        e.amount_reversed,
+        e.reported,
+    )
 
 
 def _stopping() -> StoreUnavailable:
@@ -161,9 +169,13 @@ class EventStore:
     """Stores rail events for concurrent requests in groups; see the module docstring."""
 
     def __init__(
-        self, pool: asyncpg.Pool, applier: StoredApplier | None = None, *, workers: int = 2,
+        self,
+        pool: asyncpg.Pool,
+        applier: StoredApplier | None = None,
+        *,
+        workers: int = 2,
         max_batch: int = 500,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._pool = pool
         self._applier = applier
         self._groups: GroupCommit[Arrival, bool] = GroupCommit(
@@ -227,12 +239,13 @@ class EventStore:
             inserted = await insert_found(conn, rows)
             fresh = sorted(
                 (
-                    stored_event(w, inserted.ids[w.event.event_id]) for w in rows
+                    stored_event(w, inserted.ids[w.event.event_id])
+                    for w in rows
                     if w.event.event_id in inserted.ids
                     and initial_status(w.event)[0] is InboxStatus.RECEIVED
                 ),
                 key=lambda e: (e.received_at, e.id),
-            )  # fmt: skip
+            )
             outcomes = (
                 await applier.apply_stored(conn, fresh, inserted.settlements) if fresh else ()
             )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.domain.rail_event import SIGNALS
-from services.platform.metrics import accepted_to_paid_histogram
+from services.platform.metrics import accepted_to_paid_histogram, with_children
 
 RECEIVED_OUTCOMES = ("stored", "ignored", "duplicate", "rejected")
 SIGNATURE_FAILURES = ("missing_signature", "invalid_signature", "stale_signature")
@@ -45,31 +45,28 @@ def create_metrics(registry: CollectorRegistry | None = None) -> InboxMetrics:
     received = Counter(
         "settle_inbox_received_total", "Signed webhooks by outcome.", ["outcome"], registry=r
     )
-    for outcome in RECEIVED_OUTCOMES:
-        received.labels(outcome=outcome)
     bad = Counter(
-        "settle_inbox_bad_signatures_total", "Webhooks refused for their signature.", ["reason"],
+        "settle_inbox_bad_signatures_total",
+        "Webhooks refused for their signature.",
+        ["reason"],
         registry=r,
-    )  # fmt: skip
-    for reason in SIGNATURE_FAILURES:
-        bad.labels(reason=reason)
+    )
     applied = Counter(
         "settle_inbox_applied_total", "Rail events applied, by type.", ["event_type"], registry=r
     )
-    for event_type in SIGNALS:
-        applied.labels(event_type=event_type)
     return InboxMetrics(
         registry=r,
-        received=received,
+        received=with_children(received, outcome=RECEIVED_OUTCOMES),
         duplicates=Counter(
-            "settle_inbox_duplicates_total", "Webhooks whose event or change was stored already.",
+            "settle_inbox_duplicates_total",
+            "Webhooks whose event or change was stored already.",
             registry=r,
         ),
-        bad_signatures=bad,
+        bad_signatures=with_children(bad, reason=SIGNATURE_FAILURES),
         too_large=Counter(
             "settle_inbox_too_large_total", "Webhook bodies over the size limit.", registry=r
         ),
-        applied=applied,
+        applied=with_children(applied, event_type=SIGNALS),
         parked=Counter(
             "settle_inbox_parked_total", "Apply attempts that found no settlement.", registry=r
         ),
@@ -80,13 +77,16 @@ def create_metrics(registry: CollectorRegistry | None = None) -> InboxMetrics:
             registry=r,
         ),
         apply_seconds=Histogram(
-            "settle_inbox_apply_seconds", "Duration of one apply transaction.",
-            buckets=APPLY_BUCKETS, registry=r,
+            "settle_inbox_apply_seconds",
+            "Duration of one apply transaction.",
+            buckets=APPLY_BUCKETS,
+            registry=r,
         ),
         apply_lag=Histogram(
             "settle_inbox_apply_lag_seconds",
             "From a webhook received to its event applied (committed).",
-            buckets=LAG_BUCKETS, registry=r,
+            buckets=LAG_BUCKETS,
+            registry=r,
         ),
         left_to_worker=Counter(
             "settle_inbox_left_to_worker_total",
@@ -97,4 +97,4 @@ def create_metrics(registry: CollectorRegistry | None = None) -> InboxMetrics:
             "settle_inbox_oldest_parked_seconds", "Age of the oldest parked event.", registry=r
         ),
         accepted_to_paid=accepted_to_paid_histogram(r),
-    )  # fmt: skip
+    )

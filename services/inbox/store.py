@@ -97,10 +97,17 @@ async def store_rejected(
 
 def _stored(row: asyncpg.Record) -> StoredEvent:
     return StoredEvent(
-        row["id"], row["rail_event_id"], row["event_type"], row["object_id"],
-        row["settlement_id"], row["attempts"], InboxStatus(row["status"]), row["received_at"],
-        row["amount_reversed"], reported_in(row["payload"]),
-    )  # fmt: skip
+        row["id"],
+        row["rail_event_id"],
+        row["event_type"],
+        row["object_id"],
+        row["settlement_id"],
+        row["attempts"],
+        InboxStatus(row["status"]),
+        row["received_at"],
+        row["amount_reversed"],
+        reported_in(row["payload"]),
+    )
 
 
 async def claim_due_many(conn: asyncpg.Connection, now: datetime, limit: int) -> list[StoredEvent]:
@@ -140,10 +147,17 @@ async def record_many(conn: asyncpg.Connection, outcomes: list[Recorded], now: d
         months.setdefault(month_start(o.event.received_at), []).append(o)
     for month, rows in months.items():
         done = await conn.execute(
-            RECORD_MONTH, now, month, [o.event.id for o in rows], [o.event.status for o in rows],
-            [o.status for o in rows], [o.reason for o in rows], [o.settlement_id for o in rows],
-            [o.next_attempt_at for o in rows], [mismatch_json(o.mismatch) for o in rows],
-        )  # fmt: skip
+            RECORD_MONTH,
+            now,
+            month,
+            [o.event.id for o in rows],
+            [o.event.status for o in rows],
+            [o.status for o in rows],
+            [o.reason for o in rows],
+            [o.settlement_id for o in rows],
+            [o.next_attempt_at for o in rows],
+            [mismatch_json(o.mismatch) for o in rows],
+        )
         if done != f"UPDATE {len(rows)}":
             raise ClaimedEventChanged(f"inbox events changed while claimed ({done} of {len(rows)})")
 

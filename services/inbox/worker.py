@@ -119,8 +119,9 @@ class InboxWorker:
             # A settlement locked past the timeout, a deadlock, a refused row, a bug: the rows
             # are stored all the same (a lost connection fails the rollback and the commit),
             # and the loops try again with their own batches, one at a time if need be.
-            log.warning("applying %d inbox events as stored failed (%r); left to the loops",
-                        len(events), e)  # fmt: skip
+            log.warning(
+                "applying %d inbox events as stored failed (%r); left to the loops", len(events), e
+            )
             await conn.execute(ROLLBACK_APPLY)
             return None
         self._metrics.apply_seconds.observe(time.perf_counter() - started)
@@ -261,8 +262,14 @@ def _log(event: StoredEvent, outcome: Outcome) -> None:
         return
     why = f": {outcome.reason}" if outcome.reason else ""
     with about_settlement(s.id, s.tenant, s.trace):
-        log.log(level, "webhook %s (%s) %s%s", event.rail_event_id, event.event_type,
-                outcome.status, why)  # fmt: skip
+        log.log(
+            level,
+            "webhook %s (%s) %s%s",
+            event.rail_event_id,
+            event.event_type,
+            outcome.status,
+            why,
+        )
 
 
 async def _apply_or_park(conn: asyncpg.Connection, event: StoredEvent, now: datetime) -> Outcome:

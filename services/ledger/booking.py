@@ -225,16 +225,33 @@ def _mint(r: SettlementRequest, now: datetime) -> _Minted:
     rail = r.rail or DEFAULT_RAIL
     key = rail_idempotency_key(r.tenant, sid, r.destination, r.amount, r.currency)
     body = settlement_body(
-        settlement_id=sid, reference=r.reference, payee=r.payee, destination=r.destination,
-        amount=r.amount, currency=r.currency, rail=rail, metadata=r.metadata,
-        status="accepted", rail_idempotency_key=key, created_at=now,
-    )  # fmt: skip
+        settlement_id=sid,
+        reference=r.reference,
+        payee=r.payee,
+        destination=r.destination,
+        amount=r.amount,
+        currency=r.currency,
+        rail=rail,
+        metadata=r.metadata,
+        status="accepted",
+        rail_idempotency_key=key,
+        created_at=now,
+    )
     event_id = uuid7_text()
     event = settlement_event(
-        event_id, sid, r.tenant, r.reference, r.amount, r.currency, sequence=1,
-        event_type=event_type(SettlementStatus.ACCEPTED), status=SettlementStatus.ACCEPTED,
-        rail_reference=None, reason=None, occurred_at=now,
-    )  # fmt: skip
+        event_id,
+        sid,
+        r.tenant,
+        r.reference,
+        r.amount,
+        r.currency,
+        sequence=1,
+        event_type=event_type(SettlementStatus.ACCEPTED),
+        status=SettlementStatus.ACCEPTED,
+        rail_reference=None,
+        reason=None,
+        occurred_at=now,
+    )
     postings, _ = accept_postings(r.amount, r.currency, r.tenant)
     return _Minted(sid, key, body, uuid7_text(), event_id, event, postings)
 
@@ -293,7 +310,11 @@ def unbookable_result(request: SettlementRequest, error: Exception) -> AcceptRes
     tables, constraints and values of the books."""
     log.error(
         "unbookable settlement request tenant=%r idempotency_key=%r reference=%r: %s: %s",
-        request.tenant, request.idempotency_key, request.reference, type(error).__name__, error,
-    )  # fmt: skip
+        request.tenant,
+        request.idempotency_key,
+        request.reference,
+        type(error).__name__,
+        error,
+    )
     body = error_body("unbookable", "the books cannot hold this settlement", "amount")
     return AcceptResult(Outcome.UNBOOKABLE, 422, body)

@@ -107,8 +107,12 @@ class DeadLetters:
             r = d.record
             log.warning(
                 "command dead-lettered: %s (%s) %s[%d]@%d",
-                d.code, d.message[:200], r.topic, r.partition, r.offset,
-            )  # fmt: skip
+                d.code,
+                d.message[:200],
+                r.topic,
+                r.partition,
+                r.offset,
+            )
 
     async def _send(self, d: DeadLetter, keep_value: bool) -> asyncio.Future[Any]:
         key, value, headers = bounded(d, self.limit, keep_value)

@@ -109,13 +109,15 @@ def create_metrics(
         inflight_wait=Histogram(
             "settle_ledger_inflight_wait_seconds",
             "How long a request waited on a same-key request still in flight.",
-            buckets=INFLIGHT_WAIT_BUCKETS, registry=r,
+            buckets=INFLIGHT_WAIT_BUCKETS,
+            registry=r,
         ),
         consumer_lag=consumer_lag_gauge(r),
         accept_seconds=Histogram(
             "settle_ledger_accept_seconds",
             "Time to book, replay or refuse one settlement request.",
-            buckets=ACCEPT_BUCKETS, registry=r,
+            buckets=ACCEPT_BUCKETS,
+            registry=r,
         ),
         kafka_dedupe_hits=Counter(
             "settle_ledger_kafka_dedupe_hits_total",
@@ -123,34 +125,44 @@ def create_metrics(
             registry=r,
         ),
         dlq=Counter(
-            "settle_ledger_dlq_total", "Commands sent to settlement.commands.dlq, by reason.",
-            ["reason"], registry=r,
+            "settle_ledger_dlq_total",
+            "Commands sent to settlement.commands.dlq, by reason.",
+            ["reason"],
+            registry=r,
         ),
         batch_size=Histogram(
-            "settle_ledger_batch_size", "Settlements booked per PostgreSQL transaction.",
-            buckets=BATCH_BUCKETS, registry=r,
+            "settle_ledger_batch_size",
+            "Settlements booked per PostgreSQL transaction.",
+            buckets=BATCH_BUCKETS,
+            registry=r,
         ),
-    )  # fmt: skip
+    )
 
 
 def _idempotency_counters(r: CollectorRegistry) -> tuple[Counter, Counter, Counter, Counter]:
     """The requests, claim conflicts, fingerprint mismatches and fail-closed counters."""
     requests = Counter(
-        "settle_ledger_requests_total", "Settlement requests (HTTP and Kafka) by outcome.",
-        ["outcome", "tenant"], registry=r,
-    )  # fmt: skip
+        "settle_ledger_requests_total",
+        "Settlement requests (HTTP and Kafka) by outcome.",
+        ["outcome", "tenant"],
+        registry=r,
+    )
     conflicts = Counter(
         "settle_ledger_claim_conflicts_total",
-        "Requests whose idempotency key a concurrent request held.", ["tenant"], registry=r,
-    )  # fmt: skip
+        "Requests whose idempotency key a concurrent request held.",
+        ["tenant"],
+        registry=r,
+    )
     mismatches = Counter(
         "settle_ledger_fingerprint_mismatches_total",
-        "Requests refused 422 idempotency_key_reused: same key, other request.", ["tenant"],
+        "Requests refused 422 idempotency_key_reused: same key, other request.",
+        ["tenant"],
         registry=r,
-    )  # fmt: skip
+    )
     fail_closed = Counter(
         "settle_ledger_fail_closed_total",
-        "Requests refused 503 because a dependency could not take them.", ["reason"],
+        "Requests refused 503 because a dependency could not take them.",
+        ["reason"],
         registry=r,
-    )  # fmt: skip
+    )
     return requests, conflicts, mismatches, fail_closed

@@ -126,27 +126,51 @@ def parse_proposal_id(text: str) -> int:
 
 
 async def submit(
-    pool: asyncpg.Pool, lookup: RailLookup, action: ProposedAction, target: str,
-    payload: Mapping[str, Any], *, reason: str | None, operator: str, now: datetime,
-    two_person: bool, max_age: timedelta = DEFAULT_MAX_AGE,
-) -> Submitted:  # fmt: skip
+    pool: asyncpg.Pool,
+    lookup: RailLookup,
+    action: ProposedAction,
+    target: str,
+    payload: Mapping[str, Any],
+    *,
+    reason: str | None,
+    operator: str,
+    now: datetime,
+    two_person: bool,
+    max_age: timedelta = DEFAULT_MAX_AGE,
+) -> Submitted:
     """Do `action` on `target` (a settlement, break or inbox event id) as `operator` now, or,
     in two-person mode, propose it for a different operator to approve."""
     async with pool.acquire() as conn:
         if two_person:
-            found = await propose(conn, action, target, payload, reason=reason,
-                                  operator=operator, now=now, max_age=max_age)  # fmt: skip
+            found = await propose(
+                conn,
+                action,
+                target,
+                payload,
+                reason=reason,
+                operator=operator,
+                now=now,
+                max_age=max_age,
+            )
             return Submitted(True, found)
         kept, why = checked(action, payload, reason)
-        done = await perform(conn, lookup, action, target, kept, reason=why, operator=operator,
-                             now=now)  # fmt: skip
+        done = await perform(
+            conn, lookup, action, target, kept, reason=why, operator=operator, now=now
+        )
         return Submitted(False, done)
 
 
 async def propose(
-    conn: asyncpg.Connection, action: ProposedAction, target: str, payload: Mapping[str, Any],
-    *, reason: str | None, operator: str, now: datetime, max_age: timedelta = DEFAULT_MAX_AGE,
-) -> dict[str, Any]:  # fmt: skip
+    conn: asyncpg.Connection,
+    action: ProposedAction,
+    target: str,
+    payload: Mapping[str, Any],
+    *,
+    reason: str | None,
+    operator: str,
+    now: datetime,
+    max_age: timedelta = DEFAULT_MAX_AGE,
+) -> dict[str, Any]:
     """Record `operator`'s proposal of `action` on `target`; Refused (`proposal_pending`) while
     another one for it waits, NotFound, BadRequest or ReasonMissing change nothing."""
     kept, why = checked(action, payload, reason)
@@ -157,19 +181,27 @@ async def propose(
             await conn.execute(EXPIRE_STALE, action, canonical, now, now - max_age)
             try:
                 async with conn.transaction():
-                    row = await conn.fetchrow(INSERT, action, canonical, json.dumps(kept), why,
-                                              operator, now)  # fmt: skip
+                    row = await conn.fetchrow(
+                        INSERT, action, canonical, json.dumps(kept), why, operator, now
+                    )
             except asyncpg.UniqueViolationError:
                 waiting = await conn.fetchval(PENDING_OF, action, canonical)
-                raise Refused(f"proposal {waiting} for {canonical} awaits a decision already",
-                              code=PROPOSAL_PENDING) from None  # fmt: skip
+                raise Refused(
+                    f"proposal {waiting} for {canonical} awaits a decision already",
+                    code=PROPOSAL_PENDING,
+                ) from None
     return proposal_document(row, now, max_age)
 
 
 async def approve(
-    conn: asyncpg.Connection, lookup: RailLookup, proposal: str, *, operator: str,
-    now: datetime, max_age: timedelta = DEFAULT_MAX_AGE,
-) -> dict[str, Any]:  # fmt: skip
+    conn: asyncpg.Connection,
+    lookup: RailLookup,
+    proposal: str,
+    *,
+    operator: str,
+    now: datetime,
+    max_age: timedelta = DEFAULT_MAX_AGE,
+) -> dict[str, Any]:
     """Approve another operator's proposal and do its action, audited with both names; the
     proposal after. Refused when it is not `operator`'s to approve, has expired or was decided
     already (nothing changes but an expiry), or when the action is refused (it ends failed)."""
@@ -184,10 +216,16 @@ async def approve(
             else:
                 try:
                     outcome = await perform(
-                        conn, lookup, ProposedAction(row["action"]), item_of(row["target"]),
-                        json.loads(row["payload"]), reason=row["reason"],
-                        operator=row["proposed_by"], now=now, approver=operator,
-                    )  # fmt: skip
+                        conn,
+                        lookup,
+                        ProposedAction(row["action"]),
+                        item_of(row["target"]),
+                        json.loads(row["payload"]),
+                        reason=row["reason"],
+                        operator=row["proposed_by"],
+                        now=now,
+                        approver=operator,
+                    )
                 except ACTION_REFUSALS as e:
                     if e.retriable:
                         raise  # the rail or the database did not answer: still pending
@@ -199,26 +237,39 @@ async def approve(
 
 
 async def reject(
-    conn: asyncpg.Connection, proposal: str, *, operator: str, now: datetime,
-    reason: str | None = None, max_age: timedelta = DEFAULT_MAX_AGE,
-) -> dict[str, Any]:  # fmt: skip
+    conn: asyncpg.Connection,
+    proposal: str,
+    *,
+    operator: str,
+    now: datetime,
+    reason: str | None = None,
+    max_age: timedelta = DEFAULT_MAX_AGE,
+) -> dict[str, Any]:
     """Refuse another operator's proposal (why, if said, kept in its outcome); the proposal."""
     return await _close(conn, proposal, Move.REJECT, operator, now, reason, max_age)
 
 
 async def withdraw(
-    conn: asyncpg.Connection, proposal: str, *, operator: str, now: datetime,
+    conn: asyncpg.Connection,
+    proposal: str,
+    *,
+    operator: str,
+    now: datetime,
     max_age: timedelta = DEFAULT_MAX_AGE,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Take back one's own pending proposal; the proposal."""
     return await _close(conn, proposal, Move.WITHDRAW, operator, now, None, max_age)
 
 
 async def list_proposals(
-    conn: asyncpg.Connection | asyncpg.Pool, *, now: datetime,
-    status: ProposalStatus | None = ProposalStatus.PENDING, after: int = 0,
-    limit: int = MAX_PAGE, max_age: timedelta = DEFAULT_MAX_AGE,
-) -> list[dict[str, Any]]:  # fmt: skip
+    conn: asyncpg.Connection | asyncpg.Pool,
+    *,
+    now: datetime,
+    status: ProposalStatus | None = ProposalStatus.PENDING,
+    after: int = 0,
+    limit: int = MAX_PAGE,
+    max_age: timedelta = DEFAULT_MAX_AGE,
+) -> list[dict[str, Any]]:
     """Proposals with id above `after`, by id, at most `limit` (capped), in `status` (None:
     any); pending means still waiting, those past their age left out."""
     stale_before = now - max_age if status is ProposalStatus.PENDING else None
@@ -228,9 +279,14 @@ async def list_proposals(
 
 
 async def _close(
-    conn: asyncpg.Connection, proposal: str, move: Move, operator: str, now: datetime,
-    reason: str | None, max_age: timedelta,
-) -> dict[str, Any]:  # fmt: skip
+    conn: asyncpg.Connection,
+    proposal: str,
+    move: Move,
+    operator: str,
+    now: datetime,
+    reason: str | None,
+    max_age: timedelta,
+) -> dict[str, Any]:
     with unavailable_when_down(DOWN):
         async with conn.transaction():
             row, status = await _locked(conn, proposal, move, operator, now, max_age)
@@ -242,9 +298,13 @@ async def _close(
 
 
 async def _locked(
-    conn: asyncpg.Connection, proposal: str, move: Move, operator: str, now: datetime,
+    conn: asyncpg.Connection,
+    proposal: str,
+    move: Move,
+    operator: str,
+    now: datetime,
     max_age: timedelta,
-) -> tuple[asyncpg.Record, ProposalStatus]:  # fmt: skip
+) -> tuple[asyncpg.Record, ProposalStatus]:
     row = await conn.fetchrow(LOCK, parse_proposal_id(proposal))
     if row is None:
         raise NotFound(f"no proposal {proposal}")
@@ -256,13 +316,21 @@ async def _locked(
 
 
 async def _write(
-    conn: asyncpg.Connection, row: asyncpg.Record, status: ProposalStatus,
-    decided_by: str | None, now: datetime, outcome: Mapping[str, Any] | None,
-) -> asyncpg.Record:  # fmt: skip
+    conn: asyncpg.Connection,
+    row: asyncpg.Record,
+    status: ProposalStatus,
+    decided_by: str | None,
+    now: datetime,
+    outcome: Mapping[str, Any] | None,
+) -> asyncpg.Record:
     written = await conn.fetchrow(
-        DECIDE, row["id"], status, decided_by, now,
+        DECIDE,
+        row["id"],
+        status,
+        decided_by,
+        now,
         None if outcome is None else json.dumps(outcome, sort_keys=True, default=str),
-    )  # fmt: skip
+    )
     if written is None:  # the row is locked: only a bug or a manual edit gets here
         raise Refused(f"proposal {row['id']} changed under its lock", code="proposal_decided")
     return written
@@ -271,8 +339,10 @@ async def _write(
 def _raise_if_not_done(row: asyncpg.Record, refusal: ApiError | None) -> None:
     """After the decision is committed: an expiry or a refused action is the caller's error."""
     if row["status"] == ProposalStatus.EXPIRED:
-        raise Refused(f"proposal {row['id']} has expired; propose it again",
-                      code=PROPOSAL_EXPIRED)  # fmt: skip
+        raise Refused(f"proposal {row['id']} has expired; propose it again", code=PROPOSAL_EXPIRED)
     if refusal is not None:
-        raise Refused(f"proposal {row['id']} failed: {refusal.message}", code=refusal.code,
-                      field=refusal.field) from refusal  # fmt: skip
+        raise Refused(
+            f"proposal {row['id']} failed: {refusal.message}",
+            code=refusal.code,
+            field=refusal.field,
+        ) from refusal

@@ -144,10 +144,15 @@ async def detach_month(
     """Audit, then detach every partition of `month` (concurrently: writes to the history go
     on). Run again after an interruption, it finishes a detach left pending."""
     await record_action(
-        conn, actor=actor, action="history.archive", target=f"{month:%Y-%m}",
-        detail={"partitions": [name for _, name in parts]}, before={"attached": True},
-        after={"attached": False}, now=datetime.now(UTC),
-    )  # fmt: skip
+        conn,
+        actor=actor,
+        action="history.archive",
+        target=f"{month:%Y-%m}",
+        detail={"partitions": [name for _, name in parts]},
+        before={"attached": True},
+        after={"attached": False},
+        now=datetime.now(UTC),
+    )
     for table, name in parts:
         pending = await conn.fetchval(
             "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = $1::regclass", name

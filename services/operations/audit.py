@@ -37,7 +37,14 @@ async def record_action(
     """Append the audit row of one action in the caller's transaction (`approved_by`: the
     second operator of a maker-checker action); its id."""
     row_id = await conn.fetchval(
-        RECORD, actor, action, target, json.dumps(detail, sort_keys=True),
-        json.dumps(before, sort_keys=True), json.dumps(after, sort_keys=True), now, approved_by,
-    )  # fmt: skip
+        RECORD,
+        actor,
+        action,
+        target,
+        json.dumps(detail, sort_keys=True),
+        json.dumps(before, sort_keys=True),
+        json.dumps(after, sort_keys=True),
+        now,
+        approved_by,
+    )
     return int(row_id)

@@ -41,14 +41,22 @@ SHOW = f"SELECT {BREAK_COLUMNS} FROM reconciliation_breaks WHERE id = $1"
 def break_document(item: StoredBreak) -> dict[str, Any]:
     """One stored break as listings, `show` and the JSON lines export write it."""
     return {
-        "id": item.id, "type": item.break_type.value, "status": item.status.value,
-        "settlement_id": item.settlement_id, "rail_object_id": item.rail_object_id,
-        "field": item.field, "currency": item.currency, "expected": item.expected,
-        "actual": item.actual, "reason": item.reason,
-        "first_seen": item.first_seen.isoformat(), "last_seen": item.last_seen.isoformat(),
+        "id": item.id,
+        "type": item.break_type.value,
+        "status": item.status.value,
+        "settlement_id": item.settlement_id,
+        "rail_object_id": item.rail_object_id,
+        "field": item.field,
+        "currency": item.currency,
+        "expected": item.expected,
+        "actual": item.actual,
+        "reason": item.reason,
+        "first_seen": item.first_seen.isoformat(),
+        "last_seen": item.last_seen.isoformat(),
         "resolved_at": item.resolved_at.isoformat() if item.resolved_at else None,
-        "resolved_by": item.resolved_by, "resolution_reason": item.resolution_reason,
-    }  # fmt: skip
+        "resolved_by": item.resolved_by,
+        "resolution_reason": item.resolution_reason,
+    }
 
 
 def parse_break_id(text: str) -> int:
@@ -71,9 +79,12 @@ async def list_breaks(
     type when given: pass the last id back for the next page."""
     with unavailable_when_down("PostgreSQL is unreachable; no break was read"):
         rows = await conn.fetch(
-            LIST, after, min(limit, MAX_PAGE), status and status.value,
+            LIST,
+            after,
+            min(limit, MAX_PAGE),
+            status and status.value,
             break_type and break_type.value,
-        )  # fmt: skip
+        )
     return [stored_break(r) for r in rows]
 
 
@@ -87,9 +98,14 @@ async def show_break(conn: asyncpg.Connection | asyncpg.Pool, break_id: str) -> 
 
 
 async def resolve_break(
-    conn: asyncpg.Connection, break_id: str, *, reason: str, operator: str, now: datetime,
+    conn: asyncpg.Connection,
+    break_id: str,
+    *,
+    reason: str,
+    operator: str,
+    now: datetime,
     approver: str | None = None,
-) -> StoredBreak:  # fmt: skip
+) -> StoredBreak:
     """Resolve an open break with the operator's reason, audited (with `approver`, the second
     operator who approved it, if any); NotFound, Refused (`break_closed`: healed or resolved
     already) or ReasonMissing change nothing."""
@@ -97,9 +113,14 @@ async def resolve_break(
         raise ReasonMissing()
     try:
         return await close_break(
-            conn, parse_break_id(break_id), BreakStatus.RESOLVED, actor=operator,
-            reason=reason, now=now, approved_by=approver,
-        )  # fmt: skip
+            conn,
+            parse_break_id(break_id),
+            BreakStatus.RESOLVED,
+            actor=operator,
+            reason=reason,
+            now=now,
+            approved_by=approver,
+        )
     except BreakNotFound as e:
         raise NotFound(str(e)) from e
     except (IllegalBreakTransition, BreakChanged) as e:

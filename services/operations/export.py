@@ -22,9 +22,18 @@ from services.reconcile.store import BREAK_COLUMNS, stored_break
 
 DEFAULT_PREFETCH = 1000
 COLUMNS = (
-    "id", "type", "settlement_id", "rail_object_id", "field", "currency", "expected",
-    "actual", "reason", "first_seen", "last_seen",
-)  # fmt: skip
+    "id",
+    "type",
+    "settlement_id",
+    "rail_object_id",
+    "field",
+    "currency",
+    "expected",
+    "actual",
+    "reason",
+    "first_seen",
+    "last_seen",
+)
 OPEN_BREAKS = f"""
 SELECT {BREAK_COLUMNS} FROM reconciliation_breaks
  WHERE status = 'open' AND ($1::text IS NULL OR break_type = $1) ORDER BY id

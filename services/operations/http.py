@@ -137,9 +137,10 @@ def routes(
     """The operator routes (see the module docstring), for a Starlette or FastAPI app."""
     acting = _Acting(pool, rail, clock, policy)
     handlers = [
-        *_review_routes(pool, acting), *_break_routes(pool, acting),
+        *_review_routes(pool, acting),
+        *_break_routes(pool, acting),
         *_approval_routes(pool, acting),
-    ]  # fmt: skip
+    ]
     return [
         Route(path, _guarded(operators, tenants, handler), methods=[method])
         for path, method, handler in handlers
@@ -155,14 +156,26 @@ class _Acting(NamedTuple):
     policy: Policy
 
     async def submit(
-        self, action: ProposedAction, item: str, payload: dict[str, Any], reason: str,
+        self,
+        action: ProposedAction,
+        item: str,
+        payload: dict[str, Any],
+        reason: str,
         operator: str,
-    ) -> Response:  # fmt: skip
+    ) -> Response:
         """The action done (200 with its result) or, in two-person mode, proposed (202)."""
         done = await submit(
-            self.pool, self.rail, action, item, payload, reason=reason, operator=operator,
-            now=self.clock(), two_person=self.policy.two_person, max_age=self.policy.max_age,
-        )  # fmt: skip
+            self.pool,
+            self.rail,
+            action,
+            item,
+            payload,
+            reason=reason,
+            operator=operator,
+            now=self.clock(),
+            two_person=self.policy.two_person,
+            max_age=self.policy.max_age,
+        )
         return _json(done.document, 202 if done.proposed else 200)
 
 
@@ -183,9 +196,12 @@ def _review_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, 
             raise BadRequest('say how: "as": paid, failed or retry', code="invalid_as", field="as")
         payload = {"as": str(resolution)}
         return await acting.submit(
-            ProposedAction.REVIEW_RESOLVE, request.path_params["id"], payload, _reason(body),
+            ProposedAction.REVIEW_RESOLVE,
+            request.path_params["id"],
+            payload,
+            _reason(body),
             operator,
-        )  # fmt: skip
+        )
 
     return [
         ("/v1/review", "GET", review_list),
@@ -198,10 +214,12 @@ def _break_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, H
     async def breaks_list(request: Request, _: str) -> Response:
         q = request.query_params
         found = await breaks.list_breaks(
-            pool, after=_int(q.get("after"), "after", 0), limit=_int(q.get("limit"), "limit", 100),
+            pool,
+            after=_int(q.get("after"), "after", 0),
+            limit=_int(q.get("limit"), "limit", 100),
             status=_choice(BreakStatus, q.get("status"), "status"),
             break_type=_choice(BreakType, q.get("type"), "type"),
-        )  # fmt: skip
+        )
         data = [breaks.break_document(b) for b in found]
         return _json({"data": data, "next_after": found[-1].id if found else None})
 
@@ -239,34 +257,49 @@ def _approval_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str
         wanted = q.get("status", ProposalStatus.PENDING.value)
         status = None if wanted == "any" else _choice(ProposalStatus, wanted, "status")
         found = await approvals.list_proposals(
-            pool, now=acting.clock(), status=status, after=_int(q.get("after"), "after", 0),
-            limit=_int(q.get("limit"), "limit", 50), max_age=max_age,
-        )  # fmt: skip
+            pool,
+            now=acting.clock(),
+            status=status,
+            after=_int(q.get("after"), "after", 0),
+            limit=_int(q.get("limit"), "limit", 50),
+            max_age=max_age,
+        )
         return _json({"data": found, "next_after": found[-1]["id"] if found else None})
 
     async def approve(request: Request, operator: str) -> Response:
         async with pool.acquire() as conn:
             done = await approvals.approve(
-                conn, acting.rail, request.path_params["id"], operator=operator,
-                now=acting.clock(), max_age=max_age,
-            )  # fmt: skip
+                conn,
+                acting.rail,
+                request.path_params["id"],
+                operator=operator,
+                now=acting.clock(),
+                max_age=max_age,
+            )
         return _json(done)
 
     async def reject(request: Request, operator: str) -> Response:
         why = (await _body(request)).get("reason")
         async with pool.acquire() as conn:
             done = await approvals.reject(
-                conn, request.path_params["id"], operator=operator, now=acting.clock(),
-                reason=why if isinstance(why, str) else None, max_age=max_age,
-            )  # fmt: skip
+                conn,
+                request.path_params["id"],
+                operator=operator,
+                now=acting.clock(),
+                reason=why if isinstance(why, str) else None,
+                max_age=max_age,
+            )
         return _json(done)
 
     async def withdraw(request: Request, operator: str) -> Response:
         async with pool.acquire() as conn:
             done = await approvals.withdraw(
-                conn, request.path_params["id"], operator=operator, now=acting.clock(),
+                conn,
+                request.path_params["id"],
+                operator=operator,
+                now=acting.clock(),
                 max_age=max_age,
-            )  # fmt: skip
+            )
         return _json(done)
 
     return [

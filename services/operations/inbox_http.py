@@ -53,10 +53,19 @@ def inbox_routes(
         try:
             async with pool.acquire() as conn:
                 if policy.two_person:  # 202 with the proposal, for a second operator
-                    return _json(await propose(
-                        conn, ProposedAction.INBOX_REPLAY, event, {}, reason=None,
-                        operator=operator, now=clock(), max_age=policy.max_age,
-                    ), 202)  # fmt: skip
+                    return _json(
+                        await propose(
+                            conn,
+                            ProposedAction.INBOX_REPLAY,
+                            event,
+                            {},
+                            reason=None,
+                            operator=operator,
+                            now=clock(),
+                            max_age=policy.max_age,
+                        ),
+                        202,
+                    )
                 row_id = await replay(conn, event, operator, clock())
         except STORE_FAILURES as e:
             raise StoreUnavailable("the inbox store does not answer") from e

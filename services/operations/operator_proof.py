@@ -24,9 +24,9 @@ def prove_operator(settings: Settings, operator: str, token: str | None) -> None
         return
     if not token:
         raise Refused(
-            f"two-person mode: set {OPERATOR_TOKEN} to your operator token to act as "
-            f"{operator!r}", code=UNPROVEN,
-        )  # fmt: skip
+            f"two-person mode: set {OPERATOR_TOKEN} to your operator token to act as {operator!r}",
+            code=UNPROVEN,
+        )
     try:
         holder = BearerAuth(settings.operator_by_token).tenant_for(token)
     except Unauthorized:

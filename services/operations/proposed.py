@@ -92,17 +92,30 @@ def item_of(target: str) -> str:
 
 
 async def perform(
-    conn: asyncpg.Connection, lookup: RailLookup, action: ProposedAction, item: str,
-    payload: Mapping[str, Any], *, reason: str | None, operator: str, now: datetime,
+    conn: asyncpg.Connection,
+    lookup: RailLookup,
+    action: ProposedAction,
+    item: str,
+    payload: Mapping[str, Any],
+    *,
+    reason: str | None,
+    operator: str,
+    now: datetime,
     approver: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Do `action` on `item` now, audited as `operator`'s (approved by `approver`, if any);
     its result as the HTTP routes answer it. Refuses exactly as the CLI refuses."""
     if action is ProposedAction.REVIEW_RESOLVE:
         done = await review.resolve(
-            conn, lookup, item, Resolution(payload["as"]), reason=reason or "",
-            operator=operator, now=now, approver=approver,
-        )  # fmt: skip
+            conn,
+            lookup,
+            item,
+            Resolution(payload["as"]),
+            reason=reason or "",
+            operator=operator,
+            now=now,
+            approver=approver,
+        )
         return done._asdict()
     if action is ProposedAction.BREAK_RESOLVE:
         closed = await breaks.resolve_break(

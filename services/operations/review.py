@@ -111,9 +111,16 @@ async def show(conn: asyncpg.Connection | asyncpg.Pool, settlement_id: str) -> d
 
 
 async def resolve(
-    conn: asyncpg.Connection, rail: RailLookup, settlement_id: str, resolution: Resolution,
-    *, reason: str, operator: str, now: datetime, approver: str | None = None,
-) -> Resolved:  # fmt: skip
+    conn: asyncpg.Connection,
+    rail: RailLookup,
+    settlement_id: str,
+    resolution: Resolution,
+    *,
+    reason: str,
+    operator: str,
+    now: datetime,
+    approver: str | None = None,
+) -> Resolved:
     """Resolve a settlement under review as `resolution` if the rail, asked now, agrees
     (`approver`: the second operator who approved `operator`'s proposal, audited with it);
     Refused, NotFound, ReasonMissing or RailUnavailable change nothing."""
@@ -134,56 +141,105 @@ async def resolve(
 
 
 async def _write(
-    conn: asyncpg.Connection, row: asyncpg.Record, resolution: Resolution,
+    conn: asyncpg.Connection,
+    row: asyncpg.Record,
+    resolution: Resolution,
     objects: Sequence[RailObject],
-    reason: str, operators: tuple[str, str | None], now: datetime,
-) -> Resolved:  # fmt: skip
+    reason: str,
+    operators: tuple[str, str | None],
+    now: datetime,
+) -> Resolved:
     operator, approver = operators
     batch = await TransitionBatch.lock(conn, [row["id"]])
     locked = batch.settlements[row["id"]]
     instruction = InstructionStatus(await conn.fetchval(LOCK_INSTRUCTION, row["id"]))
     decision = decide(_under_review(row, locked.status, instruction), resolution, objects)
-    before = {"status": str(locked.status), "version": locked.version,
-              "instruction": str(instruction), "rail_reference": locked.rail_reference}  # fmt: skip
+    before = {
+        "status": str(locked.status),
+        "version": locked.version,
+        "instruction": str(instruction),
+        "rail_reference": locked.rail_reference,
+    }
     if decision.settlement is not None:
-        moved = batch.move(row["id"], decision.settlement, actor=operator, reason=reason,
-                           rail_reference=decision.rail_reference)  # fmt: skip
+        moved = batch.move(
+            row["id"],
+            decision.settlement,
+            actor=operator,
+            reason=reason,
+            rail_reference=decision.rail_reference,
+        )
         if moved is None:
             raise Refused(f"settlement {row['id']} cannot go to {decision.settlement}")
         await batch.write(conn, now)
     status = await conn.execute(
-        RESOLVE_INSTRUCTION, row["id"], instruction, decision.instruction,
-        decision.rail_reference, now,
-    )  # fmt: skip
+        RESOLVE_INSTRUCTION,
+        row["id"],
+        instruction,
+        decision.instruction,
+        decision.rail_reference,
+        now,
+    )
     if status != "UPDATE 1":
         raise TransitionConflict(f"rail instruction {row['id']} changed under its lock")
-    after = {"status": str(locked.status), "version": locked.version,
-             "instruction": str(decision.instruction),
-             "rail_reference": locked.rail_reference}  # fmt: skip
+    after = {
+        "status": str(locked.status),
+        "version": locked.version,
+        "instruction": str(decision.instruction),
+        "rail_reference": locked.rail_reference,
+    }
     action_id = await record_action(
-        conn, actor=operator, action=ACTION, target=f"settlement:{row['id']}",
-        detail={"as": str(resolution), "reason": reason,
-                "rail_objects": sorted(o.object_id for o in objects)},
-        before=before, after=after, now=now, approved_by=approver,
-    )  # fmt: skip
+        conn,
+        actor=operator,
+        action=ACTION,
+        target=f"settlement:{row['id']}",
+        detail={
+            "as": str(resolution),
+            "reason": reason,
+            "rail_objects": sorted(o.object_id for o in objects),
+        },
+        before=before,
+        after=after,
+        now=now,
+        approved_by=approver,
+    )
     return _resolved(row, resolution, decision, locked.status, action_id)
 
 
 def _resolved(
-    row: asyncpg.Record, resolution: Resolution, decision: Decision,
-    settlement: SettlementStatus, action_id: int,
-) -> Resolved:  # fmt: skip
-    return Resolved(str(row["id"]), resolution, settlement, decision.instruction,
-                    decision.rail_reference, action_id)  # fmt: skip
+    row: asyncpg.Record,
+    resolution: Resolution,
+    decision: Decision,
+    settlement: SettlementStatus,
+    action_id: int,
+) -> Resolved:
+    return Resolved(
+        str(row["id"]),
+        resolution,
+        settlement,
+        decision.instruction,
+        decision.rail_reference,
+        action_id,
+    )
 
 
 def _under_review(row: asyncpg.Record, status: str, instruction: str) -> UnderReview:
-    return UnderReview(str(row["id"]), SettlementStatus(status), row["amount"], row["currency"],
-                       row["destination"], InstructionStatus(instruction))  # fmt: skip
+    return UnderReview(
+        str(row["id"]),
+        SettlementStatus(status),
+        row["amount"],
+        row["currency"],
+        row["destination"],
+        InstructionStatus(instruction),
+    )
 
 
 def _instruction(row: asyncpg.Record) -> RailInstruction:
     return RailInstruction(
-        str(row["id"]), row["tenant"], row["idempotency_key"], row["destination"],
-        row["amount"], row["currency"], PayoutMethod(row["method"]),
-    )  # fmt: skip
+        str(row["id"]),
+        row["tenant"],
+        row["idempotency_key"],
+        row["destination"],
+        row["amount"],
+        row["currency"],
+        PayoutMethod(row["method"]),
+    )

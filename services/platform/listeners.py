@@ -64,9 +64,13 @@ def public_api(title: str, description: str, *, openapi: bool) -> FastAPI:
     """A public port's FastAPI app: error shape and /healthz, no /docs; /openapi.json only
     when its callers are meant to read it."""
     app = FastAPI(
-        title=title, version="1", description=description, docs_url=None, redoc_url=None,
+        title=title,
+        version="1",
+        description=description,
+        docs_url=None,
+        redoc_url=None,
         openapi_url="/openapi.json" if openapi else None,
-    )  # fmt: skip
+    )
     install_error_handlers(app)
     app.include_router(liveness_routes())
     return app
@@ -108,10 +112,14 @@ class ListeningServer:
         # No client address is read, so no proxy-header rewriting on every request; no
         # lifespan: the composition root opens and closes what the apps use.
         config = uvicorn.Config(
-            ByPort(apps, self.admin_port), log_level="warning", access_log=False,
+            ByPort(apps, self.admin_port),
+            log_level="warning",
+            access_log=False,
             log_config=None,  # its lines go through the service's own log format
-            proxy_headers=False, lifespan="off", timeout_graceful_shutdown=GRACE_SECONDS,
-        )  # fmt: skip
+            proxy_headers=False,
+            lifespan="off",
+            timeout_graceful_shutdown=GRACE_SECONDS,
+        )
         self._server = uvicorn.Server(config)
 
     async def serve(self) -> None:

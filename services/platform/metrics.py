@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+import itertools
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 from fastapi import FastAPI
-from prometheus_client import CollectorRegistry, Gauge, Histogram, make_asgi_app
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_asgi_app
 from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -16,8 +18,21 @@ CONSUMER_LAG = "settle_consumer_lag"
 # A settlement is paid within seconds when the rail answers at once, within hours or days when
 # the rail batches payouts: both ends are watched.
 ACCEPTED_TO_PAID_BUCKETS = (
-    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0, 259200.0,
-)  # fmt: skip
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    900.0,
+    3600.0,
+    14400.0,
+    86400.0,
+    259200.0,
+)
 _DOCUMENTED = {
     "get": {
         "tags": ["operations"],
@@ -95,3 +110,15 @@ def accepted_to_paid_histogram(registry: CollectorRegistry) -> Histogram:
         buckets=ACCEPTED_TO_PAID_BUCKETS,
         registry=registry,
     )
+
+
+M = TypeVar("M", Counter, Gauge, Histogram)
+
+
+def with_children(metric: M, **label_values: Iterable[str]) -> M:
+    """`metric` with a child for every combination of the label values given, made now, so
+    each series is exported (at 0) before its first sample."""
+    names = list(label_values)
+    for combination in itertools.product(*label_values.values()):
+        metric.labels(**dict(zip(names, combination, strict=True)))
+    return metric

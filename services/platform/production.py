@@ -144,8 +144,10 @@ def _weak(secrets: list[SecretStr], mode: str) -> str | None:
 def _stripe_base(settings: Settings) -> ConfigError | None:
     base = settings.stripe_api_base
     if base is not None and not base.startswith("https://"):
-        return ConfigError("STRIPE_API_BASE", "must be https:// in production mode: the secret "
-                           "key goes with every request")  # fmt: skip
+        return ConfigError(
+            "STRIPE_API_BASE",
+            "must be https:// in production mode: the secret key goes with every request",
+        )
     return None
 
 

@@ -81,9 +81,16 @@ async def close_break(
             current = BreakStatus(row["status"])
             step = transition(BreakType(row["break_type"]), current, target, reason)
             closed = await conn.fetchrow(
-                CLOSE_BREAK, break_id, step.source.value, step.target.value, now, actor,
-                step.reason, ACTIONS[step.target], approved_by,
-            )  # fmt: skip
+                CLOSE_BREAK,
+                break_id,
+                step.source.value,
+                step.target.value,
+                now,
+                actor,
+                step.reason,
+                ACTIONS[step.target],
+                approved_by,
+            )
             if closed is None:
                 raise BreakChanged(break_id)
     return stored_break(closed)
@@ -101,7 +108,14 @@ async def heal_caught_up(
     step = transition(BreakType.STATUS_DRIFT, BreakStatus.OPEN, BreakStatus.HEALED, CAUGHT_UP)
     with unavailable_when_down("PostgreSQL is unreachable; no drift was closed"):
         healed = await conn.fetchval(
-            HEAL_CAUGHT_UP, list(settlement_ids), step.source.value, step.target.value, now,
-            actor, step.reason, BreakType.STATUS_DRIFT.value, ACTIONS[step.target],
-        )  # fmt: skip
+            HEAL_CAUGHT_UP,
+            list(settlement_ids),
+            step.source.value,
+            step.target.value,
+            now,
+            actor,
+            step.reason,
+            BreakType.STATUS_DRIFT.value,
+            ACTIONS[step.target],
+        )
     return int(healed)

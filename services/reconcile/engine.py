@@ -96,9 +96,14 @@ async def reconcile(
             except (ReconcileError, RailReadError) as e:
                 outcome.error = str(e)
                 await store.record_source(
-                    pool, run_id, rail.source, read_at=clock(), rows=0, data_expected=True,
+                    pool,
+                    run_id,
+                    rail.source,
+                    read_at=clock(),
+                    rows=0,
+                    data_expected=True,
                     error=str(e),
-                )  # fmt: skip
+                )
                 outcome.status = await store.finish_run(pool, run_id, clock())
                 return outcome
         rail_read_at = clock()
@@ -178,8 +183,11 @@ async def _recheck(
         records = await ledger_source.by_ids(pool, chunk)
         state.settlements += len(records)
         own = {k: o for k, o in objects.items() if o.settlement_id in chunk}
-        own |= {r.rail_reference: objects[r.rail_reference] for r in records
-                if r.rail_reference in objects}  # fmt: skip
+        own |= {
+            r.rail_reference: objects[r.rail_reference]
+            for r in records
+            if r.rail_reference in objects
+        }
         own |= await _retrieve(rail, records, own, state)
         owned |= own.keys()
         await _compare(pool, outcome, state, records, own.values())

@@ -150,9 +150,12 @@ class Healer:
     """Heals the drifts of each page of breaks a run stores; counts what it healed."""
 
     def __init__(
-        self, pool: asyncpg.Pool, rail: RailObjects, clock: Callable[[], datetime],
+        self,
+        pool: asyncpg.Pool,
+        rail: RailObjects,
+        clock: Callable[[], datetime],
         paid_after: list[float] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._pool = pool
         self._rail = rail
         self._clock = clock

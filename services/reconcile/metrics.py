@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.domain.breaks import BreakType
 from services.domain.reconciliation import RunKind
-from services.platform.metrics import accepted_to_paid_histogram
+from services.platform.metrics import accepted_to_paid_histogram, with_children
 
 # A run that could not even be recorded (PostgreSQL away) is `unavailable`.
 RUN_OUTCOMES = ("completed", "failed", "unavailable")
@@ -43,46 +43,51 @@ def create_metrics(registry: CollectorRegistry | None = None) -> ReconcileMetric
     """Register the reconciler's metrics on `registry` (default: a new one) and return them."""
     r = registry if registry is not None else CollectorRegistry()
     breaks_open = Gauge(
-        "settle_reconcile_breaks_open", "Open reconciliation breaks, by type.", ["type"],
+        "settle_reconcile_breaks_open",
+        "Open reconciliation breaks, by type.",
+        ["type"],
         registry=r,
-    )  # fmt: skip
-    for kind in BreakType:
-        breaks_open.labels(type=kind.value)
+    )
     runs = Counter(
-        "settle_reconcile_runs_total", "Reconciliation runs by kind and outcome.",
-        ["kind", "outcome"], registry=r,
-    )  # fmt: skip
-    for run_kind in RunKind:
-        for outcome in RUN_OUTCOMES:
-            runs.labels(kind=run_kind.value, outcome=outcome)
+        "settle_reconcile_runs_total",
+        "Reconciliation runs by kind and outcome.",
+        ["kind", "outcome"],
+        registry=r,
+    )
     objects_read = Counter(
-        "settle_reconcile_objects_read_total", "Rows reconciliation runs read, by source.",
-        ["source"], registry=r,
-    )  # fmt: skip
-    for source in SOURCES:
-        objects_read.labels(source=source)
+        "settle_reconcile_objects_read_total",
+        "Rows reconciliation runs read, by source.",
+        ["source"],
+        registry=r,
+    )
     return ReconcileMetrics(
         registry=r,
-        breaks_open=breaks_open,
+        breaks_open=with_children(breaks_open, type=[kind.value for kind in BreakType]),
         oldest_open=Gauge(
             "settle_reconcile_oldest_open_break_seconds",
-            "Age of the oldest open break (0 when none is open).", registry=r,
+            "Age of the oldest open break (0 when none is open).",
+            registry=r,
         ),
         last_success=Gauge(
             "settle_reconcile_last_success_timestamp_seconds",
-            "When the latest completed run finished (Unix time; 0 if none has).", registry=r,
+            "When the latest completed run finished (Unix time; 0 if none has).",
+            registry=r,
         ),
         healed=Counter(
             "settle_reconcile_healed_total", "Breaks healed from the rail's proof.", registry=r
         ),
-        runs=runs,
-        objects_read=objects_read,
+        runs=with_children(runs, kind=[k.value for k in RunKind], outcome=RUN_OUTCOMES),
+        objects_read=with_children(objects_read, source=SOURCES),
         run_seconds=Histogram(
-            "settle_reconcile_run_seconds", "Duration of one reconciliation run.", ["kind"],
-            buckets=RUN_BUCKETS, registry=r,
+            "settle_reconcile_run_seconds",
+            "Duration of one reconciliation run.",
+            ["kind"],
+            buckets=RUN_BUCKETS,
+            registry=r,
         ),
         lock_held=Gauge(
-            "settle_reconcile_lock_held", "1 while this replica holds the reconciler lock.",
+            "settle_reconcile_lock_held",
+            "1 while this replica holds the reconciler lock.",
             registry=r,
         ),
         oldest_submitted=Gauge(
@@ -91,4 +96,4 @@ def create_metrics(registry: CollectorRegistry | None = None) -> ReconcileMetric
             registry=r,
         ),
         accepted_to_paid=accepted_to_paid_histogram(r),
-    )  # fmt: skip
+    )

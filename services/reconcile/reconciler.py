@@ -53,10 +53,16 @@ class Reconciler:
     """Runs reconciliation on `schedule` while holding `lock`; `run` until cancelled."""
 
     def __init__(
-        self, pool: asyncpg.Pool, rail: RailSource, lock: ReconcilerLock,
-        metrics: ReconcileMetrics, plan: Schedule, *, rng: random.Random,
+        self,
+        pool: asyncpg.Pool,
+        rail: RailSource,
+        lock: ReconcilerLock,
+        metrics: ReconcileMetrics,
+        plan: Schedule,
+        *,
+        rng: random.Random,
         clock: Callable[[], datetime] = utc_now,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._pool, self._rail, self._lock = pool, rail, lock
         self._metrics, self._plan, self._rng, self._clock = metrics, plan, rng, clock
         self._stopping = asyncio.Event()
@@ -169,9 +175,13 @@ class Reconciler:
         started = time.monotonic()
         try:
             outcome: Outcome = await reconcile(
-                self._pool, self._rail, window, grace=self._plan.grace, clock=self._clock,
+                self._pool,
+                self._rail,
+                window,
+                grace=self._plan.grace,
+                clock=self._clock,
                 by_id=by_id,
-            )  # fmt: skip
+            )
         except StoreUnavailable:
             self._metrics.runs.labels(kind=kind, outcome="unavailable").inc()
             raise

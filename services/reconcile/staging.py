@@ -52,8 +52,20 @@ STREAM_SETTINGS = (
 # A run still `running` this long after it started is taken as crashed: its rows may go.
 ABANDONED_AFTER = timedelta(hours=1)
 _DOWN = "PostgreSQL is unreachable; the rail's objects could not be staged"
-_COLUMNS = ("run_id", "seq", "listed", "object_id", "kind", "amount", "amount_reversed",
-            "currency", "destination", "status", "created", "settlement_id")  # fmt: skip
+_COLUMNS = (
+    "run_id",
+    "seq",
+    "listed",
+    "object_id",
+    "kind",
+    "amount",
+    "amount_reversed",
+    "currency",
+    "destination",
+    "status",
+    "created",
+    "settlement_id",
+)
 _OBJECT = """st.object_id, st.kind, st.amount, st.amount_reversed, st.currency, st.destination,
        st.status, st.created, st.settlement_id"""
 # $1 run, [$2, $3) the window. sent_at as ledger_source reads it.

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 import uuid
 from collections.abc import Sequence
@@ -33,23 +32,21 @@ from datetime import UTC, datetime
 import asyncpg
 
 from services.domain.errors import SettleError
-from services.domain.instruction import SETTLEMENT_AFTER, end_of_budget, target_of
+from services.domain.instruction import SETTLEMENT_AFTER
 from services.domain.instruction import InstructionEvent as E
 from services.domain.instruction import InstructionStatus as I
 from services.domain.payout import PayoutMethod
 from services.domain.rail import Rail, RailInstruction, RailOutcome, RailResult
 from services.domain.trace_context import carried
-from services.platform.backoff import backoff
 from services.platform.failpoints import failpoint
 from services.relay import dispatch_sql as sql
 from services.relay.lease import LeaseClock
 from services.relay.metrics import RelayMetrics
 from services.relay.policy import DispatchPolicy
 from services.relay.rail import call_rail
+from services.relay.records import OutcomeRecords
 from services.settlement.transitions import (
     Move,
-    TransitionBatch,
-    apply_transition,
     apply_transitions,
 )
 
@@ -75,7 +72,7 @@ class Dispatcher:
         self.rail_idempotent = rail_idempotent
         self.policy = policy or DispatchPolicy()
         self._calls = asyncio.Semaphore(self.policy.concurrent_calls)
-        self._rng = random.Random()
+        self.records = OutcomeRecords(pool, metrics, worker, self.policy, rail_idempotent)
 
     async def dispatch(self, settlement_id: str) -> None:
         """Pass 1 for one settlement: claim its pending instruction, if any, and send it."""
@@ -102,13 +99,16 @@ class Dispatcher:
         for _ in accepted:
             failpoint("dispatch.after_accept")  # the rail paid; nothing of it is recorded
         if accepted:
-            await self._record_transferred(
+            await self.records.transferred(
                 [(row["settlement_id"], int(row["fence"]), result) for row, result in accepted]
             )
-        await asyncio.gather(*(
-            self._record(_instruction(row), int(row["fence"]), row["attempts"], result)
-            for row, result in sent if result.outcome is not RailOutcome.ACCEPTED
-        ))  # fmt: skip
+        await asyncio.gather(
+            *(
+                self.records.record(_instruction(row), int(row["fence"]), row["attempts"], result)
+                for row, result in sent
+                if result.outcome is not RailOutcome.ACCEPTED
+            )
+        )
 
     async def _send(self, instruction: RailInstruction, lease: LeaseClock) -> RailResult | None:
         """The rail's answer (`call_rail`: traced, logged); None, having written nothing, if
@@ -126,29 +126,6 @@ class Dispatcher:
         self.metrics.rail_calls.labels(outcome=str(result.outcome)).inc()
         return result
 
-    async def _record_transferred(
-        self, accepted: Sequence[tuple[uuid.UUID | str, int, RailResult]]
-    ) -> None:
-        """Record transfers the rail accepted, each under its fence, and move the settlements
-        to `submitted` with the rail's reference, in one transaction."""
-        sids = [uuid.UUID(str(sid)) for sid, _, _ in accepted]
-        references = [result.rail_reference for _, _, result in accepted]
-        async with self.pool.acquire() as conn, conn.transaction():
-            recorded = await conn.fetch(
-                sql.RECORD_TRANSFERRED_MANY, sids, [fence for _, fence, _ in accepted], references
-            )
-            batch = await TransitionBatch.lock(conn, (r["settlement_id"] for r in recorded))
-            submitted = SETTLEMENT_AFTER[E.ACCEPT]
-            for r in recorded:
-                sid, ref = r["settlement_id"], r["ref"]
-                if batch.move(sid, submitted, actor=self.worker, rail_reference=ref) is None:
-                    # The inbox moved it on first (the webhook beat this record): it keeps
-                    # its status but learns its reference, if it has none yet.
-                    batch.record_rail_reference(sid, ref, actor=self.worker)
-            await batch.write(conn, _now())
-        # Another worker holds the rest now; its record stands.
-        self.metrics.fence_rejections.inc(len(accepted) - len(recorded))
-
     async def sweep(self) -> int:
         """Pass 2: take over due and forgotten instructions and send them again."""
         p = self.policy
@@ -157,14 +134,20 @@ class Dispatcher:
         lease = LeaseClock(p.lease_seconds, p.call_seconds)
         async with self.pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(
-                sql.RECLAIM_DUE, p.lease_seconds, self.worker, p.stale_pending_seconds,
-                p.sweep_batch, not self.rail_idempotent, p.rail_key_window_seconds,
+                sql.RECLAIM_DUE,
+                p.lease_seconds,
+                self.worker,
+                p.stale_pending_seconds,
+                p.sweep_batch,
+                not self.rail_idempotent,
+                p.rail_key_window_seconds,
                 p.ambiguous_pause_seconds,
-            )  # fmt: skip
+            )
             moves = [
                 Move(r["settlement_id"], SETTLEMENT_AFTER[E.RECLAIM])
-                for r in rows if r["was"] == I.PENDING
-            ]  # fmt: skip
+                for r in rows
+                if r["was"] == I.PENDING
+            ]
             await apply_transitions(conn, moves, actor=self.worker, now=_now())
         self.metrics.reclaims.inc(sum(1 for r in rows if r["was"] == I.PROCESSING))
         # Taken-over instructions are sent side by side: a slow rail must not serialise them.
@@ -189,16 +172,27 @@ class Dispatcher:
                 if not e.retriable:
                     # The rail cannot rule a transfer out (the search ran past its pages):
                     # sending again could pay twice, so an operator decides.
-                    await self._give_up(instruction, fence, RailResult(
-                        RailOutcome.AMBIGUOUS, detail=f"lookup incomplete: {e}"))  # fmt: skip
+                    await self.records.give_up(
+                        instruction,
+                        fence,
+                        RailResult(RailOutcome.AMBIGUOUS, detail=f"lookup incomplete: {e}"),
+                    )
                     return
-                await self._retry_later(instruction, fence, row["attempts"], RailResult(
-                    RailOutcome.RETRYABLE, detail=f"lookup failed: {e}"))  # fmt: skip
+                await self.records.retry_later(
+                    instruction,
+                    fence,
+                    row["attempts"],
+                    RailResult(RailOutcome.RETRYABLE, detail=f"lookup failed: {e}"),
+                )
                 return
             self.metrics.lookups.labels(found=str(found is not None).lower()).inc()
             if found is not None:
-                await self._record(instruction, fence, row["attempts"],
-                                   RailResult(RailOutcome.ACCEPTED, found, "adopted"))  # fmt: skip
+                await self.records.record(
+                    instruction,
+                    fence,
+                    row["attempts"],
+                    RailResult(RailOutcome.ACCEPTED, found, "adopted"),
+                )
                 return
             failpoint("dispatch.after_lookup")  # the rail holds nothing yet; about to send
         result = await self._send(instruction, lease)
@@ -207,91 +201,20 @@ class Dispatcher:
             return
         if result.outcome is RailOutcome.ACCEPTED:
             failpoint("dispatch.after_accept")  # the rail paid; nothing of it is recorded
-        await self._record(instruction, fence, row["attempts"], result, row["sent_age"])
-
-    async def _record(
-        self,
-        instruction: RailInstruction,
-        fence: int,
-        attempts: int,
-        result: RailResult,
-        sent_age: float = 0.0,
-    ) -> None:
-        """Record what the rail said; `sent_age`: seconds since the instruction first went out."""
-        if result.outcome is RailOutcome.ACCEPTED:
-            await self._record_transferred([(instruction.settlement_id, fence, result)])
-        elif result.outcome is RailOutcome.REFUSED:
-            await self._refused(instruction, fence, result)
-        else:
-            await self._retry_later(instruction, fence, attempts, result, sent_age)
-
-    async def _refused(self, instruction: RailInstruction, fence: int, result: RailResult) -> None:
-        sid = instruction.settlement_id
-        async with self.pool.acquire() as conn, conn.transaction():
-            done = await conn.execute(sql.RECORD_FINAL, sid, fence, target_of(E.REFUSE),
-                                      result.detail, str(result.outcome))  # fmt: skip
-            if done != "UPDATE 1":
-                self.metrics.fence_rejections.inc()
-                return  # another worker holds it now; its record stands
-            await apply_transition(
-                conn, sid, SETTLEMENT_AFTER[E.REFUSE], actor=self.worker, now=_now(),
-                reason=result.detail or "refused by the rail",
-            )  # fmt: skip
-
-    async def _retry_later(
-        self,
-        instruction: RailInstruction,
-        fence: int,
-        attempts: int,
-        result: RailResult,
-        sent_age: float = 0.0,
-    ) -> None:
-        sid = instruction.settlement_id
-        if attempts >= self.policy.max_attempts:
-            await self._give_up(instruction, fence, result)
-            return
-        p = self.policy
-        delay = backoff(attempts, p.backoff_base, p.backoff_cap, self._rng)
-        # The next attempt looks at the rail first where keys are ignored or this one will be
-        # past its window by then: after an ambiguous answer, the rail is given time first.
-        will_look = sent_age + p.lease_seconds + delay >= p.rail_key_window_seconds
-        if result.outcome is RailOutcome.AMBIGUOUS and (will_look or not self.rail_idempotent):
-            delay = max(delay, p.ambiguous_pause_seconds)
-        async with self.pool.acquire() as conn:
-            marked = await conn.fetchval(
-                sql.SCHEDULE_RETRY, sid, fence, delay, result.detail, str(result.outcome)
-            )
-        if marked is None:
-            self.metrics.fence_rejections.inc()
-
-    async def _give_up(self, instruction: RailInstruction, fence: int, result: RailResult) -> None:
-        # Past the budget: failed if the rail surely did nothing, else an operator decides.
-        sid = instruction.settlement_id
-        async with self.pool.acquire() as conn, conn.transaction():
-            ambiguous = await conn.fetchval(sql.WAS_AMBIGUOUS, sid)
-            event = end_of_budget(ambiguous or result.outcome is RailOutcome.AMBIGUOUS)
-            reason = (
-                f"rail outcome unknown, an operator must check the rail: {result.detail}"
-                if event is E.REFER else "retry_budget_exhausted"
-            )  # fmt: skip
-            done = await conn.execute(
-                sql.RECORD_FINAL, sid, fence, target_of(event), reason, str(result.outcome)
-            )
-            if done != "UPDATE 1":
-                self.metrics.fence_rejections.inc()
-                return
-            await apply_transition(
-                conn, sid, SETTLEMENT_AFTER[event], actor=self.worker, now=_now(), reason=reason
-            )
+        await self.records.record(instruction, fence, row["attempts"], result, row["sent_age"])
 
 
 def _instruction(row: asyncpg.Record) -> RailInstruction:
     return RailInstruction(
-        settlement_id=str(row["settlement_id"]), tenant=row["tenant"],
-        idempotency_key=row["idempotency_key"], destination=row["destination"],
-        amount=row["amount"], currency=row["currency"], method=PayoutMethod(row["method"]),
+        settlement_id=str(row["settlement_id"]),
+        tenant=row["tenant"],
+        idempotency_key=row["idempotency_key"],
+        destination=row["destination"],
+        amount=row["amount"],
+        currency=row["currency"],
+        method=PayoutMethod(row["method"]),
         trace=carried(row["traceparent"], row["tracestate"]),
-    )  # fmt: skip
+    )
 
 
 def _now() -> datetime:

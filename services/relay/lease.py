@@ -29,9 +29,11 @@ class LeaseClock:
     """
 
     def __init__(
-        self, lease_seconds: float, call_seconds: float,
+        self,
+        lease_seconds: float,
+        call_seconds: float,
         clock: Callable[[], float] = LEASE_CLOCK,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._clock = clock
         self._last_call_start = clock() + lease_seconds - call_seconds
 

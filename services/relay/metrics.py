@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from services.platform.metrics import consumer_lag_gauge, mount_metrics
+from services.platform.metrics import consumer_lag_gauge, mount_metrics, with_children
 
 RAIL_OUTCOMES = ("accepted", "refused", "retryable", "ambiguous")
 POISON_REASONS = ("undecodable", "invalid_settlement_id")
@@ -44,57 +44,55 @@ def create_metrics(registry: CollectorRegistry | None = None) -> RelayMetrics:
     rail_calls = Counter(
         "settle_relay_rail_calls_total", "Rail calls by outcome.", ["outcome"], registry=r
     )
-    for outcome in RAIL_OUTCOMES:
-        rail_calls.labels(outcome=outcome)
     lookups = Counter(
         "settle_relay_lookups_total", "Rail lookups before a re-issue.", ["found"], registry=r
     )
-    for found in ("true", "false"):
-        lookups.labels(found=found)
     poison = Counter(
-        "settle_relay_poison_events_total", "Event records passed over as unusable.",
-        ["reason"], registry=r,
-    )  # fmt: skip
-    for reason in POISON_REASONS:
-        poison.labels(reason=reason)
+        "settle_relay_poison_events_total",
+        "Event records passed over as unusable.",
+        ["reason"],
+        registry=r,
+    )
     return RelayMetrics(
         registry=r,
         outbox_lag=Gauge(
-            "settle_relay_outbox_lag_seconds", "Age of the oldest unpublished outbox row.",
+            "settle_relay_outbox_lag_seconds",
+            "Age of the oldest unpublished outbox row.",
             registry=r,
         ),
         published=Counter(
             "settle_relay_published_total", "Outbox rows published to Kafka.", registry=r
         ),
         publish_batch=Histogram(
-            "settle_relay_publish_batch_size", "Outbox rows per publish transaction.",
-            buckets=BATCH_BUCKETS, registry=r,
+            "settle_relay_publish_batch_size",
+            "Outbox rows per publish transaction.",
+            buckets=BATCH_BUCKETS,
+            registry=r,
         ),
-        pruned=Counter(
-            "settle_relay_pruned_total", "Published outbox rows deleted.", registry=r
-        ),
-        rail_calls=rail_calls,
+        pruned=Counter("settle_relay_pruned_total", "Published outbox rows deleted.", registry=r),
+        rail_calls=with_children(rail_calls, outcome=RAIL_OUTCOMES),
         rail_seconds=Histogram(
-            "settle_relay_rail_call_seconds", "Duration of one rail call.",
-            buckets=CALL_BUCKETS, registry=r,
+            "settle_relay_rail_call_seconds",
+            "Duration of one rail call.",
+            buckets=CALL_BUCKETS,
+            registry=r,
         ),
         in_flight=Gauge(
-            "settle_relay_in_flight", "Rail instructions processing within their lease.",
+            "settle_relay_in_flight",
+            "Rail instructions processing within their lease.",
             registry=r,
         ),
         stuck=Gauge(
             "settle_relay_stuck", "Rail instructions processing past their lease.", registry=r
         ),
-        reclaims=Counter(
-            "settle_relay_reclaims_total", "Expired leases taken over.", registry=r
-        ),
+        reclaims=Counter("settle_relay_reclaims_total", "Expired leases taken over.", registry=r),
         fence_rejections=Counter(
             "settle_relay_fence_rejections_total", "Writes refused by the fence.", registry=r
         ),
-        lookups=lookups,
-        poison=poison,
+        lookups=with_children(lookups, found=("true", "false")),
+        poison=with_children(poison, reason=POISON_REASONS),
         consumer_lag=consumer_lag_gauge(r),
-    )  # fmt: skip
+    )
 
 
 def metrics_app(metrics: RelayMetrics) -> Starlette:

@@ -159,12 +159,23 @@ class OutboxPublisher:
             batch = open_batches.get(where)
             if batch is None:
                 batch = open_batches[where] = self.producer.create_batch()
-            if batch.append(key=row["message_key"], value=row["payload"], timestamp=None,
-                            headers=headers) is None:  # fmt: skip
+            if (
+                batch.append(
+                    key=row["message_key"], value=row["payload"], timestamp=None, headers=headers
+                )
+                is None
+            ):
                 acks.append(await self._send_closed(batch, *where))
                 batch = open_batches[where] = self.producer.create_batch()
-                if batch.append(key=row["message_key"], value=row["payload"], timestamp=None,
-                                headers=headers) is None:  # fmt: skip
+                if (
+                    batch.append(
+                        key=row["message_key"],
+                        value=row["payload"],
+                        timestamp=None,
+                        headers=headers,
+                    )
+                    is None
+                ):
                     raise ValueError(f"outbox row {row['id']} exceeds the producer's batch size")
         for (topic, partition), batch in open_batches.items():
             acks.append(await self._send_closed(batch, topic, partition))

@@ -10,13 +10,15 @@ statement reads them by column name. Booking builds its event with `settlement_e
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
 from services.contracts import avro
-from services.domain.postings import AccountKind, Posting
-from services.domain.settlement import SettlementStatus
+from services.domain.ids import uuid7, uuid7_text
+from services.domain.postings import AccountKind, Posting, entry_kind
+from services.domain.settlement import SettlementStatus, Transition
 from services.domain.trace_context import TraceContext
 
 
@@ -90,17 +92,38 @@ class Rows(NamedTuple):
 
 
 def settlement_event(
-    event_id: uuid.UUID | str, settlement_id: uuid.UUID | str, tenant: str, reference: str,
-    amount: int, currency: str, *, sequence: int, event_type: str, status: SettlementStatus,
-    rail_reference: str | None, reason: str | None, occurred_at: datetime,
-) -> bytes:  # fmt: skip
+    event_id: uuid.UUID | str,
+    settlement_id: uuid.UUID | str,
+    tenant: str,
+    reference: str,
+    amount: int,
+    currency: str,
+    *,
+    sequence: int,
+    event_type: str,
+    status: SettlementStatus,
+    rail_reference: str | None,
+    reason: str | None,
+    occurred_at: datetime,
+) -> bytes:
     """The Avro SettlementEvent of a settlement's `sequence`-th step, as the outbox holds it."""
-    return avro.encode("SettlementEvent", {
-        "event_id": str(event_id), "settlement_id": str(settlement_id), "tenant": tenant,
-        "reference": reference, "type": event_type, "sequence": sequence, "amount": amount,
-        "currency": currency, "occurred_at": occurred_at, "rail_reference": rail_reference,
-        "reason": reason, "status": str(status),
-    })  # fmt: skip
+    return avro.encode(
+        "SettlementEvent",
+        {
+            "event_id": str(event_id),
+            "settlement_id": str(settlement_id),
+            "tenant": tenant,
+            "reference": reference,
+            "type": event_type,
+            "sequence": sequence,
+            "amount": amount,
+            "currency": currency,
+            "occurred_at": occurred_at,
+            "rail_reference": rail_reference,
+            "reason": reason,
+            "status": str(status),
+        },
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,3 +158,67 @@ class LockedSettlement:
     destination: str | None = None  # where the money was sent (the inbox matches webhooks to it)
     trace: TraceContext | None = None  # the trace it was accepted under, for log lines
     accepted_at: datetime | None = None  # when it was booked (`created_at`), as locked
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedStep:
+    """One move of a locked settlement, planned in memory, and who made it."""
+
+    settlement: LockedSettlement
+    step: Transition
+    done: Transitioned
+    actor: str
+    published_reference: str | None  # the event's rail reference, as the row had it then
+
+
+def rows_of(
+    settlements: Iterable[LockedSettlement], steps: Iterable[PlannedStep], now: datetime
+) -> Rows:
+    """The rows that store every planned step of these settlements, minted now (ids, events)."""
+    moves = [
+        SettlementMove(
+            s.id,
+            s.locked_status,
+            s.locked_version,
+            s.status,
+            s.version,
+            s.reason,
+            s.rail_reference,
+            s.amount_reversed,
+        )
+        for s in settlements
+        if s.version != s.locked_version
+    ]
+    transitions, entries, postings, events = [], [], [], []
+    deltas: dict[str, int] = {}
+    for m in steps:
+        s, done = m.settlement, m.done
+        transitions.append(
+            TransitionRow(s.id, done.sequence, done.source, done.target, m.step.reason, m.actor)
+        )
+        if done.postings:
+            entry = uuid7()
+            entries.append(
+                EntryRow(entry, s.tenant, s.id, entry_kind(done.target, done.amount_reversed))
+            )
+            for p in done.postings:
+                postings.append(PostingRow(entry, p.account_id, p.amount, p.currency))
+                deltas[p.account_id] = deltas.get(p.account_id, 0) + p.amount
+        event_id = uuid7_text()  # as text: the event names it so, and the outbox takes it
+        payload = settlement_event(
+            event_id,
+            done.settlement_id,
+            s.tenant,
+            s.reference,
+            s.amount,
+            s.currency,
+            sequence=done.sequence,
+            event_type=m.step.event_type,
+            status=m.step.target,
+            rail_reference=m.published_reference,
+            reason=m.step.reason,
+            occurred_at=now,
+        )
+        events.append(EventRow(event_id, s.id, done.sequence, payload))
+    balance = [BalanceDelta(a, deltas[a]) for a in sorted(deltas) if deltas[a] != 0]
+    return Rows(moves, transitions, entries, postings, balance, events)

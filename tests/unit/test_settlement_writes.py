@@ -12,7 +12,7 @@ import pytest
 
 import services
 from services.ledger import sql as ledger_sql
-from services.settlement import transitions
+from services.settlement import transition_sql
 
 ROOT = Path(services.__file__).resolve().parent.parent
 PACKAGES = (ROOT / "services", ROOT / "railsim", ROOT / "tools")
@@ -27,7 +27,7 @@ def _relative(module_file: str | None) -> str:
     return Path(module_file).resolve().relative_to(ROOT).as_posix()
 
 
-GUARDED_PATH = _relative(transitions.__file__)
+GUARDED_PATH = _relative(transition_sql.__file__)  # the statements of transitions.py
 BOOKING = _relative(ledger_sql.__file__)
 # The reconcile benchmark fabricates a million settled settlements with their history in one
 # statement, `--prefill` books finished settlements of history in batches, and the check's
@@ -57,7 +57,7 @@ def statements(pattern: re.Pattern[str], *roots: Path) -> dict[str, int]:
 
 def test_only_the_guarded_write_path_updates_settlements() -> None:
     assert statements(UPDATE) == {GUARDED_PATH: 1}
-    assert UPDATE.search(transitions.WRITE_TRANSITIONS)
+    assert UPDATE.search(transition_sql.WRITE_TRANSITIONS)
 
 
 def test_no_statement_deletes_settlements_and_only_booking_inserts_them() -> None:

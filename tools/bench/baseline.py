@@ -88,23 +88,28 @@ def script(batch: int, claim: bool = True) -> str:
     """The pgbench script of one booking transaction of `batch` settlements."""
     statement = sql.BOOK_BATCH.strip()
     if not claim:
-        statement = re.sub(r"claimed AS \(.*?\), settled AS \(", PASS_THROUGH_CLAIM, statement,
-                           flags=re.DOTALL)  # fmt: skip
+        statement = re.sub(
+            r"claimed AS \(.*?\), settled AS \(", PASS_THROUGH_CLAIM, statement, flags=re.DOTALL
+        )
     statement = re.sub(r"\$(\d+)", r":p\1", statement)
-    return "\n".join([
-        f"\\set batch {batch}",
-        f"\\set p23 random(0, {BALANCE_SHARDS - 1})",
-        GENERATE.strip(),
-        f"BEGIN;\nSET LOCAL lock_timeout = '{LOCK_WAIT}';",
-        statement + ";",
-        "COMMIT;",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"\\set batch {batch}",
+            f"\\set p23 random(0, {BALANCE_SHARDS - 1})",
+            GENERATE.strip(),
+            f"BEGIN;\nSET LOCAL lock_timeout = '{LOCK_WAIT}';",
+            statement + ";",
+            "COMMIT;",
+            "",
+        ]
+    )
 
 
 def _open_accounts(url: str) -> None:
-    ids = ", ".join(f"('{TENANT}:{kind}:USD', '{TENANT}', '{kind}', 'USD')"
-                    for kind in ("funding", "payable", "in_transit", "paid_out"))  # fmt: skip
+    ids = ", ".join(
+        f"('{TENANT}:{kind}:USD', '{TENANT}', '{kind}', 'USD')"
+        for kind in ("funding", "payable", "in_transit", "paid_out")
+    )
     statement = f"""
         INSERT INTO accounts (id, tenant, kind, currency) VALUES {ids} ON CONFLICT DO NOTHING;
         INSERT INTO account_balances (account_id, shard)
@@ -129,10 +134,17 @@ def _pgbench(url: str, text: str, clients: int, seconds: int) -> Run:
         path = Path(tmp) / "accept.pgbench.sql"
         path.write_text(text)
         command = [
-            str(bindir() / "pgbench"), *libpq_args(url), "--no-vacuum", "--protocol=prepared",
-            f"--client={clients}", f"--jobs={min(clients, 2)}", f"--time={seconds}",
-            "--log", f"--log-prefix={tmp}/txn", f"--file={path}",
-        ]  # fmt: skip
+            str(bindir() / "pgbench"),
+            *libpq_args(url),
+            "--no-vacuum",
+            "--protocol=prepared",
+            f"--client={clients}",
+            f"--jobs={min(clients, 2)}",
+            f"--time={seconds}",
+            "--log",
+            f"--log-prefix={tmp}/txn",
+            f"--file={path}",
+        ]
         done = subprocess.run(command, capture_output=True, text=True, env=libpq_env(url), cwd=tmp)
         if done.returncode != 0 or "number of failed transactions: 0" not in done.stdout:
             raise BenchError(f"pgbench failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
@@ -140,8 +152,11 @@ def _pgbench(url: str, text: str, clients: int, seconds: int) -> Run:
         if tps is None:
             raise BenchError(f"could not read pgbench's output:\n{done.stdout}")
         # Log lines: client_id transaction_no time(us) script_no time_epoch time_us
-        latencies = [int(line.split()[2]) / 1000 for log in Path(tmp).glob("txn*")
-                     for line in log.read_text().splitlines()]  # fmt: skip
+        latencies = [
+            int(line.split()[2]) / 1000
+            for log in Path(tmp).glob("txn*")
+            for line in log.read_text().splitlines()
+        ]
     return Run(float(tps.group(1)), latencies)
 
 

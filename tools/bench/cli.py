@@ -66,10 +66,18 @@ PREFILLED = ("e2e", "ingest", "console")  # the scenarios that take --prefill
 )
 @click.option("--no-markdown", is_flag=True, help=f"Do not update {BENCHMARKS_MD.name}.")
 def bench(
-    name: str, json_path: Path | None, seconds: int, clients: int, count: int,
-    settlements: str, rates: str, repeat: int, profile_dir: Path | None, prefill: str,
+    name: str,
+    json_path: Path | None,
+    seconds: int,
+    clients: int,
+    count: int,
+    settlements: str,
+    rates: str,
+    repeat: int,
+    profile_dir: Path | None,
+    prefill: str,
     no_markdown: bool,
-) -> None:  # fmt: skip
+) -> None:
     """Run a benchmark scenario, print its figures and record them in docs/benchmarks.md."""
     available = scenarios()
     if name not in available:
@@ -95,8 +103,15 @@ def bench(
         raise click.BadParameter(
             f"only these scenarios are pre-filled: {', '.join(PREFILLED)}", param_hint="--prefill"
         )
-    options = BenchOptions(seconds=seconds, clients=clients, count=count, settlements=sizes,
-                           rates=offered, profile=profile_dir, prefill=fills)  # fmt: skip
+    options = BenchOptions(
+        seconds=seconds,
+        clients=clients,
+        count=count,
+        settlements=sizes,
+        rates=offered,
+        profile=profile_dir,
+        prefill=fills,
+    )
     try:
         if profile_dir is not None:
             _prepare_profile(name, profile_dir)

@@ -83,9 +83,12 @@ def pages(seeded: Seeded) -> list[Page]:
         ("breaks", lambda n: "/breaks", lambda n: ('data-page="breaks"',)),
         ("dead webhooks", lambda n: "/webhooks?status=dead", lambda n: ('data-page="webhooks"',)),
         ("audit", lambda n: "/audit", lambda n: ('data-page="audit"',)),
-        ("audit deep page", lambda n: f"/audit?after={seeded.deep_audit_id}",
-         lambda n: ('data-page="audit"',)),
-    ]  # fmt: skip
+        (
+            "audit deep page",
+            lambda n: f"/audit?after={seeded.deep_audit_id}",
+            lambda n: ('data-page="audit"',),
+        ),
+    ]
 
 
 def time_pages(base_url: str, token: str, timed: list[Page]) -> list[Figure]:
@@ -102,8 +105,10 @@ def time_pages(base_url: str, token: str, timed: list[Page]) -> list[Figure]:
                 _check(name, path(n), answer, holds(n))
                 if n >= 0:
                     took.append(elapsed * 1000)
-            figures += [Figure(f"{name} p50", percentile(took, 0.5), "ms"),
-                        Figure(f"{name} p99", percentile(took, 0.99), "ms")]  # fmt: skip
+            figures += [
+                Figure(f"{name} p50", percentile(took, 0.5), "ms"),
+                Figure(f"{name} p99", percentile(took, 0.99), "ms"),
+            ]
     return figures
 
 
@@ -151,8 +156,9 @@ def _once(settings: Settings, fill: int) -> tuple[list[Figure], list[Figure], Fi
     )
     scans = sum(len(p.large_seq_scans) for p in plans)
     worst = slowest(plans)
-    PLANS.write_text(f"# The slowest statement of each console page, prefill {fill}\n\n"
-                     f"{plans_text(worst)}\n")  # fmt: skip
+    PLANS.write_text(
+        f"# The slowest statement of each console page, prefill {fill}\n\n{plans_text(worst)}\n"
+    )
     for plan in worst:
         print(f"console: prefill {fill}: slowest statement of {title(plan)}", flush=True)
     figures.append(Figure("statements explained", len(plans), "statements"))
@@ -169,7 +175,9 @@ def run_console(settings: Settings, options: BenchOptions) -> BenchResult:
     fills = options.prefill or (options.count,)
     load_before = os.getloadavg()[0]
     figures, breakdown = over_fills(fills, lambda fill: _once(settings, fill), ())
-    figures += [Figure("load average (1 min) before", load_before, ""),
-                Figure("load average (1 min) after", os.getloadavg()[0], "")]  # fmt: skip
+    figures += [
+        Figure("load average (1 min) before", load_before, ""),
+        Figure("load average (1 min) after", os.getloadavg()[0], ""),
+    ]
     parameters = {"prefill": "/".join(map(str, fills)), "requests": REQUESTS, "warm_up": WARM_UP}
     return BenchResult("console", parameters, figures, breakdown=breakdown)

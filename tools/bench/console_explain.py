@@ -80,9 +80,13 @@ async def explain_pages(
         conn.remove_log_listener(listen)
 
     pool = await asyncpg.create_pool(
-        libpq_dsn(settings.database_url), min_size=1, max_size=1, init=loading,
-        setup=listening, reset=keeping,
-    )  # fmt: skip
+        libpq_dsn(settings.database_url),
+        min_size=1,
+        max_size=1,
+        init=loading,
+        setup=listening,
+        reset=keeping,
+    )
     console, owned = await compose(settings)
     explained = replace(console, pool=pool)
     transport = httpx.ASGITransport(app=create_app(explained))

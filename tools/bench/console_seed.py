@@ -87,15 +87,16 @@ async def seed(pool: asyncpg.Pool, settings: Settings) -> Seeded:
     async with pool.acquire() as conn, conn.transaction():
         await apply_transitions(conn, moves, actor="relay-bench", now=now)
     rows = await pool.fetch(SAMPLE_SETTLEMENTS, max(SAMPLE, BREAKS))
-    await _breaks(pool, [str(r["id"]) for r in rows], [str(r["rail_reference"]) for r in rows],
-                  now)  # fmt: skip
+    await _breaks(pool, [str(r["id"]) for r in rows], [str(r["rail_reference"]) for r in rows], now)
     await pool.execute(WEBHOOKS, "dead", DEAD, now, "no settlement has this rail reference")
     await pool.execute(WEBHOOKS, "parked", PARKED, now, "no settlement has this rail reference")
     await pool.execute(AUDIT_ROWS, AUDIT, now)
     await pool.execute("ANALYZE")
     deep = await pool.fetchval(DEEP_AUDIT_ID, AUDIT // 10)
-    samples = [Sample(str(r["id"]), r["reference"], r["payee"], r["destination"],
-                      r["rail_reference"]) for r in rows[:SAMPLE]]  # fmt: skip
+    samples = [
+        Sample(str(r["id"]), r["reference"], r["payee"], r["destination"], r["rail_reference"])
+        for r in rows[:SAMPLE]
+    ]
     return Seeded(samples, int(deep))
 
 
@@ -108,13 +109,18 @@ async def _breaks(
     for n in range(BREAKS):
         sid, obj = settlements[n % len(settlements)], objects[n % len(objects)]
         if n % 2:
-            found.append(Break(BreakType.STATUS_DRIFT, sid, obj, "status", "submitted", "paid",
-                               None, None))  # fmt: skip
+            found.append(
+                Break(BreakType.STATUS_DRIFT, sid, obj, "status", "submitted", "paid", None, None)
+            )
         else:
-            found.append(Break(BreakType.MISSING_AT_RAIL, sid, f"{obj}_{n}", "object", 700, None,
-                               None, "USD"))  # fmt: skip
+            found.append(
+                Break(
+                    BreakType.MISSING_AT_RAIL, sid, f"{obj}_{n}", "object", 700, None, None, "USD"
+                )
+            )
     await store.upsert_breaks(pool, run_id, found, now)
     for source in ("ledger", "rail"):
-        await store.record_source(pool, run_id, source, read_at=now, rows=len(found),
-                                  data_expected=True, error=None)  # fmt: skip
+        await store.record_source(
+            pool, run_id, source, read_at=now, rows=len(found), data_expected=True, error=None
+        )
     await store.finish_run(pool, run_id, now)

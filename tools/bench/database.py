@@ -72,10 +72,20 @@ async def book_settlements(
     """Book `count` settlements of `tenant` (references `<prefix>-<n>`) through the ledger's
     own acceptor, as a benchmark's starting point; their ids."""
     requests = [
-        parse_settlement_body(tenant, f"{prefix}-{n}", json.dumps({
-            "reference": f"{prefix}-{n}", "payee": "p", "destination": f"acct_{n % 50}",
-            "amount": 100 + n, "currency": "USD"}).encode())
+        parse_settlement_body(
+            tenant,
+            f"{prefix}-{n}",
+            json.dumps(
+                {
+                    "reference": f"{prefix}-{n}",
+                    "payee": "p",
+                    "destination": f"acct_{n % 50}",
+                    "amount": 100 + n,
+                    "currency": "USD",
+                }
+            ).encode(),
+        )
         for n in range(count)
-    ]  # fmt: skip
+    ]
     results = await Ledger(pool, Books(windows(settings))).accept_many(requests)
     return [r.settlement_id for r in results if r.settlement_id]

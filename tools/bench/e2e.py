@@ -80,9 +80,14 @@ def _process_groups(supervisor: Supervisor) -> dict[str, ProcessGroup]:
 
 
 def _rate_figures(
-    rate: int, seconds: int, offered: Offered, seen: probe.Transitions, cpu: dict[str, float],
-    commits: int, wal: int,
-) -> list[Figure]:  # fmt: skip
+    rate: int,
+    seconds: int,
+    offered: Offered,
+    seen: probe.Transitions,
+    cpu: dict[str, float],
+    commits: int,
+    wal: int,
+) -> list[Figure]:
     at, paid = f"{rate}/s", seen.counts["paid"]
     figures = [
         Figure(f"{at} offered", rate * seconds, "settlements"),
@@ -169,9 +174,11 @@ async def _one_rate(
     )
     at, paid = f"{rate}/s", seen.counts["paid"]
     breakdown = writes_figures(
-        f"{at} writes", {"database": db_before.rows, **db_before.tables},
-        {"database": db_after.rows, **db_after.tables}, paid,
-    )  # fmt: skip
+        f"{at} writes",
+        {"database": db_before.rows, **db_before.tables},
+        {"database": db_after.rows, **db_after.tables},
+        paid,
+    )
     breakdown += statement_figures(at, costs, paid)
     return figures, breakdown, seen.to_paid[1] if seen.to_paid else None
 
@@ -180,13 +187,17 @@ async def _measure(
     settings: Settings, options: BenchOptions, url: str, tenant: str
 ) -> tuple[list[Figure], list[Figure]]:
     ports = Ports.from_base(free_ports(Ports.SPAN))
-    env = {**os.environ, "SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": settings.topic_prefix,
-           "SETTLE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-           "SETTLE_API_TOKENS": f"{tenant}:{TOKEN}",
-           "SETTLE_COMMAND_SIGNING_SECRETS": f"{tenant}:{SIGNING_SECRET}",
-           # Runs every 5 s (settle run's pace) read again 30 s, not 5 minutes: in production
-           # (every 5 minutes, 5 minutes of overlap) an object is listed about twice, not 60 times.
-           "SETTLE_RECONCILE_OVERLAP_SECONDS": "30"}  # fmt: skip
+    env = {
+        **os.environ,
+        "SETTLE_DATABASE_URL": url,
+        "SETTLE_TOPIC_PREFIX": settings.topic_prefix,
+        "SETTLE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "SETTLE_API_TOKENS": f"{tenant}:{TOKEN}",
+        "SETTLE_COMMAND_SIGNING_SECRETS": f"{tenant}:{SIGNING_SECRET}",
+        # Runs every 5 s (settle run's pace) read again 30 s, not 5 minutes: in production
+        # (every 5 minutes, 5 minutes of overlap) an object is listed about twice, not 60 times.
+        "SETTLE_RECONCILE_OVERLAP_SECONDS": "30",
+    }
     supervisor = Supervisor(Path(run_paths().run) / "bench" / "e2e")
     figures: list[Figure] = []
     breakdown: list[Figure] = []
@@ -196,8 +207,15 @@ async def _measure(
         conn = await asyncpg.connect(libpq_dsn(url))
         try:
             statements = await pgstats.statements_loaded(conn)
-            stack = _Stack(supervisor, conn, settings, tenant, ports.url(ports.ledger),
-                           statements, options.profile)  # fmt: skip
+            stack = _Stack(
+                supervisor,
+                conn,
+                settings,
+                tenant,
+                ports.url(ports.ledger),
+                statements,
+                options.profile,
+            )
             for rate in options.rates:
                 found, parts, p99_paid[rate] = await _one_rate(stack, rate, options.seconds)
                 figures += found

@@ -161,11 +161,17 @@ def statement_figures(at: str, costs: Sequence[StatementCost], paid: int) -> lis
     by_calls = sorted(costs, key=lambda c: c.calls, reverse=True)[:TOP_STATEMENTS]
     by_time = sorted(costs, key=lambda c: c.total_ms, reverse=True)[:TOP_STATEMENTS]
     return [
-        Figure(f"{at} sql calls: {statement_name(c.query)}", per_settlement(c.calls, paid),
-               "calls/settlement")
+        Figure(
+            f"{at} sql calls: {statement_name(c.query)}",
+            per_settlement(c.calls, paid),
+            "calls/settlement",
+        )
         for c in by_calls
     ] + [
-        Figure(f"{at} sql time: {statement_name(c.query)}", per_settlement(c.total_ms, paid),
-               "ms/settlement")
+        Figure(
+            f"{at} sql time: {statement_name(c.query)}",
+            per_settlement(c.total_ms, paid),
+            "ms/settlement",
+        )
         for c in by_time
-    ]  # fmt: skip
+    ]

@@ -60,10 +60,12 @@ class Offered:
 
 def _body(load: Arrivals, n: int) -> dict[str, object]:
     return {
-        "reference": f"{load.run}-{n:07d}", "payee": f"payee-{n % 97}",
-        "destination": f"acct_e2e{n % 50:02d}", "amount": 100 + (n * 7919) % 99_900,
+        "reference": f"{load.run}-{n:07d}",
+        "payee": f"payee-{n % 97}",
+        "destination": f"acct_e2e{n % 50:02d}",
+        "amount": 100 + (n * 7919) % 99_900,
         "currency": "USD",
-    }  # fmt: skip
+    }
 
 
 class _Connections:
@@ -92,8 +94,11 @@ class _Connections:
 
 
 async def _post(load: Arrivals, n: int, pool: _Connections, out: Offered) -> None:
-    headers = {"Authorization": f"Bearer {load.token}", "Content-Type": "application/json",
-               "Idempotency-Key": f"{load.run}-k{n:07d}"}  # fmt: skip
+    headers = {
+        "Authorization": f"Bearer {load.token}",
+        "Content-Type": "application/json",
+        "Idempotency-Key": f"{load.run}-k{n:07d}",
+    }
     payload = json.dumps(_body(load, n)).encode()
     sent, status = time.perf_counter(), 0
     for attempt in range(2):
@@ -115,8 +120,13 @@ async def _post(load: Arrivals, n: int, pool: _Connections, out: Offered) -> Non
 
 
 async def _publish(load: Arrivals, n: int, producer: AIOKafkaProducer, topic: str) -> None:
-    command = {**_body(load, n), "tenant": load.tenant, "rail": None, "metadata": {},
-               "idempotency_key": f"{load.run}-k{n:07d}"}  # fmt: skip
+    command = {
+        **_body(load, n),
+        "tenant": load.tenant,
+        "rail": None,
+        "metadata": {},
+        "idempotency_key": f"{load.run}-k{n:07d}",
+    }
     value = avro.encode("SettlementCommand", command)
     headers = signed_headers(load.signing_secrets, value, int(time.time()))
     acknowledged = await producer.send(

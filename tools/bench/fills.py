@@ -28,8 +28,11 @@ Once = Callable[[int], tuple[list[Figure], list[Figure], Filled | None]]
 
 def _progress(done: int, total: int, seconds: float) -> None:
     rate = done / seconds if seconds > 0 else 0.0
-    print(f"prefill: {done:,} of {total:,} settlements, {seconds:,.0f} s ({rate:,.0f}/s)",
-          file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"prefill: {done:,} of {total:,} settlements, {seconds:,.0f} s ({rate:,.0f}/s)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 async def fill_database(url: str, count: int) -> Filled:

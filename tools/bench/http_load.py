@@ -24,9 +24,13 @@ class LoadResult:
 
 
 async def exchange(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, path: str,
-    headers: dict[str, str], body: bytes,
-) -> int:  # fmt: skip
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    host: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes,
+) -> int:
     """POST one request on a keep-alive connection and read the whole answer; its status."""
     head = [f"POST {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(body)}"]
     head += [f"{k}: {v}" for k, v in headers.items()]

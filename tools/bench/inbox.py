@@ -44,11 +44,13 @@ async def _settlements(
     # rail's reference, so their webhooks are matched by it.
     for start in range(0, len(ids), 2_000):
         moves = [
-            move for sid in ids[start : start + 2_000 : 2] for move in (
+            move
+            for sid in ids[start : start + 2_000 : 2]
+            for move in (
                 Move(uuid.UUID(sid), SettlementStatus.DISPATCHING),
                 Move(uuid.UUID(sid), SettlementStatus.SUBMITTED, rail_reference=f"tr_{sid}"),
             )
-        ]  # fmt: skip
+        ]
         async with pool.acquire() as conn, conn.transaction():
             await apply_transitions(conn, moves, actor="bench", now=datetime.now(UTC))
     return ids
@@ -56,8 +58,13 @@ async def _settlements(
 
 def _bodies(ids: list[str]) -> list[bytes]:
     def body(sid: str) -> bytes:
-        obj = {"id": f"tr_{sid}", "object": "transfer", "amount": 100, "currency": "usd",
-               "metadata": {"settlement_id": sid}}  # fmt: skip
+        obj = {
+            "id": f"tr_{sid}",
+            "object": "transfer",
+            "amount": 100,
+            "currency": "usd",
+            "metadata": {"settlement_id": sid},
+        }
         return json_bytes(event("transfer.created", obj, int(time.time())))
 
     firsts = [body(sid) for sid in ids]
@@ -102,9 +109,12 @@ async def _load(dsn: str, url: str, tenant: str, ids: list[str], clients: int) -
         await conn.close()
     cuts = statistics.quantiles(result.latencies, n=100)
     return {
-        "posts": len(posts), "answered": len(posts) / result.elapsed, "applied": len(ids) / applied,
-        "p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000,
-    }  # fmt: skip
+        "posts": len(posts),
+        "answered": len(posts) / result.elapsed,
+        "applied": len(ids) / applied,
+        "p50_ms": cuts[49] * 1000,
+        "p99_ms": cuts[98] * 1000,
+    }
 
 
 def run_inbox(settings: Settings, options: BenchOptions) -> BenchResult:
@@ -128,9 +138,13 @@ def run_inbox(settings: Settings, options: BenchOptions) -> BenchResult:
     return BenchResult(
         scenario="inbox",
         parameters={
-            "settlements": options.count, "posts": int(figures["posts"]),
-            "duplicates": DUPLICATES, "twins": TWINS, "clients": options.clients,
-            "inbox_processes": 1, "apply_workers": settings.inbox_workers,
+            "settlements": options.count,
+            "posts": int(figures["posts"]),
+            "duplicates": DUPLICATES,
+            "twins": TWINS,
+            "clients": options.clients,
+            "inbox_processes": 1,
+            "apply_workers": settings.inbox_workers,
         },
         figures=[
             Figure("changes deduped and applied", figures["applied"], "changes/s"),
@@ -138,4 +152,4 @@ def run_inbox(settings: Settings, options: BenchOptions) -> BenchResult:
             Figure("webhook latency p50", figures["p50_ms"], "ms"),
             Figure("webhook latency p99", figures["p99_ms"], "ms"),
         ],
-    )  # fmt: skip
+    )

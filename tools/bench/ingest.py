@@ -43,11 +43,17 @@ def _command(tenant: str, n: int) -> tuple[bytes, list[tuple[str, bytes]]]:
     value = avro.encode(
         "SettlementCommand",
         {
-            "tenant": tenant, "idempotency_key": f"k-{n}", "reference": f"r-{n}",
-            "payee": f"payee-{n % 97}", "destination": f"acct_{n % 31}", "amount": 100 + n,
-            "currency": "USD", "rail": None, "metadata": {"run": tenant},
+            "tenant": tenant,
+            "idempotency_key": f"k-{n}",
+            "reference": f"r-{n}",
+            "payee": f"payee-{n % 97}",
+            "destination": f"acct_{n % 31}",
+            "amount": 100 + n,
+            "currency": "USD",
+            "rail": None,
+            "metadata": {"run": tenant},
         },
-    )  # fmt: skip
+    )
     return value, signed_headers([SIGNING_SECRET], value, int(time.time()))
 
 
@@ -71,9 +77,10 @@ async def _through_kafka(settings: Settings, dsn: str, tenant: str, count: int) 
     await producer.start()
     try:
         started = time.monotonic()
-        sends = [await producer.send(settings.topic(COMMANDS), c, key=str(n).encode(),
-                                     headers=headers)
-                 for n, (c, headers) in enumerate(commands)]  # fmt: skip
+        sends = [
+            await producer.send(settings.topic(COMMANDS), c, key=str(n).encode(), headers=headers)
+            for n, (c, headers) in enumerate(commands)
+        ]
         await asyncio.gather(*sends)
         published = time.monotonic()
     finally:
@@ -87,8 +94,13 @@ async def _over_http(url: str, tenant_token: str, count: int, clients: int) -> d
     auth = {"Authorization": f"Bearer {tenant_token}", "Content-Type": "application/json"}
 
     def request_for(n: int) -> tuple[str, dict[str, str], bytes]:
-        body = {"reference": f"h-{run}-{n}", "payee": "payee", "destination": "acct_1",
-                "amount": 100 + n, "currency": "EUR"}  # fmt: skip
+        body = {
+            "reference": f"h-{run}-{n}",
+            "payee": "payee",
+            "destination": "acct_1",
+            "amount": 100 + n,
+            "currency": "EUR",
+        }
         return (
             "/v1/settlements",
             {**auth, "Idempotency-Key": f"h-{run}-{n}"},
@@ -130,10 +142,13 @@ def _ingest_once(
     dsn = libpq_dsn(url)
     prefix, tenant = f"bench-{uuid.uuid4().hex[:8]}.", f"bench{uuid.uuid4().hex[:8]}"
     asyncio.run(ensure_topics(kafka_access(settings), prefix))
-    env = {"SETTLE_DATABASE_URL": url, "SETTLE_TOPIC_PREFIX": prefix,
-           "SETTLE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-           "SETTLE_API_TOKENS": f"{tenant}:{TOKEN}",
-           "SETTLE_COMMAND_SIGNING_SECRETS": f"{tenant}:{SIGNING_SECRET}"}  # fmt: skip
+    env = {
+        "SETTLE_DATABASE_URL": url,
+        "SETTLE_TOPIC_PREFIX": prefix,
+        "SETTLE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "SETTLE_API_TOKENS": f"{tenant}:{TOKEN}",
+        "SETTLE_COMMAND_SIGNING_SECRETS": f"{tenant}:{SIGNING_SECRET}",
+    }
     log = run_paths().run / "bench" / "ledger-ingest.log"
     bench_settings = settings.model_copy(update={"topic_prefix": prefix})
     with running(["ledger"], env, log) as ledger:
@@ -154,8 +169,9 @@ def _ingest_once(
     baseline = read_result("baseline")
     for base in baseline.figures if baseline else []:
         if base.unit == "settlements/s" and base.value > 0:
-            figures.append(Figure(f"kafka accept / baseline {base.name}",
-                                  kafka["accept"] / base.value, "x"))  # fmt: skip
+            figures.append(
+                Figure(f"kafka accept / baseline {base.name}", kafka["accept"] / base.value, "x")
+            )
     return figures, [], filled
 
 

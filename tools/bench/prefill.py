@@ -206,24 +206,36 @@ async def open_accounts(conn: asyncpg.Connection, tenant: str) -> None:
     """Open `tenant`'s accounts in `CURRENCY` with their balance shards, as the ledger does."""
     kinds = list(AccountKind)
     ids = [account_id(tenant, kind, CURRENCY) for kind in kinds]
-    await conn.execute(OPEN_ACCOUNTS, ids, [tenant] * len(ids), [k.value for k in kinds],
-                       [CURRENCY] * len(ids), BALANCE_SHARDS)  # fmt: skip
+    await conn.execute(
+        OPEN_ACCOUNTS,
+        ids,
+        [tenant] * len(ids),
+        [k.value for k in kinds],
+        [CURRENCY] * len(ids),
+        BALANCE_SHARDS,
+    )
 
 
 async def _prepare(conn: asyncpg.Connection, tenant: str) -> None:
     # A crash loses a bench database, not money: no need to wait for each commit's flush.
     # Memory enough to sort a batch's steps and vacuum without spilling to disk.
-    await conn.execute("SET synchronous_commit = off; SET work_mem = '256MB'; "
-                       "SET maintenance_work_mem = '256MB'")  # fmt: skip
+    await conn.execute(
+        "SET synchronous_commit = off; SET work_mem = '256MB'; SET maintenance_work_mem = '256MB'"
+    )
     await conn.execute(STEPS_TABLE)
     await conn.execute(BATCH_TABLE)
     await conn.copy_records_to_table("prefill_steps", records=history_steps(tenant, CURRENCY))
 
 
 async def prefill(
-    conns: Sequence[asyncpg.Connection], tenant: str, count: int, *, batch: int = BATCH,
-    history: timedelta = HISTORY, progress: Progress | None = None,
-) -> Filled:  # fmt: skip
+    conns: Sequence[asyncpg.Connection],
+    tenant: str,
+    count: int,
+    *,
+    batch: int = BATCH,
+    history: timedelta = HISTORY,
+    progress: Progress | None = None,
+) -> Filled:
     """Book `count` finished settlements of `tenant` spread over `history` up to a minute ago
     (see the module), batches shared out among `conns`, then vacuum and analyze the database;
     what it took."""

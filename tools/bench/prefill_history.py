@@ -74,14 +74,21 @@ def history_steps(tenant: str, currency: str) -> list[Step]:
         for sequence, target in enumerate(path, start=1):
             to = holding_account(target, held)
             moves = to != held
-            steps.append(Step(
-                final.value, sequence, source.value if source else None, target.value,
-                ACTORS[target], REFUSED if target is _S.FAILED else None,
-                entry_kind(target) if moves else None,
-                account_id(tenant, held, currency) if moves else None,
-                account_id(tenant, to, currency) if moves else None,
-                AFTER_S[target], WEBHOOKS.get(target),
-            ))  # fmt: skip
+            steps.append(
+                Step(
+                    final.value,
+                    sequence,
+                    source.value if source else None,
+                    target.value,
+                    ACTORS[target],
+                    REFUSED if target is _S.FAILED else None,
+                    entry_kind(target) if moves else None,
+                    account_id(tenant, held, currency) if moves else None,
+                    account_id(tenant, to, currency) if moves else None,
+                    AFTER_S[target],
+                    WEBHOOKS.get(target),
+                )
+            )
             held, source = to, target
     return steps
 

@@ -44,11 +44,23 @@ def graph_path(directory: Path, rate: int, service: str) -> Path:
 
 async def _spy(executable: str, pid: int, seconds: int, out: Path) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        executable, "record", "--pid", str(pid), "--duration", str(seconds), "--nonblocking",
-        "--rate", str(SAMPLES_PER_S), "--format", "flamegraph", "--output", str(out),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        executable,
+        "record",
+        "--pid",
+        str(pid),
+        "--duration",
+        str(seconds),
+        "--nonblocking",
+        "--rate",
+        str(SAMPLES_PER_S),
+        "--format",
+        "flamegraph",
+        "--output",
+        str(out),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
 
 
 async def _said(spy: asyncio.subprocess.Process) -> str:
@@ -80,8 +92,10 @@ async def recording(
         yield
         return
     executable = py_spy()
-    spies = {s: await _spy(executable, pid, seconds, graph_path(directory, rate, s))
-             for s, pid in pids.items()}  # fmt: skip
+    spies = {
+        s: await _spy(executable, pid, seconds, graph_path(directory, rate, s))
+        for s, pid in pids.items()
+    }
     said: dict[str, str] = {}  # what a py-spy that has ended said, read once
     try:
         await asyncio.sleep(ATTACH_S)

@@ -51,8 +51,9 @@ async def _publish(settings: Settings, dsn: str, count: int) -> float:
                    SELECT gen_random_uuid(), s, 1, $1, convert_to(s::text, 'UTF8'),
                           decode(repeat('c3', 160), 'hex')
                      FROM (SELECT gen_random_uuid() AS s FROM generate_series(1, $2)) g""",
-                EVENTS, count,
-            )  # fmt: skip
+                EVENTS,
+                count,
+            )
             # A table in service has statistics; a freshly filled one gets them here, as
             # autovacuum would give them soon after.
             await conn.execute("ANALYZE outbox")
@@ -80,8 +81,9 @@ async def _publish(settings: Settings, dsn: str, count: int) -> float:
 
 def run_relay(settings: Settings, options: BenchOptions) -> BenchResult:
     """Outbox rows published to Kafka per second from a pre-filled outbox."""
-    rate = uvloop.run(_publish(settings, libpq_dsn(bench_database(settings.database_url)),
-                                options.count))  # fmt: skip
+    rate = uvloop.run(
+        _publish(settings, libpq_dsn(bench_database(settings.database_url)), options.count)
+    )
     return BenchResult(
         scenario="relay",
         parameters={"outbox_rows": options.count, "batch": BATCH, "publishers": 1, "lanes": 2},
@@ -111,8 +113,9 @@ async def _dispatch(settings: Settings, dsn: str, sim_url: str, count: int) -> t
         async with pool.acquire() as conn:
             done = await conn.fetchval(
                 "SELECT count(*) FROM rail_instructions WHERE tenant = $1 AND status = "
-                "'transferred'", tenant,
-            )  # fmt: skip
+                "'transferred'",
+                tenant,
+            )
     finally:
         await rail.aclose()
         await pool.close()

@@ -72,9 +72,10 @@ def child_env(infra: private.PrivateInfra) -> dict[str, str]:
     (the relays get theirs from the schedule's `self_pauses`)."""
     # The private broker speaks PLAINTEXT: security settings meant for another broker stay out.
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if k != "SETTLE_FAILPOINTS" and k not in SECURITY_VARIABLES
-    }  # fmt: skip
+    }
     env.update(
         SETTLE_DATABASE_URL=infra.database_url,
         SETTLE_KAFKA_BOOTSTRAP=infra.bootstrap,
@@ -136,9 +137,12 @@ async def _outcome(settings: Settings, batch: Batch) -> tuple[dict[str, int], di
 
 
 async def _start_services(
-    options: ChaosOptions, infra: private.PrivateInfra, supervisor: Supervisor,
-    env: dict[str, str], say: Any,
-) -> Ports:  # fmt: skip
+    options: ChaosOptions,
+    infra: private.PrivateInfra,
+    supervisor: Supervisor,
+    env: dict[str, str],
+    say: Any,
+) -> Ports:
     pg_port = int(infra.database_url.rsplit(":", 1)[1].split("/")[0])
     kafka_port = int(infra.bootstrap.rsplit(":", 1)[1])
     avoid = {pg_port, kafka_port, kafka_port + 1}
@@ -194,9 +198,12 @@ async def _under_faults(
         await _settle(settings, batch, options.settle_timeout_s, say)
         say(f"checking the invariants (waiting up to {options.quiet_timeout_s:.0f} s for quiet)")
         check = await run_check(
-            settings.database_url, infra.kafka, settings.topic(EVENTS),
-            effect_source(settings, rail_url), CheckOptions(wait_quiet_s=options.quiet_timeout_s),
-        )  # fmt: skip
+            settings.database_url,
+            infra.kafka,
+            settings.topic(EVENTS),
+            effect_source(settings, rail_url),
+            CheckOptions(wait_quiet_s=options.quiet_timeout_s),
+        )
     finally:
         load.cancel()
         waker.cancel()

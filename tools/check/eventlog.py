@@ -32,9 +32,11 @@ async def read_events(
     """Every SettlementEvent on `topic` now, written to `spill`; the facts say how many were
     read and which could not be decoded (their events are in the spill, not in the facts)."""
     consumer = log_reader(
-        kafka, "settle-check", fetch_max_bytes=MAX_FETCH_BYTES,
+        kafka,
+        "settle-check",
+        fetch_max_bytes=MAX_FETCH_BYTES,
         max_partition_fetch_bytes=MAX_FETCH_BYTES // 4,
-    )  # fmt: skip
+    )
     try:
         async with asyncio.timeout(timeout_s):
             await consumer.start()

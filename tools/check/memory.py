@@ -52,37 +52,54 @@ STEPS: list[tuple[S | None, S]] = [
 ]
 # Each statement with the names of its parameters, in order.
 FILL: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("""INSERT INTO settlements (id, tenant, reference, idempotency_key, payee, destination,
+    (
+        """INSERT INTO settlements (id, tenant, reference, idempotency_key, payee, destination,
                                 amount, currency, rail, status, version, rail_reference,
                                 created_at, updated_at)
         SELECT gen_random_uuid(), $2, 'ref-' || g, 'key-' || g, 'payee-7', 'acct_1Q2w3E',
                $3, $4, 'stripe', 'paid', 4, 'tr_' || g, now(), now()
           FROM generate_series(1, $1::int) AS g""",
-     ("count", "tenant", "amount", "currency")),
-    ("""INSERT INTO settlement_transitions (settlement_id, sequence, from_status, to_status,
+        ("count", "tenant", "amount", "currency"),
+    ),
+    (
+        """INSERT INTO settlement_transitions (settlement_id, sequence, from_status, to_status,
                                            actor, occurred_at)
         SELECT s.id, t.sequence, t.from_status, t.to_status, 'fill', now()
           FROM settlements AS s CROSS JOIN unnest($1::int[], $2::text[], $3::text[])
                AS t(sequence, from_status, to_status)""",
-     ("sequences", "sources", "statuses")),
-    ("""INSERT INTO accounts (id, tenant, kind, currency)
+        ("sequences", "sources", "statuses"),
+    ),
+    (
+        """INSERT INTO accounts (id, tenant, kind, currency)
         SELECT a, $1, split_part(a, ':', 2), $2 FROM unnest($3::text[]) AS a""",
-     ("tenant", "currency", "accounts")),
-    ("""INSERT INTO journal_entries (id, tenant, settlement_id, kind, occurred_at)
-        SELECT gen_random_uuid(), tenant, id, 'paid', now() FROM settlements""", ()),
-    ("""INSERT INTO postings (entry_id, account_id, amount, currency)
+        ("tenant", "currency", "accounts"),
+    ),
+    (
+        """INSERT INTO journal_entries (id, tenant, settlement_id, kind, occurred_at)
+        SELECT gen_random_uuid(), tenant, id, 'paid', now() FROM settlements""",
+        (),
+    ),
+    (
+        """INSERT INTO postings (entry_id, account_id, amount, currency)
         SELECT e.id, p.account_id, p.amount, $1 FROM journal_entries AS e
          CROSS JOIN unnest($2::text[], $3::bigint[]) AS p(account_id, amount)""",
-     ("currency", "accounts", "nets")),
-    ("""INSERT INTO account_balances (account_id, shard, balance)
-        SELECT account_id, 0, sum(amount) FROM postings GROUP BY 1""", ()),
-    ("""INSERT INTO rail_instructions (settlement_id, tenant, rail, method, idempotency_key,
+        ("currency", "accounts", "nets"),
+    ),
+    (
+        """INSERT INTO account_balances (account_id, shard, balance)
+        SELECT account_id, 0, sum(amount) FROM postings GROUP BY 1""",
+        (),
+    ),
+    (
+        """INSERT INTO rail_instructions (settlement_id, tenant, rail, method, idempotency_key,
                                       destination, amount, currency, status, rail_reference,
                                       created_at, updated_at)
         SELECT id, tenant, rail, 'transfer', encode(sha256(id::text::bytea), 'hex'),
                destination, amount, currency, 'transferred', rail_reference, now(), now()
-          FROM settlements""", ()),
-)  # fmt: skip
+          FROM settlements""",
+        (),
+    ),
+)
 
 
 async def fill(url: str, settlements: int) -> list[tuple[str, str]]:
@@ -90,11 +107,16 @@ async def fill(url: str, settlements: int) -> list[tuple[str, str]]:
     of each."""
     net = expected_net(AMOUNT, CURRENCY, TENANT, S.PAID)
     values: dict[str, object] = {
-        "count": settlements, "tenant": TENANT, "amount": AMOUNT, "currency": CURRENCY,
+        "count": settlements,
+        "tenant": TENANT,
+        "amount": AMOUNT,
+        "currency": CURRENCY,
         "sequences": list(range(1, len(STEPS) + 1)),
-        "sources": [a and a.value for a, _ in STEPS], "statuses": [b.value for _, b in STEPS],
-        "accounts": list(net), "nets": list(net.values()),
-    }  # fmt: skip
+        "sources": [a and a.value for a, _ in STEPS],
+        "statuses": [b.value for _, b in STEPS],
+        "accounts": list(net),
+        "nets": list(net.values()),
+    }
     conn = await asyncpg.connect(libpq_dsn(url))
     try:
         async with conn.transaction():
@@ -110,17 +132,26 @@ async def publish_events(
     kafka: KafkaAccess, topic: str, settlements: list[tuple[str, str]]
 ) -> None:
     """Each settlement's events, in order, as the relay would publish them."""
-    producer = idempotent_producer(kafka, f"check-memory-{uuid.uuid4()}", linger_ms=20,
-                                   max_batch_bytes=512 * 1024)  # fmt: skip
+    producer = idempotent_producer(
+        kafka, f"check-memory-{uuid.uuid4()}", linger_ms=20, max_batch_bytes=512 * 1024
+    )
     await producer.start()
     try:
         sends = []
         for sid, reference in settlements:
             for sequence, (origin, status) in enumerate(STEPS, 1):
-                event = {"event_id": str(uuid.uuid4()), "settlement_id": sid, "tenant": TENANT,
-                         "reference": reference, "type": step_event_type(origin, status),
-                         "sequence": sequence, "amount": AMOUNT, "currency": CURRENCY,
-                         "occurred_at": datetime.now(UTC), "status": status.value}  # fmt: skip
+                event = {
+                    "event_id": str(uuid.uuid4()),
+                    "settlement_id": sid,
+                    "tenant": TENANT,
+                    "reference": reference,
+                    "type": step_event_type(origin, status),
+                    "sequence": sequence,
+                    "amount": AMOUNT,
+                    "currency": CURRENCY,
+                    "occurred_at": datetime.now(UTC),
+                    "status": status.value,
+                }
                 value = avro.encode("SettlementEvent", event)
                 sends.append(await producer.send(topic, value, key=sid.encode()))
             if len(sends) >= 20_000:
@@ -144,8 +175,13 @@ def effects_served(settlements: list[tuple[str, str]]) -> Iterator[str]:
             limit = int(query.get("limit", [str(len(ids))])[0])
             page = ids[offset : offset + limit]
             following = offset + len(page) if offset + len(page) < len(ids) else None
-            body = json.dumps({"by_settlement": {sid: {"transfers": 1} for sid in page},
-                               "total": len(ids), "next_offset": following}).encode()  # fmt: skip
+            body = json.dumps(
+                {
+                    "by_settlement": {sid: {"transfers": 1} for sid in page},
+                    "total": len(ids),
+                    "next_offset": following,
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -167,8 +203,12 @@ def measure(settle: str, args: list[str], env: dict[str, str]) -> dict[str, obje
     """Run `settle check --json ARGS` to its end: exit status, seconds, peak RSS in KiB."""
     with tempfile.TemporaryFile() as out:
         started = time.monotonic()
-        pid = os.posix_spawn(settle, [settle, "check", "--json", *args], env,
-                             file_actions=[(os.POSIX_SPAWN_DUP2, out.fileno(), 1)])  # fmt: skip
+        pid = os.posix_spawn(
+            settle,
+            [settle, "check", "--json", *args],
+            env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, out.fileno(), 1)],
+        )
         _, status, usage = os.wait4(pid, 0)
         seconds = time.monotonic() - started
         out.seek(0)
@@ -178,10 +218,14 @@ def measure(settle: str, args: list[str], env: dict[str, str]) -> dict[str, obje
     except ValueError:  # the build refused its arguments: no report to read
         report = {"ok": printed.decode(errors="replace")[-300:]}
     # Builds that judge alike print the same bytes on the same data: the digest shows it.
-    return {"exit": os.waitstatus_to_exitcode(status), "seconds": round(seconds, 1),
-            "peak_rss_kib": usage.ru_maxrss, "ok": report.get("ok"),
-            "counts": report.get("counts"),
-            "report_sha256": hashlib.sha256(printed).hexdigest()[:16]}  # fmt: skip
+    return {
+        "exit": os.waitstatus_to_exitcode(status),
+        "seconds": round(seconds, 1),
+        "peak_rss_kib": usage.ru_maxrss,
+        "ok": report.get("ok"),
+        "counts": report.get("counts"),
+        "report_sha256": hashlib.sha256(printed).hexdigest()[:16],
+    }
 
 
 async def _create(server_url: str, kafka: KafkaAccess) -> tuple[str, str]:

@@ -55,9 +55,13 @@ def spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[b
 
 
 async def wait_healthy(
-    name: str, url: str, log: Path, *, timeout_s: float = 60.0,
+    name: str,
+    url: str,
+    log: Path,
+    *,
+    timeout_s: float = 60.0,
     running: Callable[[], bool] = lambda: True,
-) -> None:  # fmt: skip
+) -> None:
     """Return once `url` answers 200; ChildUnhealthy, naming `name` and showing the tail of
     its `log`, if time runs out or `running()` turns false first (the child is gone for good;
     a supervisor that restarts children keeps it true)."""

@@ -23,11 +23,13 @@ def infra() -> None:
 
 
 KAFKA_SECURITY = click.option(
-    "--kafka-security", type=click.Choice(["plaintext", "sasl_ssl"]), default="plaintext",
+    "--kafka-security",
+    type=click.Choice(["plaintext", "sasl_ssl"]),
+    default="plaintext",
     show_default=True,
     help="sasl_ssl: the local broker also listens for TLS + SCRAM-SHA-512 clients on the port "
     "after its controller's (`settle infra env --kafka-security sasl_ssl` prints the settings).",
-)  # fmt: skip
+)
 
 
 @infra.command()

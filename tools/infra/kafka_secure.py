@@ -62,16 +62,46 @@ def ensure_certificates(directory: Path, names: Sequence[str] = LOCAL_NAMES) -> 
         "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
     )
     new_key = ["-newkey", "rsa:2048", "-nodes"]
-    _openssl(openssl, "req", "-x509", *new_key, "-keyout", str(ca_key), "-out",
-             str(ca_file(directory)), "-days", str(CA_DAYS), "-subj", "/CN=settle local Kafka CA",
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
-    _openssl(openssl, "req", *new_key, "-keyout", str(key), "-out", str(csr),
-             "-subj", f"/CN={names[0]}")  # fmt: skip
+    _openssl(
+        openssl,
+        "req",
+        "-x509",
+        *new_key,
+        "-keyout",
+        str(ca_key),
+        "-out",
+        str(ca_file(directory)),
+        "-days",
+        str(CA_DAYS),
+        "-subj",
+        "/CN=settle local Kafka CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    )
+    _openssl(
+        openssl, "req", *new_key, "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={names[0]}"
+    )
     cert = directory / "broker.crt"
-    _openssl(openssl, "x509", "-req", "-in", str(csr), "-CA", str(ca_file(directory)),
-             "-CAkey", str(ca_key), "-CAcreateserial", "-out", str(cert),
-             "-days", str(BROKER_DAYS), "-extfile", str(extensions))  # fmt: skip
+    _openssl(
+        openssl,
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca_file(directory)),
+        "-CAkey",
+        str(ca_key),
+        "-CAcreateserial",
+        "-out",
+        str(cert),
+        "-days",
+        str(BROKER_DAYS),
+        "-extfile",
+        str(extensions),
+    )
     # Written last: its presence says the whole set is complete.
     pem = key.read_text() + cert.read_text() + ca_file(directory).read_text()
     keystore_file(directory).write_text(pem)
@@ -95,9 +125,13 @@ def _alt_names(names: Sequence[str]) -> str:
 
 def _openssl(openssl: str, *args: str) -> None:
     done = subprocess.run(
-        [openssl, *args], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-        timeout=OPENSSL_TIMEOUT_S, check=False,
-    )  # fmt: skip
+        [openssl, *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=OPENSSL_TIMEOUT_S,
+        check=False,
+    )
     if done.returncode != 0:
         raise InfrastructureError(f"openssl {args[0]} failed: {done.stderr.strip()[-2000:]}")
 

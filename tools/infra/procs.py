@@ -168,9 +168,15 @@ def run_logged(args: list[str], log: Path, *, cwd: Path, timeout: float, **extra
     status. `extra` goes to subprocess.run (a user, a new session)."""
     with log.open("w") as sink:
         done = subprocess.run(
-            args, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT, cwd=cwd,
-            timeout=timeout, check=False, **extra,
-        )  # fmt: skip
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            timeout=timeout,
+            check=False,
+            **extra,
+        )
     return done.returncode
 
 

@@ -110,18 +110,28 @@ def up(*, progress: Progress | None = None, kafka_sasl_ssl: bool = False) -> Sta
     with _locked(paths):
         pg = _bring_up("postgres", DATABASE_ENV, LOCAL_DATABASE_URL, postgres.start, paths, say)
         broker = _bring_up(
-            "kafka", KAFKA_ENV, LOCAL_KAFKA_BOOTSTRAP, kafka.start, paths, say,
+            "kafka",
+            KAFKA_ENV,
+            LOCAL_KAFKA_BOOTSTRAP,
+            kafka.start,
+            paths,
+            say,
             " (the first run resolves the broker jars with Maven)",
-        )  # fmt: skip
+        )
         prefix = os.environ.get(PREFIX_ENV, "")
         created = kafka.run_sync(lambda: ensure_topics(access, prefix))
     return StackReport(pg, broker, tuple(created), time.monotonic() - began)
 
 
 def _bring_up(
-    name: str, variable: str, local_url: str, start: Callable[[RunPaths], tuple[bool, int]],
-    paths: RunPaths, say: Progress, hint: str = "",
-) -> ComponentReport:  # fmt: skip
+    name: str,
+    variable: str,
+    local_url: str,
+    start: Callable[[RunPaths], tuple[bool, int]],
+    paths: RunPaths,
+    say: Progress,
+    hint: str = "",
+) -> ComponentReport:
     """Start the local server `name` unless $`variable` names an external one to use."""
     external = _external(variable)
     if external:

@@ -63,9 +63,13 @@ async def _until(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> tuple[boo
 
 
 async def _serve(
-    ports: Ports, options: StackOptions, demo: DemoBatch, log_dir: Path, console: Console,
+    ports: Ports,
+    options: StackOptions,
+    demo: DemoBatch,
+    log_dir: Path,
+    console: Console,
     started_infra: frozenset[str],
-) -> int:  # fmt: skip
+) -> int:
     import asyncpg
     import httpx
     from aiokafka.errors import KafkaError
@@ -97,13 +101,22 @@ async def _serve(
             )
         if started and demo.count:
             batch = DemoOptions(
-                ports.url(ports.ledger), ports.url(ports.railsim), demo.count, None, demo.rate,
+                ports.url(ports.ledger),
+                ports.url(ports.railsim),
+                demo.count,
+                None,
+                demo.rate,
                 relays=len(ports.relays),
-            )  # fmt: skip
+            )
             try:
                 finished, report = await _until(run_demo(settings, batch, console), stop)
-            except (SourceUnavailable, httpx.HTTPError, OSError, asyncpg.PostgresError,
-                    KafkaError) as e:  # fmt: skip
+            except (
+                SourceUnavailable,
+                httpx.HTTPError,
+                OSError,
+                asyncpg.PostgresError,
+                KafkaError,
+            ) as e:
                 console.print(f"[red]demo could not finish: {e}[/]")
                 finished, report, status = False, None, 1
             if finished and report is not None:

@@ -201,9 +201,14 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
             pace = AT_ONCE if options.rate is None else Pace(options.rate / 2)
             sending = asyncio.gather(
                 publish_commands(batch, range(half), kafka, settings.topic(COMMANDS), pace),
-                post_settlements(batch, range(half, options.count), options.ledger_url,
-                                 lambda: bar.advance(http_task), pace=pace),
-            )  # fmt: skip
+                post_settlements(
+                    batch,
+                    range(half, options.count),
+                    options.ledger_url,
+                    lambda: bar.advance(http_task),
+                    pace=pace,
+                ),
+            )
             try:
                 await _follow(conn, batch, options.settle_timeout_s, sending, bar, booked, settled)
                 commands_sent, http = await sending
@@ -225,6 +230,13 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
         await conn.close()
     seconds = time.monotonic() - began
     return DemoReport(
-        batch, statuses, http, commands_sent, latency, check, seconds, options.rate,
+        batch,
+        statuses,
+        http,
+        commands_sent,
+        latency,
+        check,
+        seconds,
+        options.rate,
         booked_over or 0.0,
-    )  # fmt: skip
+    )

@@ -97,7 +97,11 @@ def print_latency(latency: LatencySplit, console: Console) -> None:
         table.add_column(column, justify="left" if column in ("fault", "what it does") else "right")
     for name, lat in latency.by_fault.items():
         table.add_row(
-            name, FAULT_COSTS.get(name, ""), str(lat.count),
-            f"{lat.p50 * 1000:.0f}", f"{lat.p99 * 1000:.0f}", f"{lat.worst:.1f}",
-        )  # fmt: skip
+            name,
+            FAULT_COSTS.get(name, ""),
+            str(lat.count),
+            f"{lat.p50 * 1000:.0f}",
+            f"{lat.p99 * 1000:.0f}",
+            f"{lat.worst:.1f}",
+        )
     console.print(table)

@@ -163,8 +163,12 @@ class Supervisor:
                 delay = backoff(child.streak, RESTART_BASE_S, RESTART_CAP_S, self._rng)
                 log.warning(
                     "%s (pid %d) exited with %d after %.1f s; restarting in %.1f s",
-                    child.spec.name, child.proc.pid, code, up_for, delay,
-                )  # fmt: skip
+                    child.spec.name,
+                    child.proc.pid,
+                    code,
+                    up_for,
+                    delay,
+                )
                 await asyncio.sleep(delay)
                 if self._stopping:  # a Ctrl-C that reached the child before us
                     return
@@ -195,8 +199,11 @@ class Supervisor:
             return
         try:
             await children.wait_healthy(
-                spec.name, spec.health_url, self._log(spec), timeout_s=HEALTH_TIMEOUT_S,
+                spec.name,
+                spec.health_url,
+                self._log(spec),
+                timeout_s=HEALTH_TIMEOUT_S,
                 running=lambda: not self._stopping,
-            )  # fmt: skip
+            )
         except children.ChildUnhealthy as e:
             raise SupervisorError(str(e)) from e

@@ -76,19 +76,33 @@ def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> l
         "SETTLE_RAIL_IDEMPOTENT": "false" if options.rail_ignores_keys else "true",
     }
     sim_args = [
-        "railsim", "--host", HOST, "--port", str(ports.railsim),
-        "--webhook-url", f"{ports.url(ports.inbox)}/v1/webhooks/stripe",
-        "--fault-profile", options.fault_profile,
-        "--idempotency-window", "0" if options.rail_ignores_keys else "86400",
-    ]  # fmt: skip
+        "railsim",
+        "--host",
+        HOST,
+        "--port",
+        str(ports.railsim),
+        "--webhook-url",
+        f"{ports.url(ports.inbox)}/v1/webhooks/stripe",
+        "--fault-profile",
+        options.fault_profile,
+        "--idempotency-window",
+        "0" if options.rail_ignores_keys else "86400",
+    ]
     if options.seed is not None:
         sim_args += ["--seed", str(options.seed)]
     specs = [
         ServiceSpec("railsim", sim_args, child_env, ports.railsim, f"{rail}/healthz"),
         ServiceSpec(
             "inbox",
-            ["inbox", "--host", HOST, "--port", str(ports.inbox),
-             "--admin-port", str(ports.inbox_admin)],
+            [
+                "inbox",
+                "--host",
+                HOST,
+                "--port",
+                str(ports.inbox),
+                "--admin-port",
+                str(ports.inbox_admin),
+            ],
             child_env,
             ports.inbox,
             f"{ports.url(ports.inbox)}/healthz",
@@ -96,14 +110,21 @@ def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> l
         ),
         ServiceSpec(
             "ledger",
-            ["ledger", "--host", HOST, "--port", str(ports.ledger),
-             "--admin-port", str(ports.ledger_admin)],
+            [
+                "ledger",
+                "--host",
+                HOST,
+                "--port",
+                str(ports.ledger),
+                "--admin-port",
+                str(ports.ledger_admin),
+            ],
             child_env,
             ports.ledger,
             f"{ports.url(ports.ledger)}/healthz",
             admin_port=ports.ledger_admin,
         ),
-    ]  # fmt: skip
+    ]
     relay_env = dict(child_env)
     if options.relay_lease_seconds is not None:  # the caller's value wins
         relay_env.setdefault("SETTLE_RELAY_LEASE_SECONDS", f"{options.relay_lease_seconds:g}")
@@ -119,10 +140,14 @@ def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> l
     recon_env = {**LOCAL_RECONCILE, **child_env}
     specs.append(
         ServiceSpec(
-            "reconciler", reconciler, recon_env, ports.reconciler, health,
+            "reconciler",
+            reconciler,
+            recon_env,
+            ports.reconciler,
+            health,
             admin_port=ports.reconciler,
         )
-    )  # fmt: skip
+    )
     return [*specs, console_spec(ports, child_env)]
 
 

@@ -101,9 +101,12 @@ def manual_commit_consumer(
 
 
 def log_reader(
-    access: KafkaAccess, client_id: str, *, fetch_max_bytes: int = 52_428_800,
+    access: KafkaAccess,
+    client_id: str,
+    *,
+    fetch_max_bytes: int = 52_428_800,
     max_partition_fetch_bytes: int = 1_048_576,
-) -> AIOKafkaConsumer:  # fmt: skip
+) -> AIOKafkaConsumer:
     """A consumer outside any group that the caller assigns partitions to; it never commits,
     so reading changes nothing for anyone."""
     return AIOKafkaConsumer(

@@ -36,6 +36,9 @@ def log_poison(log: logging.Logger, passed: Poison) -> None:
     """One warning naming the record's topic, partition, offset and reason."""
     log.warning(
         "poison record passed over: %s[%d]@%d %s: %s",
-        passed.topic, passed.partition, passed.offset, passed.reason,
+        passed.topic,
+        passed.partition,
+        passed.offset,
+        passed.reason,
         passed.detail[:MAX_DETAIL_CHARS],
-    )  # fmt: skip
+    )

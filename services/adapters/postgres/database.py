@@ -22,9 +22,12 @@ async def _keep_session(_: asyncpg.Connection) -> None:
 
 
 async def create_pool(
-    settings: Settings, max_size: int = 10, server_settings: dict[str, str] | None = None,
-    keep_sessions: bool = False, as_owner: bool = False,
-) -> asyncpg.Pool:  # fmt: skip
+    settings: Settings,
+    max_size: int = 10,
+    server_settings: dict[str, str] | None = None,
+    keep_sessions: bool = False,
+    as_owner: bool = False,
+) -> asyncpg.Pool:
     """A connection pool that opens connections on demand, so start-up never needs PostgreSQL
     (but in production mode, which first refuses a role owning the tables: refuse_table_owner).
 
@@ -33,9 +36,13 @@ async def create_pool(
     cursor or LISTEN on a connection it gives back. `as_owner`: a command doing the owner's
     work (detaching partitions) skips the refusal."""
     pool = await asyncpg.create_pool(
-        libpq_dsn(settings.database_url), min_size=0, max_size=max_size, command_timeout=30,
-        server_settings=server_settings, reset=_keep_session if keep_sessions else None,
-    )  # fmt: skip
+        libpq_dsn(settings.database_url),
+        min_size=0,
+        max_size=max_size,
+        command_timeout=30,
+        server_settings=server_settings,
+        reset=_keep_session if keep_sessions else None,
+    )
     if pool is None:  # asyncpg types the awaited pool as optional; it never is once awaited
         raise RuntimeError("asyncpg.create_pool returned no pool")
     if settings.env is Deployment.PRODUCTION and not as_owner:

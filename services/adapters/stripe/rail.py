@@ -110,9 +110,11 @@ class StripeRail:
             # the whole answer, where only its id is read. StripeHTTP bounds the whole call by
             # the timeout: past it, an APIConnectionError caused by AnswerTimeout (AMBIGUOUS).
             response = await self._client.raw_request_async(
-                "post", CREATE_PATHS[instruction.method], **params,
+                "post",
+                CREATE_PATHS[instruction.method],
+                **params,
                 idempotency_key=instruction.idempotency_key,
-            )  # fmt: skip
+            )
         except stripe.StripeError as e:
             return outcome_of_error(e)
         return outcome_of_created(response)

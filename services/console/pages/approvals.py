@@ -84,19 +84,29 @@ async def approvals_page(
     status = choice(list(ProposalStatus), q.get("status", "pending"), "status")
     now = console.clock()
     found = await list_proposals(
-        console.pool, now=now, status=status, after=cursor(q.get("after")), limit=PAGE,
+        console.pool,
+        now=now,
+        status=status,
+        after=cursor(q.get("after")),
+        limit=PAGE,
         max_age=console.policy.max_age,
-    )  # fmt: skip
+    )
     events = await _events(console.pool, found)
     for p in found:
         p["link"] = target_link(p["target"], events.get(p["target"]))
         p["age"] = age_text(now - datetime.fromisoformat(p["proposed_at"]))
     shown = status.value if status else ""
     return render(
-        console, "approvals.html", caller, items=found, outcomes=outcomes, shown_status=shown,
-        statuses=list(ProposalStatus), two_person=console.policy.two_person,
+        console,
+        "approvals.html",
+        caller,
+        items=found,
+        outcomes=outcomes,
+        shown_status=shown,
+        statuses=list(ProposalStatus),
+        two_person=console.policy.two_person,
         next_after=next_after([p["id"] for p in found], PAGE),
-    )  # fmt: skip
+    )
 
 
 def routes(console: Console) -> list[Route]:
@@ -110,9 +120,15 @@ def routes(console: Console) -> list[Route]:
             form = await posted(console, request, caller)
             chosen = texts(form, "withdraw" if move is Move.WITHDRAW else "ids")
             outcomes = await decide(
-                console.pool, console.rail, console.clock, console.policy, move, chosen,
-                text(form, "reason").strip() or None, caller.operator,
-            )  # fmt: skip
+                console.pool,
+                console.rail,
+                console.clock,
+                console.policy,
+                move,
+                chosen,
+                text(form, "reason").strip() or None,
+                caller.operator,
+            )
             return await approvals_page(console, request, caller, outcomes)
 
         return post

@@ -39,9 +39,14 @@ def routes(console: Console) -> list[Route]:
         following = next_after([row["id"] for row in rows], PAGE)
         params = {name: value for name, value in where._asdict().items() if value}
         return render(
-            console, "audit.html", caller, rows=rows, where=where, next_after=following,
+            console,
+            "audit.html",
+            caller,
+            rows=rows,
+            where=where,
+            next_after=following,
             params=params,
-        )  # fmt: skip
+        )
 
     return [
         Route("/audit", guarded(console, audit), methods=["GET"]),

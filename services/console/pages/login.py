@@ -33,9 +33,14 @@ def routes(console: Console) -> list[Route]:
         token = gate.login_token(request)
         status = error.status if error is not None else 200
         response = render(
-            console, "login.html", None, status, next_path=next_path, error=error,
+            console,
+            "login.html",
+            None,
+            status,
+            next_path=next_path,
+            error=error,
             login_token=token,
-        )  # fmt: skip
+        )
         gate.set_login_cookie(response, token)
         return response
 

@@ -30,11 +30,17 @@ def throughput_chart(view: Overview) -> object:
     for n in range(int(WINDOW / MINUTE)):
         minute = start + n * MINUTE
         counts = view.throughput.get(minute, {})
-        slots.append([
-            Bar(counts.get(kind, 0), kind, f"{minute:%H:%M} {kind} {counts.get(kind, 0)}",
-                {"minute": minute.isoformat(), "kind": kind, "count": str(counts.get(kind, 0))})
-            for kind in ("accepted", "paid")
-        ])  # fmt: skip
+        slots.append(
+            [
+                Bar(
+                    counts.get(kind, 0),
+                    kind,
+                    f"{minute:%H:%M} {kind} {counts.get(kind, 0)}",
+                    {"minute": minute.isoformat(), "kind": kind, "count": str(counts.get(kind, 0))},
+                )
+                for kind in ("accepted", "paid")
+            ]
+        )
     return bar_chart("throughput-chart", "settlements accepted and paid per minute", slots, "/min")
 
 
@@ -46,12 +52,22 @@ def latency_chart(view: Overview) -> object:
     for n in range(int(WINDOW / LATENCY_BUCKET)):
         bucket = start + n * LATENCY_BUCKET
         measured, p50, p99 = view.latency.get(bucket, (0, 0.0, 0.0))
-        data = {"bucket": bucket.isoformat(), "measured": str(measured),
-                "p50-ms": str(round(p50 * 1000)), "p99-ms": str(round(p99 * 1000))}  # fmt: skip
-        slots.append([
-            Bar(p50 * 1000, "p50", f"{bucket:%H:%M} p50 {p50 * 1000:.0f} ms of {measured}", data),
-            Bar(p99 * 1000, "p99", f"{bucket:%H:%M} p99 {p99 * 1000:.0f} ms of {measured}", data),
-        ])  # fmt: skip
+        data = {
+            "bucket": bucket.isoformat(),
+            "measured": str(measured),
+            "p50-ms": str(round(p50 * 1000)),
+            "p99-ms": str(round(p99 * 1000)),
+        }
+        slots.append(
+            [
+                Bar(
+                    p50 * 1000, "p50", f"{bucket:%H:%M} p50 {p50 * 1000:.0f} ms of {measured}", data
+                ),
+                Bar(
+                    p99 * 1000, "p99", f"{bucket:%H:%M} p99 {p99 * 1000:.0f} ms of {measured}", data
+                ),
+            ]
+        )
     return bar_chart("latency-chart", "accepted to paid, p50 and p99", slots, "ms")
 
 
@@ -61,11 +77,18 @@ def routes(console: Console) -> list[Route]:
     async def overview(request: Request, caller: Caller) -> Response:
         view = await read_overview(console.pool, console.clock())
         return render(
-            console, "overview.html", caller, view=view, statuses=list(SettlementStatus),
-            window=WINDOW, sample=LATENCY_SAMPLE,
-            throughput=throughput_chart(view), latency=latency_chart(view),
+            console,
+            "overview.html",
+            caller,
+            view=view,
+            statuses=list(SettlementStatus),
+            window=WINDOW,
+            sample=LATENCY_SAMPLE,
+            throughput=throughput_chart(view),
+            latency=latency_chart(view),
             outbox_lag=(view.now - view.outbox_oldest).total_seconds()
-            if view.outbox_oldest else 0.0,
-        )  # fmt: skip
+            if view.outbox_oldest
+            else 0.0,
+        )
 
     return [Route("/", guarded(console, overview), methods=["GET"])]

@@ -55,10 +55,14 @@ async def review_page(
     after = review.parse_id(after_text) if after_text else None
     items = await review.list_review(console.pool, after, PAGE)
     return render(
-        console, "review.html", caller, items=items,
+        console,
+        "review.html",
+        caller,
+        items=items,
         next_after=next_after([item["id"] for item in items], PAGE),
-        outcomes=outcomes, resolutions=list(Resolution),
-    )  # fmt: skip
+        outcomes=outcomes,
+        resolutions=list(Resolution),
+    )
 
 
 async def breaks_page(
@@ -69,16 +73,24 @@ async def breaks_page(
     status = choice(list(BreakStatus), q.get("status", "open"), "status")
     break_type = choice(list(BreakType), q.get("type"), "type")
     found = await breaks.list_breaks(
-        console.pool, after=cursor(q.get("after")), limit=PAGE, status=status,
+        console.pool,
+        after=cursor(q.get("after")),
+        limit=PAGE,
+        status=status,
         break_type=break_type,
-    )  # fmt: skip
+    )
     return render(
-        console, "breaks.html", caller, items=found, outcomes=outcomes,
+        console,
+        "breaks.html",
+        caller,
+        items=found,
+        outcomes=outcomes,
         next_after=next_after([item.id for item in found], PAGE),
         shown_status=status.value if status else "",
         break_type=break_type.value if break_type else "",
-        statuses=list(BreakStatus), types=list(BreakType),
-    )  # fmt: skip
+        statuses=list(BreakStatus),
+        types=list(BreakType),
+    )
 
 
 async def webhooks_page(
@@ -90,9 +102,15 @@ async def webhooks_page(
     with unavailable_when_down("PostgreSQL is unreachable; no webhook was read"):
         page = await list_events(console.pool, status, cursor(q.get("after")), PAGE)
     return render(
-        console, "webhooks.html", caller, items=page["data"], next_after=page["next_cursor"],
-        shown_status=status.value, queues=WEBHOOK_QUEUES, outcomes=outcomes,
-    )  # fmt: skip
+        console,
+        "webhooks.html",
+        caller,
+        items=page["data"],
+        next_after=page["next_cursor"],
+        shown_status=status.value,
+        queues=WEBHOOK_QUEUES,
+        outcomes=outcomes,
+    )
 
 
 def routes(console: Console) -> list[Route]:
@@ -109,22 +127,31 @@ def routes(console: Console) -> list[Route]:
             form = await posted(console, request, caller)
             fields = {"as": text(form, "as"), "reason": text(form, "reason")}
             outcomes = await perform(
-                console.pool, console.rail, console.clock, console.policy, kind,
-                texts(form, "ids"), fields, caller.operator,
-            )  # fmt: skip
+                console.pool,
+                console.rail,
+                console.clock,
+                console.policy,
+                kind,
+                texts(form, "ids"),
+                fields,
+                caller.operator,
+            )
             return await page(console, request, caller, outcomes)
 
         return post
 
     resolve, close, replay = (
-        ProposedAction.REVIEW_RESOLVE, ProposedAction.BREAK_RESOLVE, ProposedAction.INBOX_REPLAY
-    )  # fmt: skip
+        ProposedAction.REVIEW_RESOLVE,
+        ProposedAction.BREAK_RESOLVE,
+        ProposedAction.INBOX_REPLAY,
+    )
     return [
         Route("/review", guarded(console, listing(review_page)), methods=["GET"]),
         Route("/review/resolve", guarded(console, action(resolve, review_page)), methods=["POST"]),
         Route("/breaks", guarded(console, listing(breaks_page)), methods=["GET"]),
         Route("/breaks/resolve", guarded(console, action(close, breaks_page)), methods=["POST"]),
         Route("/webhooks", guarded(console, listing(webhooks_page)), methods=["GET"]),
-        Route("/webhooks/replay", guarded(console, action(replay, webhooks_page)),
-              methods=["POST"]),
-    ]  # fmt: skip
+        Route(
+            "/webhooks/replay", guarded(console, action(replay, webhooks_page)), methods=["POST"]
+        ),
+    ]
