@@ -19,7 +19,7 @@ from services.console.errors import MethodNotAllowed, PageFailed, PageNotFound
 from services.console.pages import approvals, audit, login, overview, queues, settlements
 from services.console.sessions import SessionStore
 from services.console.web import Console, error_page, templates
-from services.operations.approvals import policy_of
+from services.operations.approval_policy import policy_of
 from services.operations.rail_lookup import RailLookup, StripeLookup, stripe_lookup
 from services.platform.config import Deployment, Settings
 from services.platform.edge import BearerAuth

@@ -27,7 +27,7 @@ from services.inbox.http import create_app, readiness_routes
 from services.inbox.metrics import InboxMetrics, create_metrics
 from services.inbox.signature import SignatureCheck
 from services.inbox.worker import Clock, InboxWorker, RetryPolicy, utc_now
-from services.operations.approvals import ONE_PERSON, Policy, policy_of
+from services.operations.approval_policy import ONE_PERSON, Policy, policy_of
 from services.operations.inbox_http import inbox_routes
 from services.platform.config import Settings
 from services.platform.edge import BearerAuth

@@ -24,7 +24,7 @@ from services.adapters.postgres.database import create_pool
 from services.adapters.stripe.address import rail_api_base
 from services.adapters.stripe.source import RailSource
 from services.apps.reconciler_admin import build_app
-from services.operations.approvals import policy_of
+from services.operations.approval_policy import policy_of
 from services.operations.http import routes
 from services.operations.rail_lookup import StripeLookup, stripe_lookup
 from services.platform.config import Settings, libpq_dsn

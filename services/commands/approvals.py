@@ -42,7 +42,8 @@ def approvals() -> None:
 @json_option
 def list_(status: str, after: int, limit: int, as_json: bool) -> None:
     """Proposals by id: pending ones, or those in --status."""
-    from services.operations.approvals import list_proposals, policy_of
+    from services.operations.approval_policy import policy_of
+    from services.operations.approvals import list_proposals
 
     async def work(settings: Settings) -> None:
         wanted = None if status == "any" else ProposalStatus(status)
@@ -74,8 +75,8 @@ def list_(status: str, after: int, limit: int, as_json: bool) -> None:
 @json_option
 def approve(proposal_id: str, operator: str, rail_url: str | None, as_json: bool) -> None:
     """Approve another operator's proposal: its action is done now, if the rail agrees."""
+    from services.operations.approval_policy import policy_of
     from services.operations.approvals import approve as approve_one
-    from services.operations.approvals import policy_of
     from services.operations.rail_lookup import stripe_lookup
 
     async def work(settings: Settings) -> int:
@@ -106,7 +107,7 @@ def approve(proposal_id: str, operator: str, rail_url: str | None, as_json: bool
 @json_option
 def reject(proposal_id: str, operator: str, reason: str | None, as_json: bool) -> None:
     """Refuse another operator's proposal; nothing is done."""
-    from services.operations.approvals import policy_of
+    from services.operations.approval_policy import policy_of
     from services.operations.approvals import reject as reject_one
 
     async def work(settings: Settings) -> int:
@@ -132,7 +133,7 @@ def reject(proposal_id: str, operator: str, reason: str | None, as_json: bool) -
 @json_option
 def withdraw(proposal_id: str, operator: str, as_json: bool) -> None:
     """Take back one's own pending proposal."""
-    from services.operations.approvals import policy_of
+    from services.operations.approval_policy import policy_of
     from services.operations.approvals import withdraw as withdraw_one
 
     async def work(settings: Settings) -> int:

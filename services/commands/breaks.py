@@ -109,7 +109,8 @@ def resolve(
     """Resolve open breaks with a reason, each audited."""
     from services.domain.proposal import ProposedAction
     from services.operations import bulk
-    from services.operations.approvals import Submitted, awaiting, policy_of, submit
+    from services.operations.approval_policy import policy_of
+    from services.operations.approvals import Submitted, awaiting, submit
     from services.operations.breaks import open_ids
     from services.operations.rail_lookup import NoRail
 

@@ -71,7 +71,8 @@ def replay_command(event: str, actor: str) -> None:
     from services.domain.proposal import ProposedAction
     from services.inbox.operator import replay
     from services.inbox.worker import utc_now
-    from services.operations.approvals import awaiting, policy_of, propose
+    from services.operations.approval_policy import policy_of
+    from services.operations.approvals import awaiting, propose
     from services.operations.operator_proof import OPERATOR_TOKEN, prove_operator
     from services.platform.config import libpq_dsn
 

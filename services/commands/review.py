@@ -97,7 +97,8 @@ def resolve(
     """Resolve settlements under review as paid, failed or retry, if the rail agrees."""
     from services.domain.proposal import ProposedAction
     from services.operations import bulk
-    from services.operations.approvals import Submitted, awaiting, policy_of, submit
+    from services.operations.approval_policy import policy_of
+    from services.operations.approvals import Submitted, awaiting, submit
     from services.operations.rail_lookup import stripe_lookup
 
     if (settlement_id is None) == (from_file is None):

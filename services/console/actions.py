@@ -21,7 +21,8 @@ from services.console.web import Clock
 from services.domain.instruction import Resolution
 from services.domain.proposal import Move, ProposedAction
 from services.inbox.errors import InboxError
-from services.operations.approvals import Policy, Submitted, approve, reject, submit, withdraw
+from services.operations.approval_policy import Policy
+from services.operations.approvals import Submitted, approve, reject, submit, withdraw
 from services.operations.bulk import ItemOutcome, each
 from services.operations.errors import BadRequest, Refused
 from services.operations.rail_lookup import RailLookup

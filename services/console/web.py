@@ -20,7 +20,7 @@ from services.console.errors import SignInNeeded
 from services.domain.errors import ApiError
 from services.domain.keyset import parse_id
 from services.domain.money import major_text
-from services.operations.approvals import ONE_PERSON, Policy
+from services.operations.approval_policy import ONE_PERSON, Policy
 from services.operations.errors import BadRequest
 from services.operations.rail_lookup import RailLookup
 

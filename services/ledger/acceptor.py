@@ -17,7 +17,8 @@ import asyncpg
 
 from services.adapters.postgres.store_errors import REFUSED, retry_contended, unavailable_when_down
 from services.domain.errors import StoreUnavailable
-from services.ledger.booking import Books, in_use_result, unbookable_result
+from services.ledger.answers import in_use_result, unbookable_result
+from services.ledger.booking import Books
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.platform.group_commit import GroupCommit

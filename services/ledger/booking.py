@@ -28,20 +28,18 @@ from services.domain.postings import AccountKind, Posting, accept_postings, acco
 from services.domain.rail_key import rail_idempotency_key
 from services.domain.settlement import SettlementStatus, event_type
 from services.domain.tenant_limits import NO_LIMITS, TenantLimits
-from services.domain.trace_context import carried
 from services.ledger import sql
+from services.ledger.answers import answer_for, duplicate_reference
 from services.ledger.funding import refuse_unfunded
-from services.ledger.idempotency import Decision, KeyState, StoredKey, decide
+from services.ledger.idempotency import KeyState, StoredKey, decide
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import canonical_json, settlement_body
-from services.platform.edge import error_body
 from services.settlement.transition_rows import settlement_event
 
 log = logging.getLogger(__name__)
 DEFAULT_RAIL = "sim"
 # How long a same-key request in another transaction may hold us before we answer 409.
 LOCK_WAIT = "2s"
-IN_USE_RETRY_AFTER = 1
 
 
 @dataclass(frozen=True)
@@ -128,7 +126,7 @@ class Books:
                     AcceptResult(Outcome.CREATED, 201, m.body, m.settlement_id, trace=r.trace)
                 )
             elif claimed:
-                results.append(_duplicate_reference(r))
+                results.append(duplicate_reference(r))
                 refused.append(n)
             else:
                 results.append(None)
@@ -194,7 +192,7 @@ class Books:
                 row["fingerprint"], KeyState(row["state"]), row["created_at"], row["locked_until"]
             )
             decision = decide(key, r.fingerprint, now, self.windows.replay, self.windows.tombstone)
-            answers.append(_answer(decision, row))
+            answers.append(answer_for(decision, row))
         return answers
 
     async def _open_accounts(self, conn: asyncpg.Connection, pairs: set[tuple[str, str]]) -> None:
@@ -259,62 +257,3 @@ def _mint(r: SettlementRequest, now: datetime) -> _Minted:
 def _body(result: AcceptResult | None) -> bytes:
     assert result is not None
     return result.body
-
-
-def _duplicate_reference(r: SettlementRequest) -> AcceptResult:
-    body = error_body(
-        "duplicate_reference",
-        f"reference {r.reference!r} is already booked under another idempotency key",
-        "reference",
-    )
-    return AcceptResult(Outcome.DUPLICATE_REFERENCE, 409, body)
-
-
-def _answer(decision: Decision, row: asyncpg.Record) -> AcceptResult:
-    if decision is Decision.REPLAY:
-        sid = str(row["settlement_id"]) if row["settlement_id"] else None
-        trace = carried(row["traceparent"], row["tracestate"])
-        status, body = row["response_status"], row["response_body"]
-        return AcceptResult(Outcome.REPLAYED, status, body, sid, trace=trace)
-    if decision is Decision.MISMATCH:
-        body = error_body(
-            "idempotency_key_reused",
-            "this idempotency key was used with a different request",
-            "Idempotency-Key",
-        )
-        return AcceptResult(Outcome.MISMATCH, 422, body)
-    if decision is Decision.EXPIRED:
-        body = error_body(
-            "idempotency_key_expired",
-            "this idempotency key is past its replay window; use a new key",
-            "Idempotency-Key",
-            original_request_at=row["created_at"].isoformat(),
-        )
-        return AcceptResult(Outcome.EXPIRED, 410, body)
-    return in_use_result()
-
-
-def in_use_result() -> AcceptResult:
-    """The 409 a request gets while another request with its key is still in flight."""
-    body = error_body(
-        "idempotency_key_in_use",
-        "a request with this idempotency key is still in flight; retry later",
-        "Idempotency-Key",
-    )
-    return AcceptResult(Outcome.IN_USE, 409, body, retry_after=IN_USE_RETRY_AFTER)
-
-
-def unbookable_result(request: SettlementRequest, error: Exception) -> AcceptResult:
-    """The 422 of a valid request the books cannot hold; nothing of it was stored. The
-    database's words are logged with the request's tenant and key, never sent: they name
-    tables, constraints and values of the books."""
-    log.error(
-        "unbookable settlement request tenant=%r idempotency_key=%r reference=%r: %s: %s",
-        request.tenant,
-        request.idempotency_key,
-        request.reference,
-        type(error).__name__,
-        error,
-    )
-    body = error_body("unbookable", "the books cannot hold this settlement", "amount")
-    return AcceptResult(Outcome.UNBOOKABLE, 422, body)

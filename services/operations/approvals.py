@@ -25,7 +25,6 @@ from services.adapters.postgres.store_errors import unavailable_when_down
 from services.domain.errors import ApiError
 from services.domain.keyset import parse_id
 from services.domain.proposal import (
-    DEFAULT_MAX_AGE_SECONDS,
     Move,
     Pending,
     ProposalRefused,
@@ -33,60 +32,17 @@ from services.domain.proposal import (
     ProposedAction,
     after_action,
     decide,
-    is_expired,
 )
+from services.operations import proposal_rows as sql
+from services.operations.approval_policy import DEFAULT_MAX_AGE
 from services.operations.errors import NotFound, Refused
+from services.operations.proposal_rows import proposal_document
 from services.operations.proposed import ACTION_REFUSALS, checked, item_of, perform, target_of
 from services.operations.rail_lookup import RailLookup
-from services.platform.config import Settings
 
-DEFAULT_MAX_AGE = timedelta(seconds=DEFAULT_MAX_AGE_SECONDS)
 MAX_PAGE = 200
 PROPOSAL_PENDING, PROPOSAL_EXPIRED = "proposal_pending", "proposal_expired"
 DOWN = "PostgreSQL is unreachable; no proposal was changed"
-
-COLUMNS = """id, action, target, payload, reason, proposed_by, proposed_at, status, decided_by,
-       decided_at, outcome"""
-EXPIRE_STALE = """
-UPDATE operator_proposals SET status = 'expired', decided_at = $3
- WHERE action = $1 AND target = $2 AND status = 'pending' AND proposed_at <= $4
-"""
-INSERT = f"""
-INSERT INTO operator_proposals (action, target, payload, reason, proposed_by, proposed_at)
-VALUES ($1, $2, $3::jsonb, $4, $5, $6) RETURNING {COLUMNS}
-"""
-PENDING_OF = """
-SELECT id FROM operator_proposals WHERE action = $1 AND target = $2 AND status = 'pending'
-"""
-LOCK = f"SELECT {COLUMNS} FROM operator_proposals WHERE id = $1 FOR UPDATE"
-DECIDE = f"""
-UPDATE operator_proposals SET status = $2, decided_by = $3, decided_at = $4, outcome = $5::jsonb
- WHERE id = $1 AND status = 'pending' RETURNING {COLUMNS}
-"""
-# Pending ones past their age are listed as expired, though not yet written so.
-LIST = f"""
-SELECT {COLUMNS} FROM operator_proposals
- WHERE id > $1 AND ($3::text IS NULL OR status = $3)
-   AND ($4::timestamptz IS NULL OR status <> 'pending' OR proposed_at > $4)
- ORDER BY id LIMIT $2
-"""
-
-
-class Policy(NamedTuple):
-    """How operator actions are approved (SETTLE_TWO_PERSON, SETTLE_PROPOSAL_MAX_AGE_SECONDS)."""
-
-    two_person: bool  # True: a second operator must approve each action
-    max_age: timedelta  # how long a proposal waits for its decision before it expires
-
-
-ONE_PERSON = Policy(False, DEFAULT_MAX_AGE)
-
-
-def policy_of(settings: Settings) -> Policy:
-    """The approval policy the settings ask for."""
-    return Policy(
-        settings.two_person_required, timedelta(seconds=settings.proposal_max_age_seconds)
-    )
 
 
 class Submitted(NamedTuple):
@@ -94,19 +50,6 @@ class Submitted(NamedTuple):
 
     proposed: bool  # True: a proposal awaits a second operator; False: the action was done
     document: dict[str, Any]  # the proposal (proposed), or the action's result
-
-
-def proposal_document(row: asyncpg.Record, now: datetime, max_age: timedelta) -> dict[str, Any]:
-    """A proposal as listings and answers give it; a pending one past its age shows expired."""
-    item = dict(row)
-    stale = row["status"] == "pending" and is_expired(row["proposed_at"], now, max_age)
-    item["status"] = str(ProposalStatus.EXPIRED) if stale else row["status"]
-    item["id"] = int(row["id"])
-    for key in ("payload", "outcome"):
-        item[key] = json.loads(row[key]) if row[key] is not None else None
-    for key in ("proposed_at", "decided_at"):
-        item[key] = row[key].isoformat() if row[key] else None
-    return item
 
 
 def awaiting(proposal: Mapping[str, Any]) -> str:
@@ -178,14 +121,14 @@ async def propose(
     with unavailable_when_down("PostgreSQL is unreachable; nothing was proposed"):
         async with conn.transaction():
             # A stale proposal for the target gives way; its decision came too late anyway.
-            await conn.execute(EXPIRE_STALE, action, canonical, now, now - max_age)
+            await conn.execute(sql.EXPIRE_STALE, action, canonical, now, now - max_age)
             try:
                 async with conn.transaction():
                     row = await conn.fetchrow(
-                        INSERT, action, canonical, json.dumps(kept), why, operator, now
+                        sql.INSERT, action, canonical, json.dumps(kept), why, operator, now
                     )
             except asyncpg.UniqueViolationError:
-                waiting = await conn.fetchval(PENDING_OF, action, canonical)
+                waiting = await conn.fetchval(sql.PENDING_OF, action, canonical)
                 raise Refused(
                     f"proposal {waiting} for {canonical} awaits a decision already",
                     code=PROPOSAL_PENDING,
@@ -274,7 +217,7 @@ async def list_proposals(
     any); pending means still waiting, those past their age left out."""
     stale_before = now - max_age if status is ProposalStatus.PENDING else None
     with unavailable_when_down("PostgreSQL is unreachable; no proposal was read"):
-        rows = await conn.fetch(LIST, after, min(limit, MAX_PAGE), status, stale_before)
+        rows = await conn.fetch(sql.LIST, after, min(limit, MAX_PAGE), status, stale_before)
     return [proposal_document(r, now, max_age) for r in rows]
 
 
@@ -305,7 +248,7 @@ async def _locked(
     now: datetime,
     max_age: timedelta,
 ) -> tuple[asyncpg.Record, ProposalStatus]:
-    row = await conn.fetchrow(LOCK, parse_proposal_id(proposal))
+    row = await conn.fetchrow(sql.LOCK, parse_proposal_id(proposal))
     if row is None:
         raise NotFound(f"no proposal {proposal}")
     pending = Pending(ProposalStatus(row["status"]), row["proposed_by"], row["proposed_at"])
@@ -324,7 +267,7 @@ async def _write(
     outcome: Mapping[str, Any] | None,
 ) -> asyncpg.Record:
     written = await conn.fetchrow(
-        DECIDE,
+        sql.DECIDE,
         row["id"],
         status,
         decided_by,

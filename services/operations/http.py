@@ -39,7 +39,8 @@ from services.domain.instruction import Resolution
 from services.domain.keyset import parse_id
 from services.domain.proposal import ProposalStatus, ProposedAction
 from services.operations import approvals, breaks, review
-from services.operations.approvals import ONE_PERSON, Policy, submit
+from services.operations.approval_policy import ONE_PERSON, Policy
+from services.operations.approvals import submit
 from services.operations.errors import BadRequest, Forbidden, ReasonMissing
 from services.operations.export import ExportFormat, export_open
 from services.operations.rail_lookup import RailLookup

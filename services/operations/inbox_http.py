@@ -16,7 +16,8 @@ from services.domain.proposal import ProposedAction
 from services.domain.rail_event import InboxStatus
 from services.inbox.operator import list_events, replay
 from services.inbox.worker import Clock
-from services.operations.approvals import Policy, propose
+from services.operations.approval_policy import Policy
+from services.operations.approvals import propose
 from services.platform.edge import JSON, BearerAuth, tenant_dependency
 
 STORE_FAILURES = (*UNREACHABLE, asyncpg.PostgresError)

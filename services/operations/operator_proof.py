@@ -8,7 +8,7 @@ SETTLE_OPERATOR_TOKENS), as the console and the HTTP routes prove it by sign-in 
 
 from __future__ import annotations
 
-from services.operations.approvals import policy_of
+from services.operations.approval_policy import policy_of
 from services.operations.errors import Refused
 from services.platform.config import Settings
 from services.platform.edge import BearerAuth, Unauthorized

@@ -19,7 +19,7 @@ from services.console.web import Console, templates
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
-from services.operations.approvals import ONE_PERSON, Policy
+from services.operations.approval_policy import ONE_PERSON, Policy
 from services.operations.rail_lookup import StripeLookup
 from services.platform.edge import BearerAuth
 from tests.conftest import unique

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from services.console.web import Console
-from services.operations.approvals import Policy
+from services.operations.approval_policy import Policy
 from services.operations.rail_lookup import StripeLookup
 from tests.integration.check_support import World, template
 from tests.integration.console_support import (

@@ -610,7 +610,7 @@ async def test_unbookable_answers_a_fixed_message_and_logs_the_database_error(
 ) -> None:
     await near_overflow(api, api.a)
     key = unique("key-")
-    with caplog.at_level(logging.ERROR, logger="services.ledger.booking"):
+    with caplog.at_level(logging.ERROR, logger="services.ledger.answers"):
         response = await api.post(api.a, key, settlement(amount=100))
     assert response.status_code == 422, response.text
     assert error_of(response) == {

@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 
 from services.apps.inbox import create_admin_app
 from services.inbox.metrics import create_metrics
-from services.operations.approvals import Policy
+from services.operations.approval_policy import Policy
 from services.operations.http import routes
 from services.operations.rail_lookup import StripeLookup
 from services.platform.edge import BearerAuth

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp
 
 from services.domain.errors import StoreUnavailable
-from services.ledger.booking import in_use_result
+from services.ledger.answers import in_use_result
 from services.ledger.http import create_app
 from services.ledger.http.fast_path import SettlementFastPath
 from services.ledger.http.settlements import CreateSettlement

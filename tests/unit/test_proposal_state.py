@@ -24,7 +24,7 @@ from services.domain.proposal import (
     decide,
     is_transition_valid,
 )
-from services.operations.approvals import Policy, policy_of
+from services.operations.approval_policy import Policy, policy_of
 from services.platform.settings import load_settings
 from tests.production_env import production as production_env
 
