@@ -3,7 +3,7 @@ shown on the page with their code, and POST forms checked for their form token."
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,10 +18,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from services.console.auth import Caller, Gate
 from services.console.errors import SignInNeeded
 from services.domain.errors import ApiError
-from services.domain.keyset import parse_id
 from services.domain.money import major_text
 from services.operations.approval_policy import ONE_PERSON, Policy
-from services.operations.errors import BadRequest
 from services.operations.rail_lookup import RailLookup
 
 Clock = Callable[[], datetime]
@@ -118,25 +116,3 @@ def text(form: FormData, name: str) -> str:
     """The text of field `name`, or "" when absent."""
     value = form.get(name)
     return value if isinstance(value, str) else ""
-
-
-def choice(kinds: Sequence[Any], value: str | None, name: str) -> Any:
-    """The one of `kinds` whose value is the query's `value` (None when blank); BadRequest
-    (`invalid_<name>`) naming the allowed values otherwise."""
-    if not value:
-        return None
-    for kind in kinds:
-        if kind.value == value:
-            return kind
-    allowed = ", ".join(k.value for k in kinds)
-    raise BadRequest(f"{name} must be one of {allowed}", code=f"invalid_{name}", field=name)
-
-
-def cursor(value: str | None, name: str = "after") -> int:
-    """A keyset page's cursor from the query (0 when absent); BadRequest when not a number."""
-    if value is None or value == "":
-        return 0
-    parsed = parse_id(value)
-    if parsed is None:
-        raise BadRequest(f"{name} must be a whole number", code=f"invalid_{name}", field=name)
-    return parsed

@@ -36,13 +36,13 @@ from starlette.routing import Route
 from services.domain.breaks import BreakStatus, BreakType
 from services.domain.errors import ApiError
 from services.domain.instruction import Resolution
-from services.domain.keyset import parse_id
 from services.domain.proposal import ProposalStatus, ProposedAction
 from services.operations import approvals, breaks, review
 from services.operations.approval_policy import ONE_PERSON, Policy
 from services.operations.approvals import submit
-from services.operations.errors import BadRequest, Forbidden, ReasonMissing
+from services.operations.errors import BadRequest, Forbidden
 from services.operations.export import ExportFormat, export_open
+from services.operations.query import choice, json_body, reason, whole_number
 from services.operations.rail_lookup import RailLookup
 from services.platform.edge import (
     JSON,
@@ -50,10 +50,8 @@ from services.platform.edge import (
     Unauthorized,
     api_error_response,
     bearer_token,
-    read_capped_body,
 )
 
-MAX_BODY = 16_384
 FORBIDDEN = "a tenant's token; operator actions need an operator token (SETTLE_OPERATOR_TOKENS)"
 Clock = Callable[[], datetime]
 Handler = Callable[[Request, str], Awaitable[Response]]  # request, operator -> response
@@ -67,44 +65,6 @@ def _now() -> datetime:
 
 def _json(document: object, status: int = 200) -> Response:
     return Response(json.dumps(document, sort_keys=True), status, media_type=JSON)
-
-
-def _choice(kind: type[_E], value: str | None, name: str) -> _E | None:
-    if value is None:
-        return None
-    try:
-        return kind(value)
-    except ValueError:
-        allowed = ", ".join(k.value for k in kind)
-        raise BadRequest(
-            f"{name} must be one of {allowed}", code=f"invalid_{name}", field=name
-        ) from None
-
-
-def _int(value: str | None, name: str, default: int) -> int:
-    if value is None:
-        return default
-    parsed = parse_id(value)
-    if parsed is None:
-        raise BadRequest(f"{name} must be a whole number", code=f"invalid_{name}", field=name)
-    return parsed
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    try:
-        body = json.loads(await read_capped_body(request, MAX_BODY) or b"{}")
-    except ValueError as e:
-        raise BadRequest("the body must be a JSON object", code="invalid_body") from e
-    if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object", code="invalid_body")
-    return body
-
-
-def _reason(body: dict[str, Any]) -> str:
-    reason = body.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
-        raise ReasonMissing()
-    return reason
 
 
 def _guarded(operators: BearerAuth, tenants: BearerAuth | None, handler: Handler) -> Endpoint:
@@ -184,15 +144,15 @@ def _review_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, 
     async def review_list(request: Request, _: str) -> Response:
         q = request.query_params
         after = review.parse_id(q["after"]) if "after" in q else None
-        items = await review.list_review(pool, after, _int(q.get("limit"), "limit", 50))
+        items = await review.list_review(pool, after, whole_number(q.get("limit"), "limit", 50))
         return _json({"data": items, "next_after": items[-1]["id"] if items else None})
 
     async def review_show(request: Request, _: str) -> Response:
         return _json(await review.show(pool, request.path_params["id"]))
 
     async def review_resolve(request: Request, operator: str) -> Response:
-        body = await _body(request)
-        resolution = _choice(Resolution, body.get("as"), "as")
+        body = await json_body(request)
+        resolution = choice(Resolution, body.get("as"), "as")
         if resolution is None:
             raise BadRequest('say how: "as": paid, failed or retry', code="invalid_as", field="as")
         payload = {"as": str(resolution)}
@@ -200,7 +160,7 @@ def _review_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, 
             ProposedAction.REVIEW_RESOLVE,
             request.path_params["id"],
             payload,
-            _reason(body),
+            reason(body),
             operator,
         )
 
@@ -216,10 +176,10 @@ def _break_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, H
         q = request.query_params
         found = await breaks.list_breaks(
             pool,
-            after=_int(q.get("after"), "after", 0),
-            limit=_int(q.get("limit"), "limit", 100),
-            status=_choice(BreakStatus, q.get("status"), "status"),
-            break_type=_choice(BreakType, q.get("type"), "type"),
+            after=whole_number(q.get("after"), "after", 0),
+            limit=whole_number(q.get("limit"), "limit", 100),
+            status=choice(BreakStatus, q.get("status"), "status"),
+            break_type=choice(BreakType, q.get("type"), "type"),
         )
         data = [breaks.break_document(b) for b in found]
         return _json({"data": data, "next_after": found[-1].id if found else None})
@@ -229,15 +189,15 @@ def _break_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, H
         return _json(breaks.break_document(found))
 
     async def breaks_resolve(request: Request, operator: str) -> Response:
-        reason = _reason(await _body(request))
+        why = reason(await json_body(request))
         return await acting.submit(
-            ProposedAction.BREAK_RESOLVE, request.path_params["id"], {}, reason, operator
+            ProposedAction.BREAK_RESOLVE, request.path_params["id"], {}, why, operator
         )
 
     async def breaks_export(request: Request, _: str) -> Response:
         q = request.query_params
-        fmt = _choice(ExportFormat, q.get("format", "jsonl"), "format") or ExportFormat.JSONL
-        break_type = _choice(BreakType, q.get("type"), "type")
+        fmt = choice(ExportFormat, q.get("format", "jsonl"), "format") or ExportFormat.JSONL
+        break_type = choice(BreakType, q.get("type"), "type")
         media = "text/csv" if fmt is ExportFormat.CSV else "application/x-ndjson"
         return StreamingResponse(_streamed(pool, fmt, break_type), media_type=media)
 
@@ -256,13 +216,13 @@ def _approval_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str
     async def approvals_list(request: Request, _: str) -> Response:
         q = request.query_params
         wanted = q.get("status", ProposalStatus.PENDING.value)
-        status = None if wanted == "any" else _choice(ProposalStatus, wanted, "status")
+        status = None if wanted == "any" else choice(ProposalStatus, wanted, "status")
         found = await approvals.list_proposals(
             pool,
             now=acting.clock(),
             status=status,
-            after=_int(q.get("after"), "after", 0),
-            limit=_int(q.get("limit"), "limit", 50),
+            after=whole_number(q.get("after"), "after", 0),
+            limit=whole_number(q.get("limit"), "limit", 50),
             max_age=max_age,
         )
         return _json({"data": found, "next_after": found[-1]["id"] if found else None})
@@ -280,7 +240,7 @@ def _approval_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str
         return _json(done)
 
     async def reject(request: Request, operator: str) -> Response:
-        why = (await _body(request)).get("reason")
+        why = (await json_body(request)).get("reason")
         async with pool.acquire() as conn:
             done = await approvals.reject(
                 conn,

@@ -27,8 +27,6 @@ from services.console.pages.queues import PAGE, WEBHOOK_QUEUES
 from services.console.web import (
     Console,
     Handler,
-    choice,
-    cursor,
     guarded,
     posted,
     render,
@@ -39,6 +37,7 @@ from services.domain.keyset import next_after
 from services.domain.proposal import Move, ProposalStatus
 from services.operations.approvals import list_proposals
 from services.operations.bulk import ItemOutcome
+from services.operations.query import choice, whole_number
 
 INBOX_EVENTS = "SELECT id, status, settlement_id FROM inbox_events WHERE id = ANY($1::bigint[])"
 
@@ -81,13 +80,13 @@ async def approvals_page(
 ) -> Response:
     """Proposals pending (unless told another status), with a decision's outcomes if given."""
     q = request.query_params
-    status = choice(list(ProposalStatus), q.get("status", "pending"), "status")
+    status = choice(list(ProposalStatus), q.get("status", "pending") or None, "status")
     now = console.clock()
     found = await list_proposals(
         console.pool,
         now=now,
         status=status,
-        after=cursor(q.get("after")),
+        after=whole_number(q.get("after") or None, "after"),
         limit=PAGE,
         max_age=console.policy.max_age,
     )

@@ -23,8 +23,6 @@ from services.console.auth import Caller
 from services.console.web import (
     Console,
     Handler,
-    choice,
-    cursor,
     guarded,
     posted,
     render,
@@ -39,6 +37,7 @@ from services.domain.rail_event import InboxStatus
 from services.inbox.operator import list_events
 from services.operations import breaks, review
 from services.operations.bulk import ItemOutcome
+from services.operations.query import choice, whole_number
 
 PAGE = 50
 WEBHOOK_QUEUES = (InboxStatus.DEAD, InboxStatus.PARKED, InboxStatus.MISMATCH)
@@ -70,11 +69,11 @@ async def breaks_page(
 ) -> Response:
     """Breaks by status (open unless told) and type, with a bulk action's outcomes if given."""
     q = request.query_params
-    status = choice(list(BreakStatus), q.get("status", "open"), "status")
-    break_type = choice(list(BreakType), q.get("type"), "type")
+    status = choice(list(BreakStatus), q.get("status", "open") or None, "status")
+    break_type = choice(list(BreakType), q.get("type") or None, "type")
     found = await breaks.list_breaks(
         console.pool,
-        after=cursor(q.get("after")),
+        after=whole_number(q.get("after") or None, "after"),
         limit=PAGE,
         status=status,
         break_type=break_type,
@@ -98,9 +97,11 @@ async def webhooks_page(
 ) -> Response:
     """Webhooks dead (unless told parked or mismatch), with a bulk action's outcomes if given."""
     q = request.query_params
-    status = choice(WEBHOOK_QUEUES, q.get("status", "dead"), "status") or InboxStatus.DEAD
+    status = choice(WEBHOOK_QUEUES, q.get("status", "dead") or None, "status") or InboxStatus.DEAD
     with unavailable_when_down("PostgreSQL is unreachable; no webhook was read"):
-        page = await list_events(console.pool, status, cursor(q.get("after")), PAGE)
+        page = await list_events(
+            console.pool, status, whole_number(q.get("after") or None, "after"), PAGE
+        )
     return render(
         console,
         "webhooks.html",

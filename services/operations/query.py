@@ -1,0 +1,62 @@
+"""What an operator's request carries, read one way by the HTTP routes and the console: a
+choice among named values, a whole number (a cursor), a JSON body, a reason. Each refusal is
+a BadRequest naming the field (ReasonMissing for a reason)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from starlette.requests import Request
+
+from services.domain.keyset import parse_id
+from services.operations.errors import BadRequest, ReasonMissing
+from services.platform.edge import read_capped_body
+
+MAX_BODY = 16_384
+E = TypeVar("E", bound=StrEnum)
+
+
+def choice(kinds: Iterable[E], value: str | None, name: str) -> E | None:
+    """The one of `kinds` whose value is `value` (None when not given); BadRequest
+    (`invalid_<name>`) naming the allowed values otherwise."""
+    if value is None:
+        return None
+    allowed = list(kinds)
+    for kind in allowed:
+        if kind.value == value:
+            return kind
+    names = ", ".join(k.value for k in allowed)
+    raise BadRequest(f"{name} must be one of {names}", code=f"invalid_{name}", field=name)
+
+
+def whole_number(value: str | None, name: str, default: int = 0) -> int:
+    """A whole number (a keyset cursor, a limit) from the query, `default` when not given;
+    BadRequest (`invalid_<name>`) when not one."""
+    if value is None:
+        return default
+    parsed = parse_id(value)
+    if parsed is None:
+        raise BadRequest(f"{name} must be a whole number", code=f"invalid_{name}", field=name)
+    return parsed
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object (empty when there is no body), at most MAX_BODY bytes."""
+    try:
+        body = json.loads(await read_capped_body(request, MAX_BODY) or b"{}")
+    except ValueError as e:
+        raise BadRequest("the body must be a JSON object", code="invalid_body") from e
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object", code="invalid_body")
+    return body
+
+
+def reason(body: dict[str, Any]) -> str:
+    """The body's `reason`; ReasonMissing when it is absent or blank."""
+    given = body.get("reason")
+    if not isinstance(given, str) or not given.strip():
+        raise ReasonMissing()
+    return given
