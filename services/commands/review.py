@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -28,6 +29,9 @@ from services.commands.common import (
 )
 from services.domain.instruction import Resolution
 from services.platform.config import Settings
+
+if TYPE_CHECKING:
+    from services.operations.approvals import Submitted
 
 
 @click.group()
@@ -98,7 +102,7 @@ def resolve(
     from services.domain.proposal import ProposedAction
     from services.operations import bulk
     from services.operations.approval_policy import policy_of
-    from services.operations.approvals import Submitted, awaiting, submit
+    from services.operations.approvals import submit
     from services.operations.rail_lookup import stripe_lookup
 
     if (settlement_id is None) == (from_file is None):
@@ -128,17 +132,7 @@ def resolve(
                     )
 
                 if from_file is None:
-                    done = await act(str(settlement_id))
-                    if as_json:
-                        echo_json(done.document)
-                    elif done.proposed:
-                        click.echo(awaiting(done.document))
-                    else:
-                        d = done.document
-                        click.echo(
-                            f"{d['settlement_id']}: {d['resolution']}, settlement "
-                            f"{d['settlement']}, instruction {d['instruction']}"
-                        )
+                    _print_resolved(await act(str(settlement_id)), as_json)
                     return DONE
                 outcomes = await bulk.each(bulk.lines_of(listed), act)
         finally:
@@ -147,3 +141,19 @@ def resolve(
         return REFUSED if any(not o.done for o in outcomes) else DONE
 
     raise SystemExit(run("review", as_json, work))
+
+
+def _print_resolved(done: Submitted, as_json: bool) -> None:
+    """One resolution done or proposed, as JSON or as a line."""
+    from services.operations.approvals import awaiting
+
+    if as_json:
+        echo_json(done.document)
+    elif done.proposed:
+        click.echo(awaiting(done.document))
+    else:
+        d = done.document
+        click.echo(
+            f"{d['settlement_id']}: {d['resolution']}, settlement "
+            f"{d['settlement']}, instruction {d['instruction']}"
+        )

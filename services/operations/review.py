@@ -26,6 +26,7 @@ from services.operations.audit import record_action
 from services.operations.errors import NotFound, ReasonMissing, Refused
 from services.operations.rail_lookup import RailLookup
 from services.operations.verdict import Decision, UnderReview, admissible, decide
+from services.settlement.transition_rows import LockedSettlement
 from services.settlement.transitions import TransitionBatch, TransitionConflict
 
 MAX_PAGE = 200
@@ -154,12 +155,7 @@ async def _write(
     locked = batch.settlements[row["id"]]
     instruction = InstructionStatus(await conn.fetchval(LOCK_INSTRUCTION, row["id"]))
     decision = decide(_under_review(row, locked.status, instruction), resolution, objects)
-    before = {
-        "status": str(locked.status),
-        "version": locked.version,
-        "instruction": str(instruction),
-        "rail_reference": locked.rail_reference,
-    }
+    before = _snapshot(locked, instruction)
     if decision.settlement is not None:
         moved = batch.move(
             row["id"],
@@ -181,12 +177,7 @@ async def _write(
     )
     if status != "UPDATE 1":
         raise TransitionConflict(f"rail instruction {row['id']} changed under its lock")
-    after = {
-        "status": str(locked.status),
-        "version": locked.version,
-        "instruction": str(decision.instruction),
-        "rail_reference": locked.rail_reference,
-    }
+    after = _snapshot(locked, decision.instruction)
     action_id = await record_action(
         conn,
         actor=operator,
@@ -203,6 +194,16 @@ async def _write(
         approved_by=approver,
     )
     return _resolved(row, resolution, decision, locked.status, action_id)
+
+
+def _snapshot(locked: LockedSettlement, instruction: InstructionStatus) -> dict[str, object]:
+    """A settlement under review and its instruction, as the audit row records them."""
+    return {
+        "status": str(locked.status),
+        "version": locked.version,
+        "instruction": str(instruction),
+        "rail_reference": locked.rail_reference,
+    }
 
 
 def _resolved(
