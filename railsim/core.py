@@ -7,12 +7,12 @@ applied whenever the core is next touched, so no thread or event loop is needed 
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from railsim.announce import Withheld, announce
+from railsim.aftermath import after_creation
+from railsim.announce import Withheld
 from railsim.balance import BalanceBook
 from railsim.clock import Clock, SystemClock
 from railsim.creation import make, refusal
@@ -117,7 +117,9 @@ class RailSim:
                 self._keys.remember(key, Stored(fp, reply, now))
             if wire is None:
                 return reply
-            return self._disturb(reply, wire, subject, idempotency_key, now)
+            return after_creation(
+                reply, wire, subject, idempotency_key, now, self._faults, self._dice, self._withheld
+            )
 
     def seed(self, objects: Iterable[Transfer | Payout]) -> None:
         """Take `objects` as made at the rail, oldest first, sending no webhook (a bulk seed)."""
@@ -271,36 +273,3 @@ class RailSim:
             )
         # A rail that ignores keys is simulated by never looking them up
         return key if key and self._keys.enabled else None
-
-    def _disturb(
-        self, reply: Reply, wire: Wire, subject: str, key: str | None, now: float
-    ) -> Reply:
-        """The created event(s) about `wire` attached, then the after-acceptance faults applied."""
-        f, dice = self._faults, self._dice
-        type_ = "transfer.created" if wire["object"] == "transfer" else "payout.created"
-        webhooks = announce(
-            type_,
-            wire,
-            at=now,
-            subject=subject,
-            faults=f,
-            dice=dice,
-            request_id=reply.request_id,
-            withheld=self._withheld,
-            idempotency_key=key,
-        )
-        reply = dataclasses.replace(
-            reply,
-            webhooks=webhooks,
-            webhooks_first=dice.chance("webhook_early", subject, f.webhook_early),
-        )
-        if dice.chance("fail_after", subject, f.fail_after):
-            return dataclasses.replace(
-                api_error(reply.request_id),
-                webhooks=reply.webhooks,
-                webhooks_first=reply.webhooks_first,
-                created_id=reply.created_id,
-            )
-        if dice.chance("timeout_after", subject, f.timeout_after):
-            return dataclasses.replace(reply, hold_seconds=f.timeout_seconds)
-        return reply

@@ -34,7 +34,7 @@ BOOKING = _relative(ledger_sql.__file__)
 # memory probe fills a throwaway ledger: fixtures of bench databases, no product code path
 # writes settlements so.
 BENCH_FIXTURES = {"tools/bench/reconcile_seed.py": 1, "tools/bench/prefill.py": 1,
-                  "tools/check/memory.py": 1}  # fmt: skip
+                  "tools/check/memory_fill.py": 1}  # fmt: skip
 
 
 def statements(pattern: re.Pattern[str], *roots: Path) -> dict[str, int]:
