@@ -12,7 +12,7 @@ from services.contracts import avro
 from services.domain.postings import AccountKind
 from services.domain.settlement import ReasonRequired
 from services.domain.settlement import SettlementStatus as S
-from services.settlement import transitions
+from services.settlement import transition_rows
 from services.settlement.transition_rows import (
     BalanceDelta,
     EntryRow,
@@ -92,8 +92,10 @@ def test_a_known_step_is_stored_as_exactly_these_rows_and_event_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     minted = iter(range(1, 100))
-    monkeypatch.setattr(transitions, "uuid7", lambda: uuid.UUID(f"{ID_STEM}01{next(minted):02d}"))
-    monkeypatch.setattr(transitions, "uuid7_text", lambda: f"{ID_STEM}02{next(minted):02d}")
+    monkeypatch.setattr(
+        transition_rows, "uuid7", lambda: uuid.UUID(f"{ID_STEM}01{next(minted):02d}")
+    )
+    monkeypatch.setattr(transition_rows, "uuid7_text", lambda: f"{ID_STEM}02{next(minted):02d}")
     b = batch()
     b.move(SID, S.DISPATCHING, actor="relay-1")
     b.move(SID, S.SUBMITTED, actor="relay-1", rail_reference="tr_1")

@@ -88,14 +88,8 @@ def bench(
         settings = load_settings()
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
-    try:
-        sizes = tuple(int(n) for n in settlements.split(","))
-    except ValueError:
-        raise click.BadParameter("e.g. 100000,1000000", param_hint="--settlements") from None
-    try:
-        offered = tuple(int(n) for n in rates.split(","))
-    except ValueError:
-        raise click.BadParameter("e.g. 100,250,500", param_hint="--rates") from None
+    sizes = _numbers(settlements, "--settlements", "e.g. 100000,1000000")
+    offered = _numbers(rates, "--rates", "e.g. 100,250,500")
     if any(rate < 1 for rate in offered):
         raise click.BadParameter("every rate must be at least 1", param_hint="--rates")
     fills = parse_fills(prefill)
@@ -158,3 +152,11 @@ def _print(result: BenchResult) -> None:
     for figure in result.breakdown:
         if figure.value or figure.high:
             click.echo(f"{result.scenario}: {figure}")
+
+
+def _numbers(text: str, option: str, example: str) -> tuple[int, ...]:
+    """The whole numbers of a comma-separated option; BadParameter with `example` otherwise."""
+    try:
+        return tuple(int(n) for n in text.split(","))
+    except ValueError:
+        raise click.BadParameter(example, param_hint=option) from None

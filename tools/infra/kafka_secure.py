@@ -62,24 +62,7 @@ def ensure_certificates(directory: Path, names: Sequence[str] = LOCAL_NAMES) -> 
         "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
     )
     new_key = ["-newkey", "rsa:2048", "-nodes"]
-    _openssl(
-        openssl,
-        "req",
-        "-x509",
-        *new_key,
-        "-keyout",
-        str(ca_key),
-        "-out",
-        str(ca_file(directory)),
-        "-days",
-        str(CA_DAYS),
-        "-subj",
-        "/CN=settle local Kafka CA",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-    )
+    _make_ca(openssl, directory, ca_key, new_key)
     _openssl(
         openssl, "req", *new_key, "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={names[0]}"
     )
@@ -108,6 +91,28 @@ def ensure_certificates(directory: Path, names: Sequence[str] = LOCAL_NAMES) -> 
     keystore_file(directory).chmod(0o600)
     for scratch in (csr, extensions, cert, key, directory / "ca.srl"):
         scratch.unlink(missing_ok=True)
+
+
+def _make_ca(openssl: str, directory: Path, ca_key: Path, new_key: list[str]) -> None:
+    """The local CA: its key and its self-signed certificate."""
+    _openssl(
+        openssl,
+        "req",
+        "-x509",
+        *new_key,
+        "-keyout",
+        str(ca_key),
+        "-out",
+        str(ca_file(directory)),
+        "-days",
+        str(CA_DAYS),
+        "-subj",
+        "/CN=settle local Kafka CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    )
 
 
 def _alt_names(names: Sequence[str]) -> str:

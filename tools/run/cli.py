@@ -70,13 +70,7 @@ async def _serve(
     console: Console,
     started_infra: frozenset[str],
 ) -> int:
-    import asyncpg
-    import httpx
-    from aiokafka.errors import KafkaError
-
-    from tools.check.errors import SourceUnavailable
-    from tools.run.demo import DemoOptions, run_demo
-    from tools.run.report import print_demo, print_services
+    from tools.run.report import print_services
     from tools.run.supervisor import Supervisor, SupervisorError
     from tools.run.topology import service_specs
 
@@ -100,28 +94,7 @@ async def _serve(
                 "(sign in with a token of SETTLE_OPERATOR_TOKENS)"
             )
         if started and demo.count:
-            batch = DemoOptions(
-                ports.url(ports.ledger),
-                ports.url(ports.railsim),
-                demo.count,
-                None,
-                demo.rate,
-                relays=len(ports.relays),
-            )
-            try:
-                finished, report = await _until(run_demo(settings, batch, console), stop)
-            except (
-                SourceUnavailable,
-                httpx.HTTPError,
-                OSError,
-                asyncpg.PostgresError,
-                KafkaError,
-            ) as e:
-                console.print(f"[red]demo could not finish: {e}[/]")
-                finished, report, status = False, None, 1
-            if finished and report is not None:
-                print_demo(report, console)
-                status = 0 if report.ok else 1
+            status = await _demo(settings, ports, demo, console, stop)
         if started:
             console.print(f"serving; Ctrl-C stops the services{_and_infra(started_infra)}.")
             await stop.wait()
@@ -133,6 +106,38 @@ async def _serve(
         await supervisor.stop_all(grace=STOP_GRACE_S)
         console.print("all services stopped")
     return status
+
+
+async def _demo(
+    settings: Settings, ports: Ports, demo: DemoBatch, console: Console, stop: asyncio.Event
+) -> int:
+    """Send the demo batch, follow it and print its report; the exit status it earns."""
+    import asyncpg
+    import httpx
+    from aiokafka.errors import KafkaError
+
+    from tools.check.errors import SourceUnavailable
+    from tools.run.demo import DemoOptions, run_demo
+    from tools.run.report import print_demo
+
+    batch = DemoOptions(
+        ports.url(ports.ledger),
+        ports.url(ports.railsim),
+        demo.count,
+        None,
+        demo.rate,
+        relays=len(ports.relays),
+    )
+    failures = (SourceUnavailable, httpx.HTTPError, OSError, asyncpg.PostgresError, KafkaError)
+    try:
+        finished, report = await _until(run_demo(settings, batch, console), stop)
+    except failures as e:
+        console.print(f"[red]demo could not finish: {e}[/]")
+        return 1
+    if finished and report is not None:
+        print_demo(report, console)
+        return 0 if report.ok else 1
+    return 0
 
 
 @dataclass(frozen=True)

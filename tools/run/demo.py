@@ -170,6 +170,48 @@ async def _follow(
         await asyncio.sleep(POLL_SECONDS)
 
 
+async def _send_and_follow(
+    conn: asyncpg.Connection,
+    batch: Batch,
+    options: DemoOptions,
+    settings: Settings,
+    console: Console,
+) -> tuple[int, Counter[str]]:
+    """Half the batch over Kafka and half over HTTP, each at half the rate, followed on
+    progress bars until every settlement is final (or the time is up); what was sent."""
+    half = options.count // 2
+    kafka = kafka_access(settings)
+    columns = (
+        TextColumn("{task.description:<10}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[states]}"),
+    )
+    with Progress(*columns, console=console, transient=False) as bar:
+        http_task = bar.add_task("http", total=options.count - half, states="")
+        booked = bar.add_task("booked", total=options.count, states="")
+        settled = bar.add_task("settled", total=options.count, states="")
+        # Each half takes half the rate, both from the same start
+        pace = AT_ONCE if options.rate is None else Pace(options.rate / 2)
+        sending = asyncio.gather(
+            publish_commands(batch, range(half), kafka, settings.topic(COMMANDS), pace),
+            post_settlements(
+                batch,
+                range(half, options.count),
+                options.ledger_url,
+                lambda: bar.advance(http_task),
+                pace=pace,
+            ),
+        )
+        try:
+            await _follow(conn, batch, options.settle_timeout_s, sending, bar, booked, settled)
+            commands_sent, http = await sending
+        finally:
+            sending.cancel()
+    return commands_sent, http
+
+
 async def run_demo(settings: Settings, options: DemoOptions, console: Console) -> DemoReport:
     """Submit the batch, follow it to final states, check the invariants; the report."""
     began = time.monotonic()
@@ -183,37 +225,9 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
     group = settings.topic(CONSUMER_GROUP)
     if options.relays and not await wait_for_group(kafka, group, options.relays, RELAYS_READY_S):
         console.print(f"[yellow]{group} is not stable with {options.relays} relays yet[/]")
-    half = options.count // 2
     conn = await asyncpg.connect(libpq_dsn(settings.database_url))
     try:
-        columns = (
-            TextColumn("{task.description:<10}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[states]}"),
-        )
-        with Progress(*columns, console=console, transient=False) as bar:
-            http_task = bar.add_task("http", total=options.count - half, states="")
-            booked = bar.add_task("booked", total=options.count, states="")
-            settled = bar.add_task("settled", total=options.count, states="")
-            # Each half takes half the rate, both from the same start
-            pace = AT_ONCE if options.rate is None else Pace(options.rate / 2)
-            sending = asyncio.gather(
-                publish_commands(batch, range(half), kafka, settings.topic(COMMANDS), pace),
-                post_settlements(
-                    batch,
-                    range(half, options.count),
-                    options.ledger_url,
-                    lambda: bar.advance(http_task),
-                    pace=pace,
-                ),
-            )
-            try:
-                await _follow(conn, batch, options.settle_timeout_s, sending, bar, booked, settled)
-                commands_sent, http = await sending
-            finally:
-                sending.cancel()
+        commands_sent, http = await _send_and_follow(conn, batch, options, settings, console)
         console.print(f"checking the invariants (waiting up to {options.quiet_timeout_s:.0f} s)")
         check = await run_check(
             settings.database_url,

@@ -75,55 +75,10 @@ def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> l
         "SETTLE_RAIL": "sim",
         "SETTLE_RAIL_IDEMPOTENT": "false" if options.rail_ignores_keys else "true",
     }
-    sim_args = [
-        "railsim",
-        "--host",
-        HOST,
-        "--port",
-        str(ports.railsim),
-        "--webhook-url",
-        f"{ports.url(ports.inbox)}/v1/webhooks/stripe",
-        "--fault-profile",
-        options.fault_profile,
-        "--idempotency-window",
-        "0" if options.rail_ignores_keys else "86400",
-    ]
-    if options.seed is not None:
-        sim_args += ["--seed", str(options.seed)]
     specs = [
-        ServiceSpec("railsim", sim_args, child_env, ports.railsim, f"{rail}/healthz"),
-        ServiceSpec(
-            "inbox",
-            [
-                "inbox",
-                "--host",
-                HOST,
-                "--port",
-                str(ports.inbox),
-                "--admin-port",
-                str(ports.inbox_admin),
-            ],
-            child_env,
-            ports.inbox,
-            f"{ports.url(ports.inbox)}/healthz",
-            admin_port=ports.inbox_admin,
-        ),
-        ServiceSpec(
-            "ledger",
-            [
-                "ledger",
-                "--host",
-                HOST,
-                "--port",
-                str(ports.ledger),
-                "--admin-port",
-                str(ports.ledger_admin),
-            ],
-            child_env,
-            ports.ledger,
-            f"{ports.url(ports.ledger)}/healthz",
-            admin_port=ports.ledger_admin,
-        ),
+        _railsim_spec(ports, child_env, options),
+        _with_admin_port("inbox", ports.inbox, ports.inbox_admin, child_env, ports),
+        _with_admin_port("ledger", ports.ledger, ports.ledger_admin, child_env, ports),
     ]
     relay_env = dict(child_env)
     if options.relay_lease_seconds is not None:  # the caller's value wins
@@ -149,6 +104,36 @@ def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> l
         )
     )
     return [*specs, console_spec(ports, child_env)]
+
+
+def _railsim_spec(ports: Ports, env: dict[str, str], options: StackOptions) -> ServiceSpec:
+    """The simulator, posting its webhooks to the inbox, keys honoured or not as asked."""
+    args = [
+        "railsim",
+        "--host",
+        HOST,
+        "--port",
+        str(ports.railsim),
+        "--webhook-url",
+        f"{ports.url(ports.inbox)}/v1/webhooks/stripe",
+        "--fault-profile",
+        options.fault_profile,
+        "--idempotency-window",
+        "0" if options.rail_ignores_keys else "86400",
+    ]
+    if options.seed is not None:
+        args += ["--seed", str(options.seed)]
+    rail = ports.url(ports.railsim)
+    return ServiceSpec("railsim", args, env, ports.railsim, f"{rail}/healthz")
+
+
+def _with_admin_port(
+    name: str, port: int, admin_port: int, env: dict[str, str], ports: Ports
+) -> ServiceSpec:
+    """A service with a public port and an admin port (inbox, ledger)."""
+    args = [name, "--host", HOST, "--port", str(port), "--admin-port", str(admin_port)]
+    health = f"{ports.url(port)}/healthz"
+    return ServiceSpec(name, args, env, port, health, admin_port=admin_port)
 
 
 def console_spec(ports: Ports, env: dict[str, str]) -> ServiceSpec:
