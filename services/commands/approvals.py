@@ -10,13 +10,13 @@ then ends `failed`), 3 for no such proposal.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from typing import NoReturn
 
 import click
 
 from services.commands.common import (
     DONE,
-    database,
+    desk,
     echo_document,
     echo_json,
     json_option,
@@ -24,7 +24,7 @@ from services.commands.common import (
     proven,
     run,
 )
-from services.domain.proposal import ProposalStatus
+from services.domain.proposal import Move, ProposalStatus
 from services.platform.config import Settings
 
 STATUSES = click.Choice([*(s.value for s in ProposalStatus), "any"])
@@ -42,20 +42,11 @@ def approvals() -> None:
 @json_option
 def list_(status: str, after: int, limit: int, as_json: bool) -> None:
     """Proposals by id: pending ones, or those in --status."""
-    from services.operations.approval_policy import policy_of
-    from services.operations.approvals import list_proposals
 
     async def work(settings: Settings) -> None:
         wanted = None if status == "any" else ProposalStatus(status)
-        async with database(settings) as pool:
-            found = await list_proposals(
-                pool,
-                now=datetime.now(UTC),
-                status=wanted,
-                after=after,
-                limit=limit,
-                max_age=policy_of(settings).max_age,
-            )
+        async with desk(settings) as operations:
+            found = await operations.proposals(status=wanted, after=after, limit=limit)
         if as_json:
             echo_json({"data": found})
             return
@@ -68,6 +59,24 @@ def list_(status: str, after: int, limit: int, as_json: bool) -> None:
     run("approvals", as_json, work)
 
 
+def _decide(
+    move: Move, proposal_id: str, operator: str, as_json: bool, **given: str | None
+) -> NoReturn:
+    """Decide the proposal through the desk as `operator`, print it, and exit."""
+
+    async def work(settings: Settings) -> int:
+        proven(settings, operator)
+        rail_url = given.get("rail_url")
+        async with desk(settings, rail=move is Move.APPROVE, rail_url=rail_url) as operations:
+            done = await operations.decide(
+                move, proposal_id, operator=operator, reason=given.get("reason")
+            )
+        echo_document(done, as_json)
+        return DONE
+
+    raise SystemExit(run("approvals", as_json, work))
+
+
 @approvals.command()
 @click.argument("proposal_id")
 @operator_option
@@ -75,29 +84,7 @@ def list_(status: str, after: int, limit: int, as_json: bool) -> None:
 @json_option
 def approve(proposal_id: str, operator: str, rail_url: str | None, as_json: bool) -> None:
     """Approve another operator's proposal: its action is done now, if the rail agrees."""
-    from services.operations.approval_policy import policy_of
-    from services.operations.approvals import approve as approve_one
-    from services.operations.rail_lookup import stripe_lookup
-
-    async def work(settings: Settings) -> int:
-        proven(settings, operator)
-        lookup = stripe_lookup(settings, rail_url)
-        try:
-            async with database(settings) as pool, pool.acquire() as conn:
-                done = await approve_one(
-                    conn,
-                    lookup,
-                    proposal_id,
-                    operator=operator,
-                    now=datetime.now(UTC),
-                    max_age=policy_of(settings).max_age,
-                )
-        finally:
-            await lookup.aclose()
-        echo_document(done, as_json)
-        return DONE
-
-    raise SystemExit(run("approvals", as_json, work))
+    _decide(Move.APPROVE, proposal_id, operator, as_json, rail_url=rail_url)
 
 
 @approvals.command()
@@ -107,24 +94,7 @@ def approve(proposal_id: str, operator: str, rail_url: str | None, as_json: bool
 @json_option
 def reject(proposal_id: str, operator: str, reason: str | None, as_json: bool) -> None:
     """Refuse another operator's proposal; nothing is done."""
-    from services.operations.approval_policy import policy_of
-    from services.operations.approvals import reject as reject_one
-
-    async def work(settings: Settings) -> int:
-        proven(settings, operator)
-        async with database(settings) as pool, pool.acquire() as conn:
-            done = await reject_one(
-                conn,
-                proposal_id,
-                operator=operator,
-                now=datetime.now(UTC),
-                reason=reason,
-                max_age=policy_of(settings).max_age,
-            )
-        echo_document(done, as_json)
-        return DONE
-
-    raise SystemExit(run("approvals", as_json, work))
+    _decide(Move.REJECT, proposal_id, operator, as_json, reason=reason)
 
 
 @approvals.command()
@@ -133,20 +103,4 @@ def reject(proposal_id: str, operator: str, reason: str | None, as_json: bool) -
 @json_option
 def withdraw(proposal_id: str, operator: str, as_json: bool) -> None:
     """Take back one's own pending proposal."""
-    from services.operations.approval_policy import policy_of
-    from services.operations.approvals import withdraw as withdraw_one
-
-    async def work(settings: Settings) -> int:
-        proven(settings, operator)
-        async with database(settings) as pool, pool.acquire() as conn:
-            done = await withdraw_one(
-                conn,
-                proposal_id,
-                operator=operator,
-                now=datetime.now(UTC),
-                max_age=policy_of(settings).max_age,
-            )
-        echo_document(done, as_json)
-        return DONE
-
-    raise SystemExit(run("approvals", as_json, work))
+    _decide(Move.WITHDRAW, proposal_id, operator, as_json)

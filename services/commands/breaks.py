@@ -10,7 +10,6 @@ resolve many, each its own audited action, and print a summary; in two-person mo
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -19,6 +18,7 @@ from services.commands.common import (
     DONE,
     REFUSED,
     database,
+    desk,
     echo_document,
     echo_json,
     fail,
@@ -109,10 +109,8 @@ def resolve(
     """Resolve open breaks with a reason, each audited."""
     from services.domain.proposal import ProposedAction
     from services.operations import bulk
-    from services.operations.approval_policy import policy_of
-    from services.operations.approvals import Submitted, awaiting, submit
+    from services.operations.approvals import Submitted, awaiting
     from services.operations.breaks import open_ids
-    from services.operations.rail_lookup import NoRail
 
     if sum(x is not None for x in (break_id, all_of_type, from_file)) != 1:
         fail("breaks", as_json, "usage", "give one BREAK_ID, --all-of-type or --from-file", 2)
@@ -121,21 +119,11 @@ def resolve(
 
     async def work(settings: Settings) -> int:
         proven(settings, operator)
-        policy = policy_of(settings)
-        async with database(settings) as pool:
+        async with desk(settings) as operations:
 
             async def act(item: str) -> Submitted:
-                return await submit(
-                    pool,
-                    NoRail(),
-                    ProposedAction.BREAK_RESOLVE,
-                    item,
-                    {},
-                    reason=reason,
-                    operator=operator,
-                    now=datetime.now(UTC),
-                    two_person=policy.two_person,
-                    max_age=policy.max_age,
+                return await operations.act(
+                    ProposedAction.BREAK_RESOLVE, item, {}, reason=reason, operator=operator
                 )
 
             if break_id is not None:
@@ -150,7 +138,7 @@ def resolve(
             ids = (
                 bulk.lines_of(listed)
                 if from_file is not None
-                else open_ids(pool, BreakType(str(all_of_type)))
+                else open_ids(operations.pool, BreakType(str(all_of_type)))
             )
             outcomes = await bulk.each(ids, act)
         echo_json(bulk.summary(outcomes))

@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import asyncpg
 import click
@@ -24,6 +24,9 @@ from services.domain.errors import ApiError, ConfigError, StoreUnavailable
 from services.operations.errors import NotFound, RailUnavailable
 from services.platform.config import Settings
 from services.platform.settings import load_settings
+
+if TYPE_CHECKING:
+    from services.operations.desk import OperationsDesk
 
 DONE, REFUSED, UNREADABLE, NOT_FOUND = 0, 1, 2, 3
 T = TypeVar("T")
@@ -72,6 +75,25 @@ def run(command: str, as_json: bool, work: Callable[[Settings], Coroutine[Any, A
         return asyncio.run(work(settings))
     except ApiError as e:
         fail(command, as_json, e.code, e.message, exit_status(e))
+
+
+@asynccontextmanager
+async def desk(
+    settings: Settings, *, rail: bool = False, rail_url: str | None = None
+) -> AsyncIterator[OperationsDesk]:
+    """The operations desk of a command, over a small pool and, with `rail`, the rail the
+    settings name (or `rail_url`); closed after."""
+    from services.operations.approval_policy import policy_of
+    from services.operations.desk import OperationsDesk
+    from services.operations.rail_lookup import NoRail, stripe_lookup
+
+    owned = stripe_lookup(settings, rail_url) if rail else None
+    try:
+        async with database(settings) as pool:
+            yield OperationsDesk(pool, owned or NoRail(), policy_of(settings))
+    finally:
+        if owned is not None:
+            await owned.aclose()
 
 
 @asynccontextmanager

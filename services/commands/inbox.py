@@ -68,39 +68,22 @@ def inbox(ctx: click.Context, host: str, port: int, admin_port: int) -> None:
 def replay_command(event: str, actor: str) -> None:
     """Send a dead or parked event (inbox row id or rail event id) back to be applied; in
     two-person mode (SETTLE_TWO_PERSON), propose it for another operator to approve."""
+    from services.commands.common import desk
     from services.domain.proposal import ProposedAction
-    from services.inbox.operator import replay
-    from services.inbox.worker import utc_now
-    from services.operations.approval_policy import policy_of
-    from services.operations.approvals import awaiting, propose
+    from services.operations.approvals import awaiting
     from services.operations.operator_proof import OPERATOR_TOKEN, prove_operator
-    from services.platform.config import libpq_dsn
 
     settings = _settings()
-    policy = policy_of(settings)
 
     async def run() -> str:
-        import asyncpg
-
         prove_operator(settings, actor, os.environ.get(OPERATOR_TOKEN))
-        conn = await asyncpg.connect(libpq_dsn(settings.database_url))
-        try:
-            if policy.two_person:
-                found = await propose(
-                    conn,
-                    ProposedAction.INBOX_REPLAY,
-                    event,
-                    {},
-                    reason=None,
-                    operator=actor,
-                    now=utc_now(),
-                    max_age=policy.max_age,
-                )
-                return awaiting(found)
-            row_id = await replay(conn, event, actor, utc_now())
-            return f"inbox event {row_id} queued for replay by {actor}"
-        finally:
-            await conn.close()
+        async with desk(settings) as operations:
+            done = await operations.act(
+                ProposedAction.INBOX_REPLAY, event, {}, reason=None, operator=actor
+            )
+        if done.proposed:
+            return awaiting(done.document)
+        return f"inbox event {done.document['id']} queued for replay by {actor}"
 
     try:
         said = asyncio.run(run())

@@ -8,7 +8,6 @@ two-person mode (SETTLE_TWO_PERSON) each is proposed instead, for `settle approv
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from services.commands.common import (
     DONE,
     REFUSED,
     database,
+    desk,
     echo_document,
     echo_json,
     fail,
@@ -101,9 +101,6 @@ def resolve(
     """Resolve settlements under review as paid, failed or retry, if the rail agrees."""
     from services.domain.proposal import ProposedAction
     from services.operations import bulk
-    from services.operations.approval_policy import policy_of
-    from services.operations.approvals import submit
-    from services.operations.rail_lookup import stripe_lookup
 
     if (settlement_id is None) == (from_file is None):
         fail("review", as_json, "usage", "give one SETTLEMENT_ID or --from-file FILE", 2)
@@ -112,31 +109,21 @@ def resolve(
 
     async def work(settings: Settings) -> int:
         proven(settings, operator)
-        lookup = stripe_lookup(settings, rail_url)
-        policy = policy_of(settings)
-        try:
-            async with database(settings) as pool:
+        async with desk(settings, rail=True, rail_url=rail_url) as operations:
 
-                async def act(sid: str) -> Submitted:
-                    return await submit(
-                        pool,
-                        lookup,
-                        ProposedAction.REVIEW_RESOLVE,
-                        sid,
-                        {"as": resolution},
-                        reason=reason,
-                        operator=operator,
-                        now=datetime.now(UTC),
-                        two_person=policy.two_person,
-                        max_age=policy.max_age,
-                    )
+            async def act(sid: str) -> Submitted:
+                return await operations.act(
+                    ProposedAction.REVIEW_RESOLVE,
+                    sid,
+                    {"as": resolution},
+                    reason=reason,
+                    operator=operator,
+                )
 
-                if from_file is None:
-                    _print_resolved(await act(str(settlement_id)), as_json)
-                    return DONE
-                outcomes = await bulk.each(bulk.lines_of(listed), act)
-        finally:
-            await lookup.aclose()
+            if from_file is None:
+                _print_resolved(await act(str(settlement_id)), as_json)
+                return DONE
+            outcomes = await bulk.each(bulk.lines_of(listed), act)
         echo_json(bulk.summary(outcomes))
         return REFUSED if any(not o.done for o in outcomes) else DONE
 

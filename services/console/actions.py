@@ -1,9 +1,9 @@
 """The console's operator actions, dispatched in one place: `perform`; and the second
 operator's decisions on proposals (maker-checker): `decide`.
 
-Each selected item goes through `services.operations.approvals.submit`, the entry point the
-CLI and the operator HTTP routes use: with two-person mode off the action is done at once and
-refused exactly as they refuse it (a resolution the rail contradicts, a closed break, a
+Each selected item goes through the console's `OperationsDesk`, the front door the commands
+and the operator HTTP routes go through as well: with two-person mode off the action is done
+at once and refused exactly as they refuse it (a resolution the rail contradicts, a closed break, a
 webhook that is not dead or parked); on, it becomes a proposal awaiting a second operator.
 Each item is its own audited action (or proposal) in its own transaction
 (`services.operations.bulk.each`), and its outcome is returned to be shown.
@@ -14,18 +14,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-import asyncpg
-
 from services.adapters.postgres.store_errors import unavailable_when_down
-from services.console.web import Clock
 from services.domain.instruction import Resolution
 from services.domain.proposal import Move, ProposedAction
 from services.inbox.errors import InboxError
-from services.operations.approval_policy import Policy
-from services.operations.approvals import Submitted, approve, reject, submit, withdraw
+from services.operations.approvals import Submitted
 from services.operations.bulk import ItemOutcome, each
+from services.operations.desk import OperationsDesk
 from services.operations.errors import BadRequest, Refused
-from services.operations.rail_lookup import RailLookup
 
 MAX_TARGETS = 500
 
@@ -36,19 +32,16 @@ async def _targets(ids: Sequence[str]) -> AsyncIterator[str]:
 
 
 async def perform(
-    pool: asyncpg.Pool,
-    rail: RailLookup,
-    clock: Clock,
-    policy: Policy,
+    desk: OperationsDesk,
     action: ProposedAction,
     targets: Sequence[str],
     form: Mapping[str, str],
     operator: str,
 ) -> list[ItemOutcome]:
-    """Do (or, under a two-person `policy`, propose) `action` on each of `targets` as
-    `operator` with the form's `as` and `reason`; each item done, proposed or refused (with
-    its code), in order. BadRequest when nothing is selected or the action itself cannot be
-    read; StoreUnavailable (PostgreSQL down) stops the run."""
+    """Do (or, in two-person mode, propose) `action` on each of `targets` as `operator` with
+    the form's `as` and `reason`; each item done, proposed or refused (with its code), in
+    order. BadRequest when nothing is selected or the action itself cannot be read;
+    StoreUnavailable (PostgreSQL down) stops the run."""
     _selected(targets, "ids")
     payload: dict[str, Any] = {}
     if action is ProposedAction.REVIEW_RESOLVE:
@@ -59,18 +52,7 @@ async def perform(
         # The inbox's refusals answered as the other actions' are: a code and a message.
         try:
             with unavailable_when_down("PostgreSQL is unreachable; nothing was done"):
-                return await submit(
-                    pool,
-                    rail,
-                    action,
-                    item,
-                    payload,
-                    reason=reason,
-                    operator=operator,
-                    now=clock(),
-                    two_person=policy.two_person,
-                    max_age=policy.max_age,
-                )
+                return await desk.act(action, item, payload, reason=reason, operator=operator)
         except InboxError as e:
             raise Refused(e.message, code=e.code) from e
 
@@ -78,10 +60,7 @@ async def perform(
 
 
 async def decide(
-    pool: asyncpg.Pool,
-    rail: RailLookup,
-    clock: Clock,
-    policy: Policy,
+    desk: OperationsDesk,
     move: Move,
     proposals: Sequence[str],
     reason: str | None,
@@ -96,15 +75,7 @@ async def decide(
     async def act(item: str) -> object:
         # Each decision in its own transaction: one refused leaves the others standing.
         with unavailable_when_down("PostgreSQL is unreachable; no proposal was decided"):
-            async with pool.acquire() as conn:
-                now, age = clock(), policy.max_age
-                if move is Move.APPROVE:
-                    return await approve(conn, rail, item, operator=operator, now=now, max_age=age)
-                if move is Move.REJECT:
-                    return await reject(
-                        conn, item, operator=operator, now=now, reason=reason, max_age=age
-                    )
-                return await withdraw(conn, item, operator=operator, now=now, max_age=age)
+            return await desk.decide(move, item, operator=operator, reason=reason)
 
     return await each(_targets(proposals), act)
 

@@ -20,6 +20,7 @@ from services.console.errors import SignInNeeded
 from services.domain.errors import ApiError
 from services.domain.money import major_text
 from services.operations.approval_policy import ONE_PERSON, Policy
+from services.operations.desk import OperationsDesk
 from services.operations.rail_lookup import RailLookup
 
 Clock = Callable[[], datetime]
@@ -57,6 +58,11 @@ class Console:
     templates: jinja2.Environment
     clock: Clock
     policy: Policy = ONE_PERSON  # two-person mode: actions become proposals
+
+    @property
+    def desk(self) -> OperationsDesk:
+        """The front door every operator action of the console goes through."""
+        return OperationsDesk(self.pool, self.rail, self.policy, self.clock)
 
 
 def render(

@@ -64,6 +64,35 @@ async def list_events(
     return {"data": data, "next_cursor": str(rows[-1]["id"]) if rows and full else None}
 
 
+FIND = """
+SELECT id, status FROM inbox_events
+ WHERE id = $1 OR (rail_event_id = $2 AND rail = 'stripe')
+ LIMIT 1
+"""
+
+
+def _replayable(event: str, status: InboxStatus) -> InboxStatus:
+    """`status` if an event in it may be replayed; the refusal otherwise."""
+    if status is InboxStatus.MISMATCH:
+        raise MismatchNotReplayable(
+            f"inbox event {event} does not match what its settlement sent; a mismatch is "
+            "a break for reconciliation, never applied"
+        )
+    if status not in REPLAYABLE:
+        raise NotReplayable(f"inbox event {event} is {status}; only dead or parked replay")
+    return status
+
+
+async def replayable_id(conn: asyncpg.Connection, event: str) -> int:
+    """The row id of `event` (a row id or a rail event id) if it may be replayed now; NotFound,
+    NotReplayable or MismatchNotReplayable otherwise. Nothing is locked or changed."""
+    row = await conn.fetchrow(FIND, int(event) if event.isdigit() else 0, event)
+    if row is None:
+        raise NotFound(f"no inbox event {event}")
+    _replayable(event, InboxStatus(row["status"]))
+    return int(row["id"])
+
+
 async def replay(
     conn: asyncpg.Connection, event: str, actor: str, now: datetime, approver: str | None = None
 ) -> int:
@@ -74,14 +103,7 @@ async def replay(
         row = await conn.fetchrow(FIND_FOR_REPLAY, row_id, event)
         if row is None:
             raise NotFound(f"no inbox event {event}")
-        status = InboxStatus(row["status"])
-        if status is InboxStatus.MISMATCH:
-            raise MismatchNotReplayable(
-                f"inbox event {event} does not match what its settlement sent; a mismatch is "
-                "a break for reconciliation, never applied"
-            )
-        if status not in REPLAYABLE:
-            raise NotReplayable(f"inbox event {event} is {status}; only dead or parked replay")
+        status = _replayable(event, InboxStatus(row["status"]))
         await conn.execute(REPLAY, row["id"], status, now)
         detail = {"from_status": str(status), "reason": row["reason"]}
         await conn.execute(AUDIT, actor, str(row["id"]), json.dumps(detail), now, approver)

@@ -3,7 +3,7 @@ approved by another (`services/domain/proposal.py` decides who may do what).
 
 `submit` is the one entry point of an action: with two-person mode off it does the action at
 once; on, it records a pending proposal. `approve` locks the proposal, does the action through
-the same function the CLI and the HTTP routes call (`services/operations/proposed.py`), and
+the action's own `perform` (`services/operations/actions.py`), and
 writes the outcome, in one transaction: two approvals of one proposal take turns on its row
 lock, and the second finds it decided. An action refused at approval (the rail contradicts
 it, its item moved on) leaves the proposal `failed` with the refusal, and the refusal is
@@ -34,10 +34,10 @@ from services.domain.proposal import (
     decide,
 )
 from services.operations import proposal_rows as sql
+from services.operations.actions import ACTION_REFUSALS, ACTIONS, item_of
 from services.operations.approval_policy import DEFAULT_MAX_AGE
 from services.operations.errors import NotFound, Refused
 from services.operations.proposal_rows import proposal_document
-from services.operations.proposed import ACTION_REFUSALS, checked, item_of, perform, target_of
 from services.operations.rail_lookup import RailLookup
 
 MAX_PAGE = 200
@@ -96,9 +96,10 @@ async def submit(
                 max_age=max_age,
             )
             return Submitted(True, found)
-        kept, why = checked(action, payload, reason)
-        done = await perform(
-            conn, lookup, action, target, kept, reason=why, operator=operator, now=now
+        act = ACTIONS[action]
+        kept, why = act.check(payload, reason)
+        done = await act.perform(
+            conn, lookup, target, kept, reason=why, operator=operator, now=now, approver=None
         )
         return Submitted(False, done)
 
@@ -116,8 +117,9 @@ async def propose(
 ) -> dict[str, Any]:
     """Record `operator`'s proposal of `action` on `target`; Refused (`proposal_pending`) while
     another one for it waits, NotFound, BadRequest or ReasonMissing change nothing."""
-    kept, why = checked(action, payload, reason)
-    canonical = await target_of(conn, action, target)
+    act = ACTIONS[action]
+    kept, why = act.check(payload, reason)
+    canonical = await act.target(conn, target)
     with unavailable_when_down("PostgreSQL is unreachable; nothing was proposed"):
         async with conn.transaction():
             # A stale proposal for the target gives way; its decision came too late anyway.
@@ -158,10 +160,9 @@ async def approve(
                 row = await _write(conn, row, status, None, now, None)
             else:
                 try:
-                    outcome = await perform(
+                    outcome = await ACTIONS[ProposedAction(row["action"])].perform(
                         conn,
                         lookup,
-                        ProposedAction(row["action"]),
                         item_of(row["target"]),
                         json.loads(row["payload"]),
                         reason=row["reason"],

@@ -26,7 +26,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, NamedTuple, TypeVar
+from typing import TypeVar
 
 import asyncpg
 from starlette.requests import Request
@@ -36,10 +36,11 @@ from starlette.routing import Route
 from services.domain.breaks import BreakStatus, BreakType
 from services.domain.errors import ApiError
 from services.domain.instruction import Resolution
-from services.domain.proposal import ProposalStatus, ProposedAction
-from services.operations import approvals, breaks, review
+from services.domain.proposal import Move, ProposalStatus, ProposedAction
+from services.operations import breaks, review
 from services.operations.approval_policy import ONE_PERSON, Policy
-from services.operations.approvals import submit
+from services.operations.approvals import Submitted
+from services.operations.desk import OperationsDesk
 from services.operations.errors import BadRequest, Forbidden
 from services.operations.export import ExportFormat, export_open
 from services.operations.query import choice, json_body, reason, whole_number
@@ -96,11 +97,11 @@ def routes(
     policy: Policy = ONE_PERSON,
 ) -> list[Route]:
     """The operator routes (see the module docstring), for a Starlette or FastAPI app."""
-    acting = _Acting(pool, rail, clock, policy)
+    desk = OperationsDesk(pool, rail, policy, clock)
     handlers = [
-        *_review_routes(pool, acting),
-        *_break_routes(pool, acting),
-        *_approval_routes(pool, acting),
+        *_review_routes(desk),
+        *_break_routes(desk),
+        *_approval_routes(desk),
     ]
     return [
         Route(path, _guarded(operators, tenants, handler), methods=[method])
@@ -108,39 +109,14 @@ def routes(
     ]
 
 
-class _Acting(NamedTuple):
-    """What doing (or proposing) an action takes."""
-
-    pool: asyncpg.Pool
-    rail: RailLookup
-    clock: Clock
-    policy: Policy
-
-    async def submit(
-        self,
-        action: ProposedAction,
-        item: str,
-        payload: dict[str, Any],
-        reason: str,
-        operator: str,
-    ) -> Response:
-        """The action done (200 with its result) or, in two-person mode, proposed (202)."""
-        done = await submit(
-            self.pool,
-            self.rail,
-            action,
-            item,
-            payload,
-            reason=reason,
-            operator=operator,
-            now=self.clock(),
-            two_person=self.policy.two_person,
-            max_age=self.policy.max_age,
-        )
-        return _json(done.document, 202 if done.proposed else 200)
+def _answer(done: Submitted) -> Response:
+    """An action done (200 with its result) or, in two-person mode, proposed (202)."""
+    return _json(done.document, 202 if done.proposed else 200)
 
 
-def _review_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, Handler]]:
+def _review_routes(desk: OperationsDesk) -> list[tuple[str, str, Handler]]:
+    pool = desk.pool
+
     async def review_list(request: Request, _: str) -> Response:
         q = request.query_params
         after = review.parse_id(q["after"]) if "after" in q else None
@@ -156,13 +132,14 @@ def _review_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, 
         if resolution is None:
             raise BadRequest('say how: "as": paid, failed or retry', code="invalid_as", field="as")
         payload = {"as": str(resolution)}
-        return await acting.submit(
+        done = await desk.act(
             ProposedAction.REVIEW_RESOLVE,
             request.path_params["id"],
             payload,
-            reason(body),
-            operator,
+            reason=reason(body),
+            operator=operator,
         )
+        return _answer(done)
 
     return [
         ("/v1/review", "GET", review_list),
@@ -171,7 +148,9 @@ def _review_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, 
     ]
 
 
-def _break_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, Handler]]:
+def _break_routes(desk: OperationsDesk) -> list[tuple[str, str, Handler]]:
+    pool = desk.pool
+
     async def breaks_list(request: Request, _: str) -> Response:
         q = request.query_params
         found = await breaks.list_breaks(
@@ -190,9 +169,14 @@ def _break_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, H
 
     async def breaks_resolve(request: Request, operator: str) -> Response:
         why = reason(await json_body(request))
-        return await acting.submit(
-            ProposedAction.BREAK_RESOLVE, request.path_params["id"], {}, why, operator
+        done = await desk.act(
+            ProposedAction.BREAK_RESOLVE,
+            request.path_params["id"],
+            {},
+            reason=why,
+            operator=operator,
         )
+        return _answer(done)
 
     async def breaks_export(request: Request, _: str) -> Response:
         q = request.query_params
@@ -210,64 +194,32 @@ def _break_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, H
     ]
 
 
-def _approval_routes(pool: asyncpg.Pool, acting: _Acting) -> list[tuple[str, str, Handler]]:
-    max_age = acting.policy.max_age
-
+def _approval_routes(desk: OperationsDesk) -> list[tuple[str, str, Handler]]:
     async def approvals_list(request: Request, _: str) -> Response:
         q = request.query_params
         wanted = q.get("status", ProposalStatus.PENDING.value)
         status = None if wanted == "any" else choice(ProposalStatus, wanted, "status")
-        found = await approvals.list_proposals(
-            pool,
-            now=acting.clock(),
+        found = await desk.proposals(
             status=status,
             after=whole_number(q.get("after"), "after", 0),
             limit=whole_number(q.get("limit"), "limit", 50),
-            max_age=max_age,
         )
         return _json({"data": found, "next_after": found[-1]["id"] if found else None})
 
-    async def approve(request: Request, operator: str) -> Response:
-        async with pool.acquire() as conn:
-            done = await approvals.approve(
-                conn,
-                acting.rail,
-                request.path_params["id"],
-                operator=operator,
-                now=acting.clock(),
-                max_age=max_age,
-            )
-        return _json(done)
+    def deciding(move: Move) -> Handler:
+        async def decide(request: Request, operator: str) -> Response:
+            why = (await json_body(request)).get("reason") if move is Move.REJECT else None
+            proposal = request.path_params["id"]
+            reason = why if isinstance(why, str) else None
+            return _json(await desk.decide(move, proposal, operator=operator, reason=reason))
 
-    async def reject(request: Request, operator: str) -> Response:
-        why = (await json_body(request)).get("reason")
-        async with pool.acquire() as conn:
-            done = await approvals.reject(
-                conn,
-                request.path_params["id"],
-                operator=operator,
-                now=acting.clock(),
-                reason=why if isinstance(why, str) else None,
-                max_age=max_age,
-            )
-        return _json(done)
-
-    async def withdraw(request: Request, operator: str) -> Response:
-        async with pool.acquire() as conn:
-            done = await approvals.withdraw(
-                conn,
-                request.path_params["id"],
-                operator=operator,
-                now=acting.clock(),
-                max_age=max_age,
-            )
-        return _json(done)
+        return decide
 
     return [
         ("/v1/approvals", "GET", approvals_list),
-        ("/v1/approvals/{id}/approve", "POST", approve),
-        ("/v1/approvals/{id}/reject", "POST", reject),
-        ("/v1/approvals/{id}/withdraw", "POST", withdraw),
+        ("/v1/approvals/{id}/approve", "POST", deciding(Move.APPROVE)),
+        ("/v1/approvals/{id}/reject", "POST", deciding(Move.REJECT)),
+        ("/v1/approvals/{id}/withdraw", "POST", deciding(Move.WITHDRAW)),
     ]
 
 

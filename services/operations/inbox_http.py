@@ -14,10 +14,11 @@ from services.adapters.postgres.store_errors import UNREACHABLE
 from services.domain.errors import StoreUnavailable
 from services.domain.proposal import ProposedAction
 from services.domain.rail_event import InboxStatus
-from services.inbox.operator import list_events, replay
+from services.inbox.operator import list_events
 from services.inbox.worker import Clock
 from services.operations.approval_policy import Policy
-from services.operations.approvals import propose
+from services.operations.desk import OperationsDesk
+from services.operations.rail_lookup import NoRail
 from services.platform.edge import JSON, BearerAuth, tenant_dependency
 
 STORE_FAILURES = (*UNREACHABLE, asyncpg.PostgresError)
@@ -33,6 +34,7 @@ def inbox_routes(
     """The operator routes over inbox events: `GET /v1/inbox` lists one status, oldest first;
     `POST /v1/inbox/{event}/replay` sends a dead or parked event back to apply (proposed for a
     second operator in two-person mode)."""
+    desk = OperationsDesk(pool, NoRail(), policy, clock)  # a replay asks nothing of the rail
     router = APIRouter(tags=["operators"])
     # A default, not an Annotated alias: a local alias is not resolvable from string annotations.
     operator_of = Depends(tenant_dependency(operators))
@@ -51,25 +53,14 @@ def inbox_routes(
 
     @router.post("/v1/inbox/{event}/replay", summary="Send a dead or parked event back to apply")
     async def replay_event(event: str, operator: str = operator_of) -> Response:
+        # 202 either way: the event is back in the worker's hands, or, in two-person mode,
+        # the proposal awaits a second operator.
         try:
-            async with pool.acquire() as conn:
-                if policy.two_person:  # 202 with the proposal, for a second operator
-                    return _json(
-                        await propose(
-                            conn,
-                            ProposedAction.INBOX_REPLAY,
-                            event,
-                            {},
-                            reason=None,
-                            operator=operator,
-                            now=clock(),
-                            max_age=policy.max_age,
-                        ),
-                        202,
-                    )
-                row_id = await replay(conn, event, operator, clock())
+            done = await desk.act(
+                ProposedAction.INBOX_REPLAY, event, {}, reason=None, operator=operator
+            )
         except STORE_FAILURES as e:
             raise StoreUnavailable("the inbox store does not answer") from e
-        return _json({"id": row_id, "status": "received"}, 202)
+        return _json(done.document, 202)
 
     return router

@@ -35,7 +35,6 @@ from services.console.web import (
 )
 from services.domain.keyset import next_after
 from services.domain.proposal import Move, ProposalStatus
-from services.operations.approvals import list_proposals
 from services.operations.bulk import ItemOutcome
 from services.operations.query import choice, whole_number
 
@@ -82,13 +81,8 @@ async def approvals_page(
     q = request.query_params
     status = choice(list(ProposalStatus), q.get("status", "pending") or None, "status")
     now = console.clock()
-    found = await list_proposals(
-        console.pool,
-        now=now,
-        status=status,
-        after=whole_number(q.get("after") or None, "after"),
-        limit=PAGE,
-        max_age=console.policy.max_age,
+    found = await console.desk.proposals(
+        status=status, after=whole_number(q.get("after") or None, "after"), limit=PAGE
     )
     events = await _events(console.pool, found)
     for p in found:
@@ -119,10 +113,7 @@ def routes(console: Console) -> list[Route]:
             form = await posted(console, request, caller)
             chosen = texts(form, "withdraw" if move is Move.WITHDRAW else "ids")
             outcomes = await decide(
-                console.pool,
-                console.rail,
-                console.clock,
-                console.policy,
+                console.desk,
                 move,
                 chosen,
                 text(form, "reason").strip() or None,

@@ -128,10 +128,7 @@ def routes(console: Console) -> list[Route]:
             form = await posted(console, request, caller)
             fields = {"as": text(form, "as"), "reason": text(form, "reason")}
             outcomes = await perform(
-                console.pool,
-                console.rail,
-                console.clock,
-                console.policy,
+                console.desk,
                 kind,
                 texts(form, "ids"),
                 fields,

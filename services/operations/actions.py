@@ -1,0 +1,188 @@
+"""The actions an operator takes on stuck money, each in one place: how its request is read
+(`check`), which item it names (`target`, canonical, so that two proposals for one item are
+one however its id was written) and how it is done (`perform`, audited). Every surface (the
+HTTP routes, the console, the commands) and maker-checker reach them through `ACTIONS`.
+
+A target names its item as `settlement:<uuid>`, `break:<id>` or `inbox:<row id>`. The item
+must exist, in a status its action takes, when the action is asked for; the rail is asked
+only when the action is done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Protocol
+
+import asyncpg
+
+from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.breaks import BreakStatus
+from services.domain.instruction import Resolution
+from services.domain.proposal import ProposedAction
+from services.domain.settlement import SettlementStatus
+from services.inbox import errors as inbox_errors
+from services.inbox.operator import replay, replayable_id
+from services.operations import breaks, review
+from services.operations.errors import BadRequest, OperationsError, ReasonMissing, Refused
+from services.operations.rail_lookup import RailLookup
+from services.operations.verdict import NOT_IN_REVIEW
+
+# What an approved action may answer instead of doing it: refusals, never "try again".
+ACTION_REFUSALS = (OperationsError, inbox_errors.InboxError)
+
+
+class Action(Protocol):
+    """One kind of operator action."""
+
+    def check(
+        self, payload: Mapping[str, Any], reason: str | None
+    ) -> tuple[dict[str, Any], str | None]:
+        """The payload and reason the action keeps, read strictly; BadRequest or
+        ReasonMissing."""
+        ...
+
+    async def target(self, conn: asyncpg.Connection, item: str) -> str:
+        """The canonical target of `item` (an id as an operator gives it); NotFound when there
+        is no such item, the action's own refusal when its status refuses the action."""
+        ...
+
+    async def perform(
+        self,
+        conn: asyncpg.Connection,
+        lookup: RailLookup,
+        item: str,
+        payload: Mapping[str, Any],
+        *,
+        reason: str | None,
+        operator: str,
+        now: datetime,
+        approver: str | None,
+    ) -> dict[str, Any]:
+        """Do the action on `item` now, audited as `operator`'s (approved by `approver`, if
+        any); its result as the HTTP routes answer it."""
+        ...
+
+
+def _required(reason: str | None) -> str:
+    if not reason or not reason.strip():
+        raise ReasonMissing()
+    return reason
+
+
+class ResolveReview:
+    """A settlement under review resolved as paid, failed or retry, if the rail agrees."""
+
+    def check(
+        self, payload: Mapping[str, Any], reason: str | None
+    ) -> tuple[dict[str, Any], str | None]:
+        why = _required(reason)
+        try:
+            resolution = Resolution(str(payload.get("as")))
+        except ValueError:
+            raise BadRequest(
+                'say how: "as": paid, failed or retry', code="invalid_as", field="as"
+            ) from None
+        return {"as": str(resolution)}, why
+
+    async def target(self, conn: asyncpg.Connection, item: str) -> str:
+        settlement = await review.show(conn, item)
+        if settlement["status"] != SettlementStatus.NEEDS_REVIEW:
+            raise Refused(f"settlement {item} is {settlement['status']}", code=NOT_IN_REVIEW)
+        return f"settlement:{settlement['id']}"
+
+    async def perform(
+        self,
+        conn: asyncpg.Connection,
+        lookup: RailLookup,
+        item: str,
+        payload: Mapping[str, Any],
+        *,
+        reason: str | None,
+        operator: str,
+        now: datetime,
+        approver: str | None,
+    ) -> dict[str, Any]:
+        done = await review.resolve(
+            conn,
+            lookup,
+            item,
+            Resolution(payload["as"]),
+            reason=reason or "",
+            operator=operator,
+            now=now,
+            approver=approver,
+        )
+        return done._asdict()
+
+
+class ResolveBreak:
+    """An open reconciliation break closed by an operator, with the reason."""
+
+    def check(
+        self, payload: Mapping[str, Any], reason: str | None
+    ) -> tuple[dict[str, Any], str | None]:
+        return {}, _required(reason)
+
+    async def target(self, conn: asyncpg.Connection, item: str) -> str:
+        found = await breaks.show_break(conn, item)
+        if found.status is not BreakStatus.OPEN:
+            raise Refused(f"break {item} is {found.status}", code=breaks.BREAK_CLOSED)
+        return f"break:{found.id}"
+
+    async def perform(
+        self,
+        conn: asyncpg.Connection,
+        lookup: RailLookup,
+        item: str,
+        payload: Mapping[str, Any],
+        *,
+        reason: str | None,
+        operator: str,
+        now: datetime,
+        approver: str | None,
+    ) -> dict[str, Any]:
+        closed = await breaks.resolve_break(
+            conn, item, reason=reason or "", operator=operator, now=now, approver=approver
+        )
+        return breaks.break_document(closed)
+
+
+class ReplayWebhook:
+    """A dead or parked inbox event sent back to be applied (a reason is kept if given)."""
+
+    def check(
+        self, payload: Mapping[str, Any], reason: str | None
+    ) -> tuple[dict[str, Any], str | None]:
+        return {}, reason if reason and reason.strip() else None
+
+    async def target(self, conn: asyncpg.Connection, item: str) -> str:
+        with unavailable_when_down("PostgreSQL is unreachable; nothing was proposed"):
+            return f"inbox:{await replayable_id(conn, item)}"
+
+    async def perform(
+        self,
+        conn: asyncpg.Connection,
+        lookup: RailLookup,
+        item: str,
+        payload: Mapping[str, Any],
+        *,
+        reason: str | None,
+        operator: str,
+        now: datetime,
+        approver: str | None,
+    ) -> dict[str, Any]:
+        row_id = await replay(conn, item, operator, now, approver)
+        return {"id": row_id, "status": "received"}
+
+
+ACTIONS: dict[ProposedAction, Action] = {
+    ProposedAction.REVIEW_RESOLVE: ResolveReview(),
+    ProposedAction.BREAK_RESOLVE: ResolveBreak(),
+    ProposedAction.INBOX_REPLAY: ReplayWebhook(),
+}
+
+
+def item_of(target: str) -> str:
+    """The id in a canonical target, as the action's own function takes it."""
+    return target.partition(":")[2]
