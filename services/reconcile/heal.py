@@ -7,8 +7,8 @@ from the rail again and, in one transaction:
     2. the event the rail would have sent for the object now (`proof.proven_event`) is stored
        in inbox_events by intake's own INSERT under the change key a real webhook carries
        (`RailEvent.change_key`); a change the inbox holds already is the inbox's to apply
-    3. the row is applied by the inbox's own code (`apply_events`: the decision table, the
-       guarded transitions, their postings and events) and recorded applied
+    3. the row is applied by the inbox's own code (`inbox.proven.apply_proven`: the decision
+       table, the guarded transitions, their postings and events) and recorded applied
     4. the break is closed as healed by `close_break`, audited in operator_actions
 
 Whatever does not bring the settlement to agree with the rail rolls all of it back and leaves
@@ -33,13 +33,9 @@ import asyncpg
 from services.adapters.postgres.store_errors import retry_contended, unavailable_when_down
 from services.domain.breaks import BreakStatus, BreakType
 from services.domain.rail import RailReadError
-from services.domain.rail_event import InboxStatus
 from services.domain.reconciliation import Break, LedgerRecord, Report
 from services.domain.settlement import DomainError
-from services.inbox.apply import apply_events
-from services.inbox.events import parse_event
-from services.inbox.intake import Arrival, insert_events
-from services.inbox.store import Recorded, claim_stored, record_many
+from services.inbox.proven import apply_proven
 from services.platform.logs import about_settlement
 from services.reconcile import closing, proof
 from services.reconcile.closing import close_break
@@ -120,20 +116,12 @@ async def _heal(
         raise _NotHealed(f"{item.rail_object_id} is still on its way; nothing is proven")
     created = changed_at if changed_at is not None else int(now.timestamp())
     body = proof.synthetic_event(wire, event_type, created)
-    event = parse_event(body)
-    if event.event_id not in await insert_events(conn, [Arrival(event, body, now)]):
-        raise _NotHealed(f"the inbox holds change {event.change_key} already; it applies it")
-    claimed = await claim_stored(conn, event.event_id)
-    if claimed is None:  # stored by this very transaction a moment ago
-        raise _NotHealed(f"inbox row {event.event_id} vanished under its transaction")
-    (outcome,) = await apply_events(conn, [claimed], now)
-    final = outcome.moves[-1] if outcome.moves else None
-    if outcome.status is not InboxStatus.APPLIED or final is None:
-        raise _NotHealed(f"the inbox would not move the settlement: {outcome.reason}")
+    event, outcome, refusal = await apply_proven(conn, body, now)
+    if outcome is None:
+        raise _NotHealed(refusal or "the inbox did not apply it")
+    final = outcome.moves[-1]
     if not proof.agrees(final, wire):
         raise _NotHealed(f"{event_type} leaves the settlement {final}, not what the rail shows")
-    applied = Recorded(claimed, outcome.status, outcome.reason, outcome.settlement_id, None)
-    await record_many(conn, [applied], now)
     moves = " -> ".join([str(item.expected), *outcome.moves])
     reason = f"{event_type} {event.event_id} applied from {item.rail_object_id}: {moves}"
     await close_break(conn, break_id, BreakStatus.HEALED, actor=ACTOR, reason=reason, now=now)
