@@ -25,7 +25,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -42,6 +42,8 @@ from services.platform.logs import about_settlement
 from services.platform.running import run_until_first_exits
 
 log = logging.getLogger(__name__)
+ApplyEvents = Callable[..., Awaitable[list[Outcome]]]  # services.inbox.apply.apply_events
+ClaimDue = Callable[[asyncpg.Connection, datetime, int], Awaitable[list[StoredEvent]]]
 Clock = Callable[[], datetime]
 POLL_SECONDS = 0.5  # parked rows come due, and other replicas store rows we are not told of
 STORE_RETRY_SECONDS = 1.0
@@ -83,8 +85,12 @@ class InboxWorker:
         clock: Clock = utc_now,
         rng: random.Random | None = None,
         batch_size: int = BATCH_SIZE,
+        apply: ApplyEvents = apply_events,
+        claim: ClaimDue = claim_due_many,
     ) -> None:
+        """`apply` and `claim`: the inbox's own apply and claim, unless a caller watches them."""
         self._pool = pool
+        self._apply_events, self._claim_due = apply, claim
         self._batch_size = batch_size
         self._metrics = metrics
         self._policy = policy or RetryPolicy()
@@ -112,7 +118,7 @@ class InboxWorker:
         started = time.perf_counter()
         await conn.execute(APPLY_SAVEPOINT)
         try:
-            outcomes = await apply_events(conn, events, now, settlements=settlements)
+            outcomes = await self._apply_events(conn, events, now, settlements=settlements)
             recorded = [self._recorded(e, o, now) for e, o in zip(events, outcomes, strict=True)]
             await record_many(conn, [r for r, _ in recorded], now)
         except Exception as e:  # noqa: BLE001 - not hidden: logged, and the loops meet it again
@@ -161,13 +167,13 @@ class InboxWorker:
         now = self._clock()
         started = time.perf_counter()
         async with self._pool.acquire() as conn, conn.transaction():
-            events = await claim_due_many(conn, now, limit)
+            events = await self._claim_due(conn, now, limit)
             if not events:
                 return []
             if alone:
-                outcomes = [await _apply_or_park(conn, events[0], now)]
+                outcomes = [await _apply_or_park(self._apply_events, conn, events[0], now)]
             else:
-                outcomes = await apply_events(conn, events, now)
+                outcomes = await self._apply_events(conn, events, now)
             recorded = [self._recorded(e, o, now) for e, o in zip(events, outcomes, strict=True)]
             await record_many(conn, [r for r, _ in recorded], now)
         self._metrics.apply_seconds.observe(time.perf_counter() - started)
@@ -272,11 +278,13 @@ def _log(event: StoredEvent, outcome: Outcome) -> None:
         )
 
 
-async def _apply_or_park(conn: asyncpg.Connection, event: StoredEvent, now: datetime) -> Outcome:
-    """`apply_events` for one event; a failure parks it, keeping the claim for the record."""
+async def _apply_or_park(
+    apply: ApplyEvents, conn: asyncpg.Connection, event: StoredEvent, now: datetime
+) -> Outcome:
+    """`apply` for one event; a failure parks it, keeping the claim for the record."""
     try:
         async with conn.transaction():  # a savepoint: a failed apply keeps the claim
-            (outcome,) = await apply_events(conn, [event], now)
+            (outcome,) = await apply(conn, [event], now)
     except (asyncpg.PostgresError, SettleError) as e:
         # Retriable: parked for a later attempt; else (a settlement changed under its lock,
         # data refused) no attempt can mend it: dead, for an operator.

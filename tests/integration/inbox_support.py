@@ -17,10 +17,11 @@ from railsim.objects import event, json_bytes
 from railsim.webhooks import signature_header
 from services.apps.inbox import create_admin_app
 from services.domain.settlement import SettlementStatus as S
+from services.inbox.apply import apply_events
 from services.inbox.http import create_app
 from services.inbox.metrics import create_metrics
 from services.inbox.signature import SignatureCheck
-from services.inbox.worker import InboxWorker, RetryPolicy
+from services.inbox.worker import ApplyEvents, InboxWorker, RetryPolicy
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
@@ -66,13 +67,14 @@ class Inbox:
 
     def __init__(
         self, pool: asyncpg.Pool, *, secrets: tuple[str, ...] = (SECRET,), attempts: int = 3,
-        max_body: int = 65536, as_stored: bool = True,
+        max_body: int = 65536, as_stored: bool = True, apply: ApplyEvents = apply_events,
     ) -> None:  # fmt: skip
         """`as_stored`: webhooks are applied in the transaction that stores them, as the
-        service runs; else stored rows wait for the worker (`deliver` drains it)."""
+        service runs; else stored rows wait for the worker (`deliver` drains it). `apply`: the
+        worker's apply step (the inbox's own, unless a test watches it)."""
         self.pool, self.clock, self.metrics = pool, Clock(), create_metrics()
         self.worker = InboxWorker(pool, self.metrics, RetryPolicy(attempts, 1.0, 60.0),
-                                  clock=self.clock)  # fmt: skip
+                                  clock=self.clock, apply=apply)  # fmt: skip
         app = create_app(
             pool, SignatureCheck(secrets), self.metrics, max_body_bytes=max_body,
             applier=self.worker if as_stored else None, clock=self.clock,

@@ -16,9 +16,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-import services.inbox.worker as worker_module
 from services.domain.settlement import SettlementStatus as S
-from services.inbox.apply import Outcome
+from services.inbox.apply import Outcome, apply_events
 from services.inbox.store import StoredEvent
 from services.settlement.transitions import TransitionConflict
 from tests.conftest import assert_books_balance
@@ -46,11 +45,9 @@ pytestmark = pytest.mark.integration
 __all__ = ["pool"]
 
 
-async def test_a_large_mixed_stream_is_applied_as_it_is_stored(
-    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_large_mixed_stream_is_applied_as_it_is_stored(pool: asyncpg.Pool) -> None:
     groups: list[list[StoredEvent]] = []
-    real = worker_module.apply_events
+    real = apply_events
 
     async def spy(
         conn: asyncpg.Connection, events: Sequence[StoredEvent], now: datetime, **found: Any
@@ -58,8 +55,7 @@ async def test_a_large_mixed_stream_is_applied_as_it_is_stored(
         groups.append(list(events))
         return await real(conn, events, now, **found)
 
-    monkeypatch.setattr(worker_module, "apply_events", spy)
-    inbox = Inbox(pool)
+    inbox = Inbox(pool, apply=spy)
     made = await settlements(pool)
     posts, again = deliveries(made)
     unknown = [rail_event("transfer.created", f"tr_{uuid.uuid4().hex}", None) for _ in range(5)]
@@ -93,9 +89,9 @@ async def test_a_large_mixed_stream_is_applied_as_it_is_stored(
     ids=["refused", "conflict", "bug"],
 )
 async def test_a_failing_apply_leaves_the_webhook_stored_answered_and_applied_later(
-    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch, error: Exception
+    pool: asyncpg.Pool, error: Exception
 ) -> None:
-    real = worker_module.apply_events
+    real = apply_events
     failing = [True]
 
     async def fail_once(
@@ -107,8 +103,7 @@ async def test_a_failing_apply_leaves_the_webhook_stored_answered_and_applied_la
             raise error
         return await real(conn, events, now, **found)
 
-    monkeypatch.setattr(worker_module, "apply_events", fail_once)
-    inbox = Inbox(pool)
+    inbox = Inbox(pool, apply=fail_once)
     sid = await settlement(pool, S.DISPATCHING, S.SUBMITTED, rail_reference=f"tr_{uuid.uuid4()}")
     obj = await pool.fetchval("SELECT rail_reference FROM settlements WHERE id = $1",
                               uuid.UUID(sid))  # fmt: skip
@@ -146,9 +141,9 @@ async def test_a_locked_settlement_does_not_hold_the_answer(pool: asyncpg.Pool) 
 
 
 async def test_a_process_dying_before_the_commit_answers_nobody_and_the_redelivery_applies(
-    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+    pool: asyncpg.Pool,
 ) -> None:
-    real = worker_module.apply_events
+    real = apply_events
     dying = [True]
 
     async def die_once(
@@ -160,8 +155,7 @@ async def test_a_process_dying_before_the_commit_answers_nobody_and_the_redelive
             conn.terminate()  # the session ends with the transaction open, as on SIGKILL
         return outcomes
 
-    monkeypatch.setattr(worker_module, "apply_events", die_once)
-    inbox = Inbox(pool)
+    inbox = Inbox(pool, apply=die_once)
     obj = f"tr_{uuid.uuid4().hex}"
     sid = await settlement(pool, S.DISPATCHING, S.SUBMITTED, rail_reference=obj)
     body = rail_event("transfer.created", obj, sid)

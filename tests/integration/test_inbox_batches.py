@@ -17,9 +17,8 @@ from datetime import datetime
 import asyncpg
 import pytest
 
-import services.inbox.worker as worker_module
 from services.domain.settlement import SettlementStatus as S
-from services.inbox.apply import Outcome
+from services.inbox.apply import Outcome, apply_events
 from services.inbox.metrics import InboxMetrics, create_metrics
 from services.inbox.store import StoredEvent
 from services.inbox.worker import InboxWorker, RetryPolicy
@@ -96,11 +95,9 @@ def deliveries(made: list[tuple[str, str]]) -> tuple[list[bytes], int]:
     return posts, again
 
 
-async def test_a_large_mixed_stream_applied_by_two_batching_workers(
-    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_large_mixed_stream_applied_by_two_batching_workers(pool: asyncpg.Pool) -> None:
     batches: list[list[StoredEvent]] = []
-    real = worker_module.apply_events
+    real = apply_events
 
     async def spy(
         conn: asyncpg.Connection, events: Sequence[StoredEvent], now: datetime
@@ -108,7 +105,6 @@ async def test_a_large_mixed_stream_applied_by_two_batching_workers(
         batches.append(list(events))
         return await real(conn, events, now)
 
-    monkeypatch.setattr(worker_module, "apply_events", spy)
     inbox = Inbox(pool, as_stored=False)
     made = await settlements(pool)
     posts, again = deliveries(made)
@@ -125,7 +121,7 @@ async def test_a_large_mixed_stream_applied_by_two_batching_workers(
 
     metrics = [create_metrics(), create_metrics()]
     workers = [
-        InboxWorker(pool, m, RetryPolicy(3, 1.0, 60.0), clock=inbox.clock, batch_size=40)
+        InboxWorker(pool, m, RetryPolicy(3, 1.0, 60.0), clock=inbox.clock, batch_size=40, apply=spy)
         for m in metrics
     ]
     await asyncio.gather(*(w.drain() for w in workers))
@@ -197,10 +193,8 @@ async def test_a_body_the_database_refuses_does_not_fail_its_group(pool: asyncpg
         assert await status_of(pool, sid) == "paid"
 
 
-async def test_a_failing_batch_is_applied_one_event_per_transaction(
-    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    real = worker_module.apply_events
+async def test_a_failing_batch_is_applied_one_event_per_transaction(pool: asyncpg.Pool) -> None:
+    real = apply_events
     sizes: list[int] = []
 
     async def refuse_batches(
@@ -211,8 +205,7 @@ async def test_a_failing_batch_is_applied_one_event_per_transaction(
             raise asyncpg.DataError("a row this batch cannot hold")
         return await real(conn, events, now)
 
-    monkeypatch.setattr(worker_module, "apply_events", refuse_batches)
-    inbox = Inbox(pool, as_stored=False)
+    inbox = Inbox(pool, as_stored=False, apply=refuse_batches)
     made = [(await settlement(pool, S.DISPATCHING), f"tr_{uuid.uuid4().hex}") for _ in range(4)]
     for sid, obj in made:
         assert (await inbox.post(rail_event("transfer.created", obj, sid))).status_code == 200
@@ -236,9 +229,9 @@ async def test_a_failing_batch_is_applied_one_event_per_transaction(
     ids=["refused-dead", "timeout-parked"],
 )
 async def test_an_event_that_fails_even_alone_is_set_aside_and_the_rest_applied(
-    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch, error: Exception, status: str
+    pool: asyncpg.Pool, error: Exception, status: str
 ) -> None:
-    real = worker_module.apply_events
+    real = apply_events
     made = [(await settlement(pool, S.DISPATCHING), f"tr_{uuid.uuid4().hex}") for _ in range(3)]
     poison = made[1][1]
 
@@ -249,8 +242,7 @@ async def test_an_event_that_fails_even_alone_is_set_aside_and_the_rest_applied(
             raise error
         return await real(conn, events, now)
 
-    monkeypatch.setattr(worker_module, "apply_events", refuse_one)
-    inbox = Inbox(pool, as_stored=False)
+    inbox = Inbox(pool, as_stored=False, apply=refuse_one)
     bodies = [rail_event("transfer.created", obj, sid) for sid, obj in made]
     for body in bodies:
         assert (await inbox.post(body)).status_code == 200

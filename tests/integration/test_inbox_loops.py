@@ -11,10 +11,9 @@ from datetime import datetime
 import asyncpg
 import pytest
 
-import services.inbox.worker as worker_module
 from services.domain.settlement import SettlementStatus as S
 from services.inbox.metrics import create_metrics
-from services.inbox.store import StoredEvent
+from services.inbox.store import StoredEvent, claim_due_many
 from services.inbox.worker import InboxWorker, RetryPolicy
 from tests.integration.inbox_support import Inbox, pool, rail_event, settlement, status_of
 from tests.waiting import eventually
@@ -25,21 +24,18 @@ LOOPS = 4
 BATCH = 5
 
 
-async def test_idle_loops_poll_once_and_a_backlog_wakes_them_all(
-    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_idle_loops_poll_once_and_a_backlog_wakes_them_all(pool: asyncpg.Pool) -> None:
     claims: list[tuple[asyncio.Task[object] | None, int]] = []
-    real = worker_module.claim_due_many
+    real = claim_due_many
 
     async def spy(conn: asyncpg.Connection, now: datetime, limit: int) -> list[StoredEvent]:
         found = await real(conn, now, limit)
         claims.append((asyncio.current_task(), len(found)))
         return found
 
-    monkeypatch.setattr(worker_module, "claim_due_many", spy)
     inbox = Inbox(pool, as_stored=False)  # rows stay received, as a process that died leaves them
     worker = InboxWorker(pool, create_metrics(), RetryPolicy(3, 1.0, 60.0), clock=inbox.clock,
-                         batch_size=BATCH)  # fmt: skip
+                         batch_size=BATCH, claim=spy)  # fmt: skip
     running = asyncio.create_task(worker.run(LOOPS))
     try:
         await asyncio.sleep(1.2)  # the window idle polling is measured over
