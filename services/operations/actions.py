@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import asyncpg
 
@@ -32,6 +32,17 @@ from services.operations.verdict import NOT_IN_REVIEW
 ACTION_REFUSALS = (OperationsError, inbox_errors.InboxError)
 
 
+class Doing(NamedTuple):
+    """One action being done: on which item, with what, by whom (approved by whom), when."""
+
+    item: str  # the id as the action's own function takes it
+    payload: Mapping[str, Any]  # as `check` kept it
+    reason: str | None
+    operator: str  # whose action it is: the proposer, when a proposal is approved
+    now: datetime
+    approver: str | None = None  # the second operator who approved it, if any
+
+
 class Action(Protocol):
     """One kind of operator action."""
 
@@ -48,19 +59,10 @@ class Action(Protocol):
         ...
 
     async def perform(
-        self,
-        conn: asyncpg.Connection,
-        lookup: RailLookup,
-        item: str,
-        payload: Mapping[str, Any],
-        *,
-        reason: str | None,
-        operator: str,
-        now: datetime,
-        approver: str | None,
+        self, conn: asyncpg.Connection, lookup: RailLookup, doing: Doing
     ) -> dict[str, Any]:
-        """Do the action on `item` now, audited as `operator`'s (approved by `approver`, if
-        any); its result as the HTTP routes answer it."""
+        """Do the action now, audited as its operator's (and its approver's, if any); its
+        result as the HTTP routes answer it."""
         ...
 
 
@@ -92,26 +94,17 @@ class ResolveReview:
         return f"settlement:{settlement['id']}"
 
     async def perform(
-        self,
-        conn: asyncpg.Connection,
-        lookup: RailLookup,
-        item: str,
-        payload: Mapping[str, Any],
-        *,
-        reason: str | None,
-        operator: str,
-        now: datetime,
-        approver: str | None,
+        self, conn: asyncpg.Connection, lookup: RailLookup, doing: Doing
     ) -> dict[str, Any]:
         done = await review.resolve(
             conn,
             lookup,
-            item,
-            Resolution(payload["as"]),
-            reason=reason or "",
-            operator=operator,
-            now=now,
-            approver=approver,
+            doing.item,
+            Resolution(doing.payload["as"]),
+            reason=doing.reason or "",
+            operator=doing.operator,
+            now=doing.now,
+            approver=doing.approver,
         )
         return done._asdict()
 
@@ -131,19 +124,11 @@ class ResolveBreak:
         return f"break:{found.id}"
 
     async def perform(
-        self,
-        conn: asyncpg.Connection,
-        lookup: RailLookup,
-        item: str,
-        payload: Mapping[str, Any],
-        *,
-        reason: str | None,
-        operator: str,
-        now: datetime,
-        approver: str | None,
+        self, conn: asyncpg.Connection, lookup: RailLookup, doing: Doing
     ) -> dict[str, Any]:
+        d = doing
         closed = await breaks.resolve_break(
-            conn, item, reason=reason or "", operator=operator, now=now, approver=approver
+            conn, d.item, reason=d.reason or "", operator=d.operator, now=d.now, approver=d.approver
         )
         return breaks.break_document(closed)
 
@@ -161,18 +146,9 @@ class ReplayWebhook:
             return f"inbox:{await replayable_id(conn, item)}"
 
     async def perform(
-        self,
-        conn: asyncpg.Connection,
-        lookup: RailLookup,
-        item: str,
-        payload: Mapping[str, Any],
-        *,
-        reason: str | None,
-        operator: str,
-        now: datetime,
-        approver: str | None,
+        self, conn: asyncpg.Connection, lookup: RailLookup, doing: Doing
     ) -> dict[str, Any]:
-        row_id = await replay(conn, item, operator, now, approver)
+        row_id = await replay(conn, doing.item, doing.operator, doing.now, doing.approver)
         return {"id": row_id, "status": "received"}
 
 

@@ -34,7 +34,7 @@ from services.domain.proposal import (
     decide,
 )
 from services.operations import proposal_rows as sql
-from services.operations.actions import ACTION_REFUSALS, ACTIONS, item_of
+from services.operations.actions import ACTION_REFUSALS, ACTIONS, Doing, item_of
 from services.operations.approval_policy import DEFAULT_MAX_AGE
 from services.operations.errors import NotFound, Refused
 from services.operations.proposal_rows import proposal_document
@@ -98,9 +98,7 @@ async def submit(
             return Submitted(True, found)
         act = ACTIONS[action]
         kept, why = act.check(payload, reason)
-        done = await act.perform(
-            conn, lookup, target, kept, reason=why, operator=operator, now=now, approver=None
-        )
+        done = await act.perform(conn, lookup, Doing(target, kept, why, operator, now))
         return Submitted(False, done)
 
 
@@ -160,16 +158,16 @@ async def approve(
                 row = await _write(conn, row, status, None, now, None)
             else:
                 try:
-                    outcome = await ACTIONS[ProposedAction(row["action"])].perform(
-                        conn,
-                        lookup,
+                    doing = Doing(
                         item_of(row["target"]),
                         json.loads(row["payload"]),
-                        reason=row["reason"],
-                        operator=row["proposed_by"],
-                        now=now,
+                        row["reason"],
+                        row["proposed_by"],
+                        now,
                         approver=operator,
                     )
+                    action = ACTIONS[ProposedAction(row["action"])]
+                    outcome = await action.perform(conn, lookup, doing)
                 except ACTION_REFUSALS as e:
                     if e.retriable:
                         raise  # the rail or the database did not answer: still pending
