@@ -29,7 +29,7 @@ from tests.integration.test_ledger_books import WINDOWS, request
 from tests.waiting import eventually
 from tools.infra.procs import free_ports
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]  # counts calls a loaded machine would skip
 COUNT = 24
 CALL_SECONDS = 0.5
 POLICY = DispatchPolicy(
