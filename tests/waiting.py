@@ -12,10 +12,14 @@ POLL_SECONDS = 0.02
 
 
 async def eventually(
-    condition: Callable[[], object], within: float = 10.0, what: str = "the condition"
+    condition: Callable[[], object],
+    within: float = 10.0,
+    what: str = "the condition",
+    every: float = POLL_SECONDS,
 ) -> Any:
-    """Poll `condition()` (a plain or an async function) until it gives a true value, and
-    return that value; fail the test after `within` seconds."""
+    """Poll `condition()` (a plain or an async function) every `every` seconds until it gives
+    a true value, and return that value; fail the test after `within` seconds. A condition
+    that also acts (sweeps, say) sets its own pace with `every`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while True:
@@ -26,7 +30,7 @@ async def eventually(
             return value
         if loop.time() >= deadline:
             raise AssertionError(f"{what} did not hold within {within} s (last: {value!r})")
-        await asyncio.sleep(POLL_SECONDS)
+        await asyncio.sleep(every)
 
 
 def eventually_blocking(

@@ -58,7 +58,7 @@ async def booked_at_least(db: asyncpg.Connection, tenant: str, count: int, withi
         booked_now = await booked(db, tenant)
         return booked_now if booked_now >= count else 0
 
-    return await eventually(enough, within, f"{count} settlements booked")
+    return await eventually(enough, within, f"{count} settlements booked", 0.05)
 
 
 async def committed_behind_end(
@@ -84,7 +84,7 @@ async def wait_committed_to_end(bootstrap: str, group: str, topic: str, seconds:
         async def caught_up() -> bool:
             return await committed_behind_end(admin, reader, group, topic) == 0
 
-        await eventually(caught_up, seconds, f"{group} committed to the end of {topic}")
+        await eventually(caught_up, seconds, f"{group} committed to the end of {topic}", 0.2)
     finally:
         await reader.stop()
         await admin.close()

@@ -104,7 +104,7 @@ async def test_broker_restart_while_publishing_loses_no_event(
         with process(relay_args, env, tmp_path / "relay.log") as relay:
             booking = asyncio.create_task(book())
             quarter = BATCHES * PER_BATCH // 4
-            await eventually(lambda: at_least(published, quarter), 60, "a quarter published")
+            await eventually(lambda: at_least(published, quarter), 60, "a quarter published", 0.05)
             pid = kafka.broker_pid(private_broker)
             assert pid is not None
             os.kill(pid, signal.SIGKILL)  # a crash, not a clean shutdown
@@ -113,7 +113,7 @@ async def test_broker_restart_while_publishing_loses_no_event(
             await asyncio.to_thread(kafka.start, private_broker)
             await booking
             total = int(await pool.fetchval("SELECT count(*) FROM outbox"))
-            await eventually(lambda: at_least(published, total), 120, "every row published")
+            await eventually(lambda: at_least(published, total), 120, "every row published", 0.2)
         # The dispatcher kept adding rows (no rail runs here); those published must be there.
         rows = await pool.fetch("SELECT event_id FROM outbox WHERE published_at IS NOT NULL")
     finally:

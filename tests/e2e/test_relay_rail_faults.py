@@ -78,7 +78,9 @@ async def settle_all(
                 )
                 return not left and not calm_at
 
-            await eventually(swept_to_the_end, 60, "no instruction left open")
+            # A pass 2 every 0.1 s, as a relay's sweep would come round: faster, the retries
+            # would spend their budget inside the storm.
+            await eventually(swept_to_the_end, 60, "no instruction left open", every=0.1)
             # Answers held back past our timeout still arrive at the rail; let them land.
             await asyncio.sleep(1.0)
             effects = (await sim.get("/_sim/effects")).json()["by_settlement"]

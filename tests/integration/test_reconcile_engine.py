@@ -26,6 +26,7 @@ from services.adapters.stripe.source import RailSource
 from services.domain.reconciliation import RunKind, RunStatus
 from services.domain.settlement import SettlementStatus as S
 from services.reconcile.engine import reconcile
+from services.reconcile.nostro_pass import LAG
 from services.reconcile.store import EMPTY_ANSWER
 from services.reconcile.windows import Window
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
@@ -118,6 +119,10 @@ async def test_a_second_run_over_the_same_window_adds_no_break(world: World) -> 
     # A second transfer for a paid settlement, made without its key: a duplicate.
     async with stripe_client(world.sim_url) as client:
         await client.v1.transfers.create_async(transfer_params(world.paid, "acct_1Q2w3E", 700))
+    # Both runs must read the duplicate's balance move before their cut-off, which trails a
+    # run's end by LAG (rounded down to a whole second): else the second run judges a move
+    # the first, as a first run, only recorded, and the two differ by a balance break.
+    await asyncio.sleep(LAG.total_seconds() + 1)
     today = datetime.now(UTC).date().isoformat()
     first_status, first = await settle_reconcile(world, "--day", today)
     second_status, second = await settle_reconcile(world, "--day", today)
