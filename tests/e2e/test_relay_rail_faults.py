@@ -124,7 +124,13 @@ async def test_rail_trouble_ends_with_one_transfer_each(
     assert all(n == 1 for n in made.values()), {s: n for s, n in made.items() if n != 1}
     assert statuses == {"submitted": COUNT}
     calls = dispatcher.metrics.registry.get_sample_value
-    assert calls("settle_relay_rail_calls_total", {"outcome": "ambiguous"}) >= COUNT
+    # The fault met every settlement's first call: its answer lost (ambiguous), or, on a
+    # loaded machine, the call not sent at all (retryable: the connection pool's wait ran out).
+    failed_calls = sum(
+        calls("settle_relay_rail_calls_total", {"outcome": outcome}) or 0
+        for outcome in ("ambiguous", "retryable")
+    )
+    assert failed_calls >= COUNT
     if not honours_keys:
         # No re-issue without looking at the rail first; a transfer made behind a lost
         # answer was found there and adopted.
