@@ -216,13 +216,18 @@ async def test_a_rail_outage_records_failed_runs_and_the_heartbeat_stays(world: 
     outage = await reconciler(world, closed)
     async with running(outage) as task:
 
-        async def failed_twice() -> bool:
-            return sum(1 for r in await runs(world) if r["status"] == "failed") >= 2
+        async def failed_twice_and_counted() -> bool:
+            # A run's row is committed before its outcome is counted: wait for both.
+            nonlocal samples, later
+            later = (await runs(world))[before:]
+            samples = await scrape(outage.app)
+            key = ("settle_reconcile_runs_total", (("kind", "intraday"), ("outcome", "failed")))
+            return len(later) >= 2 and samples.get(key) == len(later)
 
-        await eventually(failed_twice)
+        samples: Samples = {}
+        later: list[asyncpg.Record] = []
+        await eventually(failed_twice_and_counted)
         assert not task.done()  # it keeps running, backing off
-        samples = await scrape(outage.app)
-    later = (await runs(world))[before:]
     assert later and {(r["kind"], r["status"]) for r in later} == {("intraday", "failed")}
     assert all("rail could not be read" in r["error"] for r in later)
     assert sample(samples, "settle_reconcile_last_success_timestamp_seconds") == (
