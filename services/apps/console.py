@@ -21,8 +21,9 @@ from services.console.sessions import SessionStore
 from services.console.web import Console, error_page, templates
 from services.operations.approval_policy import policy_of
 from services.operations.rail_lookup import RailLookup, StripeLookup, stripe_lookup
-from services.platform.config import Deployment, Settings
+from services.platform.config import Deployment
 from services.platform.edge import BearerAuth
+from services.platform.service_settings import ConsoleSettings
 
 POOL_SIZE = 8
 log = logging.getLogger(__name__)
@@ -61,7 +62,10 @@ def create_app(console: Console) -> Starlette:
 
 
 async def compose(
-    settings: Settings, *, rail: RailLookup | None = None, clock: Callable[[], datetime] = _now
+    settings: ConsoleSettings,
+    *,
+    rail: RailLookup | None = None,
+    clock: Callable[[], datetime] = _now,
 ) -> tuple[Console, StripeLookup | None]:
     """The console's parts built from `settings` (the rail lookup given, or one over Stripe's
     API or the simulator, returned to be closed); nothing connects yet."""
@@ -78,7 +82,7 @@ async def compose(
     return Console(pool, rail, gate, templates(), clock, policy_of(settings)), owned
 
 
-async def serve(settings: Settings, host: str, port: int) -> None:
+async def serve(settings: ConsoleSettings, host: str, port: int) -> None:
     """Serve the console on `port` until SIGINT or SIGTERM."""
     console, owned = await compose(settings)
     server = uvicorn.Server(

@@ -29,10 +29,11 @@ from services.inbox.signature import SignatureCheck
 from services.inbox.worker import Clock, InboxWorker, RetryPolicy, utc_now
 from services.operations.approval_policy import ONE_PERSON, Policy, policy_of
 from services.operations.inbox_http import inbox_routes
-from services.platform.config import Settings
 from services.platform.edge import BearerAuth
 from services.platform.listeners import Listeners, ListeningServer, admin_api
 from services.platform.running import run_until_first_exits
+from services.platform.service_settings import InboxSettings
+from services.platform.tuning import InboxSection
 
 HTTP_CONNECTIONS = 8
 ADMIN_DESCRIPTION = """The inbox's admin port: the operator view of inbox events (taking
@@ -40,7 +41,7 @@ ADMIN_DESCRIPTION = """The inbox's admin port: the operator view of inbox events
 Reachable by operators and Prometheus only, never by the rail."""
 
 
-def retry_policy(settings: Settings) -> RetryPolicy:
+def retry_policy(settings: InboxSection) -> RetryPolicy:
     """The parked-event retry policy the settings ask for."""
     return RetryPolicy(
         settings.inbox_park_attempts,
@@ -65,7 +66,7 @@ def create_admin_app(
     return app
 
 
-async def serve(settings: Settings, host: str, port: int, admin_port: int) -> None:
+async def serve(settings: InboxSettings, host: str, port: int, admin_port: int) -> None:
     """Run the inbox's webhook endpoint on `port`, its admin API on `admin_port` and its apply
     workers until cancelled (or SIGTERM)."""
     metrics = create_metrics()

@@ -27,14 +27,15 @@ from services.ledger.key_cleanup import KeyCleanup, deleted_keys_counter, retent
 from services.ledger.metrics import create_metrics
 from services.ledger.readiness import Readiness
 from services.ledger.reads import SettlementReads
-from services.platform.config import Settings
 from services.platform.listeners import Listeners, ListeningServer
 from services.platform.running import every, run_until_first_exits
+from services.platform.service_settings import LedgerSettings
+from services.platform.tuning import IdempotencySection
 
 log = logging.getLogger(__name__)
 
 
-def windows(settings: Settings) -> Windows:
+def windows(settings: IdempotencySection) -> Windows:
     """The idempotency windows the settings ask for."""
     return Windows(
         replay=timedelta(seconds=settings.idempotency_replay_seconds),
@@ -43,7 +44,7 @@ def windows(settings: Settings) -> Windows:
 
 
 async def serve(
-    settings: Settings, host: str, port: int, admin_port: int, consume: bool = True
+    settings: LedgerSettings, host: str, port: int, admin_port: int, consume: bool = True
 ) -> None:
     """Run the ledger's tenant API on `port`, its admin API on `admin_port` (and, with
     `consume`, its Kafka intake) until cancelled."""

@@ -27,9 +27,11 @@ from services.apps.reconciler_admin import build_app
 from services.operations.approval_policy import policy_of
 from services.operations.http import routes
 from services.operations.rail_lookup import StripeLookup, stripe_lookup
-from services.platform.config import Settings, libpq_dsn
+from services.platform.config import libpq_dsn
 from services.platform.edge import BearerAuth
 from services.platform.running import run_until_first_exits
+from services.platform.service_settings import ReconcilerSettings
+from services.platform.tuning import ReconcileSection
 from services.reconcile.lock import ReconcilerLock
 from services.reconcile.metrics import ReconcileMetrics, create_metrics
 from services.reconcile.reconciler import Reconciler, utc_now
@@ -38,7 +40,7 @@ from services.reconcile.schedule import Schedule
 POOL_SIZE = 4
 
 
-def schedule_of(settings: Settings) -> Schedule:
+def schedule_of(settings: ReconcileSection) -> Schedule:
     """The interval, re-check ages, grace and overlap the settings ask for."""
     return Schedule(
         settings.reconcile_interval_seconds,
@@ -69,7 +71,7 @@ class Service:
 
 
 async def compose(
-    settings: Settings,
+    settings: ReconcilerSettings,
     extra_routes: Sequence[BaseRoute] = (),
     *,
     clock: Callable[[], datetime] = utc_now,
@@ -93,7 +95,7 @@ async def compose(
 
 
 async def serve(
-    settings: Settings, host: str, port: int, extra_routes: Sequence[BaseRoute] = ()
+    settings: ReconcilerSettings, host: str, port: int, extra_routes: Sequence[BaseRoute] = ()
 ) -> None:
     """Run the reconciler and its HTTP app (with `extra_routes`) until cancelled."""
     service = await compose(settings, extra_routes)

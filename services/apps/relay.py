@@ -22,8 +22,8 @@ from services.adapters.postgres.store_errors import is_retriable
 from services.adapters.stripe.address import rail_api_base
 from services.adapters.stripe.rail import stripe_rail
 from services.contracts.topics import EVENTS
-from services.platform.config import Settings
 from services.platform.running import every, run_until_first_exits
+from services.platform.service_settings import RelaySettings
 from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics, metrics_app
 from services.relay.outbox import (
@@ -45,7 +45,7 @@ def worker_name() -> str:
     return f"settle-relay-{socket.gethostname()}-{os.getpid()}"
 
 
-async def relay_pool(settings: Settings) -> asyncpg.Pool:
+async def relay_pool(settings: RelaySettings) -> asyncpg.Pool:
     """The relay's pool, its sessions bounded so a stalled relay holds no rows for long."""
     # A relay paused or stalled inside a transaction must not hold rows from the replica that
     # takes its leases over: PostgreSQL ends such a session, and the fence refuses its writes.
@@ -61,7 +61,7 @@ async def relay_pool(settings: Settings) -> asyncpg.Pool:
     )
 
 
-def dispatch_policy(settings: Settings) -> DispatchPolicy:
+def dispatch_policy(settings: RelaySettings) -> DispatchPolicy:
     """Leases and call timeouts from the settings."""
     # The rail call must end well inside the lease, or a live call could be taken over.
     call_seconds = min(10.0, settings.relay_lease_seconds / 3)
@@ -72,7 +72,7 @@ def dispatch_policy(settings: Settings) -> DispatchPolicy:
     )
 
 
-async def serve(settings: Settings, host: str, port: int) -> None:
+async def serve(settings: RelaySettings, host: str, port: int) -> None:
     """Run the relay until cancelled, with /metrics on `port`."""
     stripe.enable_telemetry = False  # nothing about our calls leaves but the calls
     access = kafka_access(settings)  # a bad setting stops the start, before any connection

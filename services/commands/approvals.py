@@ -25,7 +25,7 @@ from services.commands.common import (
     run,
 )
 from services.domain.proposal import Move, ProposalStatus
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 
 STATUSES = click.Choice([*(s.value for s in ProposalStatus), "any"])
 

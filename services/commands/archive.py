@@ -15,7 +15,7 @@ import click
 
 from services.commands.common import DONE, REFUSED, UNREADABLE, database, fail, run
 from services.operations.archive import detach_month, parse_month, plan
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 
 
 @click.command()

@@ -29,7 +29,7 @@ from services.commands.common import (
     run,
 )
 from services.domain.breaks import BreakStatus, BreakType
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 
 TYPES = click.Choice([t.value for t in BreakType])
 

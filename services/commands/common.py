@@ -22,7 +22,9 @@ import click
 
 from services.domain.errors import ApiError, ConfigError, StoreUnavailable
 from services.operations.errors import NotFound, RailUnavailable
-from services.platform.config import Settings
+from services.platform.authority import OperatorSection
+from services.platform.sections import DatabaseSection
+from services.platform.service_settings import InboxSettings, Settings
 from services.platform.settings import load_settings
 
 if TYPE_CHECKING:
@@ -38,7 +40,7 @@ operator_option = click.option(
 reason_option = click.option("--reason", required=True, help="Why: kept in the audit row.")
 
 
-def proven(settings: Settings, operator: str) -> None:
+def proven(settings: OperatorSection, operator: str) -> None:
     """In two-person mode, refuse unless SETTLE_OPERATOR_TOKEN is one of `operator`'s tokens
     (services/operations/operator_proof.py): a typed name alone proves nobody."""
     from services.operations.operator_proof import OPERATOR_TOKEN, prove_operator
@@ -79,15 +81,18 @@ def run(command: str, as_json: bool, work: Callable[[Settings], Coroutine[Any, A
 
 @asynccontextmanager
 async def desk(
-    settings: Settings, *, rail: bool = False, rail_url: str | None = None
+    settings: Settings | InboxSettings, *, rail: bool = False, rail_url: str | None = None
 ) -> AsyncIterator[OperationsDesk]:
     """The operations desk of a command, over a small pool and, with `rail`, the rail the
-    settings name (or `rail_url`); closed after."""
+    settings name (or `rail_url`; only settings that hold the rail's key can); closed after."""
     from services.operations.approval_policy import policy_of
     from services.operations.desk import OperationsDesk
     from services.operations.rail_lookup import NoRail, stripe_lookup
 
-    owned = stripe_lookup(settings, rail_url) if rail else None
+    owned = None
+    if rail:
+        assert isinstance(settings, Settings), "the rail is read with every section's settings"
+        owned = stripe_lookup(settings, rail_url)
     try:
         async with database(settings) as pool:
             yield OperationsDesk(pool, owned or NoRail(), policy_of(settings))
@@ -97,7 +102,9 @@ async def desk(
 
 
 @asynccontextmanager
-async def database(settings: Settings, as_owner: bool = False) -> AsyncIterator[asyncpg.Pool]:
+async def database(
+    settings: DatabaseSection, as_owner: bool = False
+) -> AsyncIterator[asyncpg.Pool]:
     """A small pool on the settings' database (as the tables' owner: see create_pool), closed
     after."""
     from services.adapters.postgres.database import create_pool

@@ -6,6 +6,7 @@ import click
 
 from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
+from services.platform.service_settings import ConsoleSettings
 from services.platform.settings import load_settings
 
 DEFAULT_PORT = 9085  # services.apps.console.DEFAULT_PORT, without importing the app here
@@ -26,7 +27,7 @@ def console(host: str, port: int) -> None:
     from services.apps.console import serve
 
     try:
-        settings = load_settings(service="console")
+        settings = load_settings(kind=ConsoleSettings)
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
     use_log_format(settings.log_format, "console", settings.log_level)

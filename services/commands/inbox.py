@@ -8,15 +8,15 @@ import os
 import click
 
 from services.domain.errors import ConfigError, SettleError
-from services.platform.config import Settings
 from services.platform.logs import use_log_format
+from services.platform.service_settings import InboxSettings
 from services.platform.settings import load_settings
 from services.platform.tracing import use_exporter
 
 
-def _settings() -> Settings:
+def _settings() -> InboxSettings:
     try:
-        return load_settings(service="inbox")
+        return load_settings(kind=InboxSettings)
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
 

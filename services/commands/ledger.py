@@ -6,6 +6,7 @@ import click
 
 from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
+from services.platform.service_settings import LedgerSettings
 from services.platform.settings import load_settings
 from services.platform.tracing import use_exporter
 
@@ -37,7 +38,7 @@ def ledger(host: str, port: int, admin_port: int, no_kafka: bool) -> None:
     if admin_port == port:
         raise click.UsageError("--admin-port must differ from --port")
     try:
-        settings = load_settings(service="ledger")
+        settings = load_settings(kind=LedgerSettings)
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
     use_log_format(settings.log_format, "ledger", settings.log_level)

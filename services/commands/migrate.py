@@ -10,6 +10,7 @@ import click
 from services.adapters.kafka.access import kafka_access
 from services.adapters.postgres.migrate import upgrade
 from services.domain.errors import ConfigError
+from services.platform.service_settings import MigrateSettings
 from services.platform.settings import load_settings
 
 
@@ -27,7 +28,7 @@ def migrate(skip_topics: bool, replication_factor: int) -> None:
     from services.adapters.kafka.topics import ensure_topics
 
     try:
-        settings = load_settings(service="migrate")
+        settings = load_settings(kind=MigrateSettings)
         access = kafka_access(settings)
     except ConfigError as e:
         raise click.ClickException(str(e)) from e

@@ -20,7 +20,7 @@ import uvloop
 from services.adapters.stripe.address import rail_api_base
 from services.domain.breaks import DEFAULT_GRACE_SECONDS
 from services.domain.errors import ConfigError, StoreUnavailable
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from services.platform.settings import load_settings
 from services.reconcile.errors import StatementUnreadable
 

@@ -7,6 +7,7 @@ import click
 
 from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
+from services.platform.service_settings import ReconcilerSettings
 from services.platform.settings import load_settings
 from services.platform.tracing import use_exporter
 
@@ -28,7 +29,7 @@ def reconciler(host: str, port: int) -> None:
     from services.apps.reconciler import serve
 
     try:
-        settings = load_settings(service="reconciler")
+        settings = load_settings(kind=ReconcilerSettings)
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
     use_log_format(settings.log_format, "reconciler", settings.log_level)

@@ -8,6 +8,7 @@ import click
 
 from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
+from services.platform.service_settings import RelaySettings
 from services.platform.settings import load_settings
 from services.platform.tracing import use_exporter
 
@@ -28,7 +29,7 @@ def relay(host: str, port: int) -> None:
     from services.apps.relay import serve
 
     try:
-        settings = load_settings(service="relay")
+        settings = load_settings(kind=RelaySettings)
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
     use_log_format(settings.log_format, "relay", settings.log_level)

@@ -28,7 +28,7 @@ from services.commands.common import (
     run,
 )
 from services.domain.instruction import Resolution
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 
 if TYPE_CHECKING:
     from services.operations.approvals import Submitted

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from services.contracts.command_signature import TOLERANCE_SECONDS, SignatureRefusal, verify
-from services.platform.config import Settings
+from services.platform.service_settings import LedgerSettings
 
 UNKNOWN_TENANT = "unknown_tenant"
 LOG_APPEND_TIME = 1  # a Kafka record's timestamp type when the broker stamped it
@@ -78,7 +78,7 @@ def written_at(timestamp_ms: int, timestamp_type: int | None, now: int) -> int:
     return timestamp_ms // 1000 if timestamp_type == LOG_APPEND_TIME else now
 
 
-def command_authority(settings: Settings) -> CommandAuthority:
+def command_authority(settings: LedgerSettings) -> CommandAuthority:
     """The authority the settings describe: the tenants of SETTLE_API_TOKENS, their secrets
     of SETTLE_COMMAND_SIGNING_SECRETS, and the signing mode."""
     return CommandAuthority(

@@ -25,7 +25,7 @@ import asyncpg
 from prometheus_client import CollectorRegistry, Counter
 
 from services.ledger.key_retention import FINAL_STATUSES, KeyRetention, key_retention
-from services.platform.config import Settings
+from services.platform.tuning import IdempotencySection
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def deleted_keys_counter(registry: CollectorRegistry) -> Counter:
     )
 
 
-def retention_of(settings: Settings) -> KeyRetention:
+def retention_of(settings: IdempotencySection) -> KeyRetention:
     """The key retention the settings ask for."""
     return key_retention(
         replay=timedelta(seconds=settings.idempotency_replay_seconds),

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from services.domain.proposal import DEFAULT_MAX_AGE_SECONDS
-from services.platform.config import Settings
+from services.platform.authority import OperatorSection
 
 DEFAULT_MAX_AGE = timedelta(seconds=DEFAULT_MAX_AGE_SECONDS)
 
@@ -22,7 +22,7 @@ class Policy(NamedTuple):
 ONE_PERSON = Policy(False, DEFAULT_MAX_AGE)
 
 
-def policy_of(settings: Settings) -> Policy:
+def policy_of(settings: OperatorSection) -> Policy:
     """The approval policy the settings ask for."""
     return Policy(
         settings.two_person_required, timedelta(seconds=settings.proposal_max_age_seconds)

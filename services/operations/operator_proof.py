@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from services.operations.approval_policy import policy_of
 from services.operations.errors import Refused
-from services.platform.config import Settings
+from services.platform.authority import OperatorSection
 from services.platform.edge import BearerAuth, Unauthorized
 
 OPERATOR_TOKEN = "SETTLE_OPERATOR_TOKEN"
 UNPROVEN = "operator_unproven"
 
 
-def prove_operator(settings: Settings, operator: str, token: str | None) -> None:
+def prove_operator(settings: OperatorSection, operator: str, token: str | None) -> None:
     """In two-person mode, refuse (Refused `operator_unproven`) unless `token` is one of
     `operator`'s; outside it, the named operator is taken at its word, as before."""
     if not policy_of(settings).two_person:

@@ -14,7 +14,7 @@ from services.adapters.stripe.source import RailSource
 from services.domain.rail import RailInstruction, RailReadError
 from services.domain.reconciliation import RailObject
 from services.operations.errors import RailUnavailable
-from services.platform.config import Settings
+from services.platform.sections import RailKeySection
 
 
 class RailLookup(Protocol):
@@ -52,7 +52,7 @@ class StripeLookup:
         await self._read.aclose()
 
 
-def stripe_lookup(settings: Settings, rail_url: str | None = None) -> StripeLookup:
+def stripe_lookup(settings: RailKeySection, rail_url: str | None = None) -> StripeLookup:
     """The lookup over the rail the settings name (`rail_url`, when given, where the address
     rule allows it: services/adapters/stripe/address.py)."""
     api_base = rail_api_base(settings, rail_url)

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from tests.waiting import eventually_blocking
 from tools.infra.procs import free_ports
 

@@ -29,7 +29,7 @@ from services.ledger.intake import MAX_BODY_BYTES
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.readiness import Readiness
 from services.ledger.reads import SettlementReads
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from services.platform.settings import load_settings
 from tests.conftest import unique
 

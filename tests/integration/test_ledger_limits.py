@@ -19,7 +19,7 @@ from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
 from services.ledger.model import Outcome, SettlementRequest
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from tests.conftest import unique
 from tests.integration.test_ledger_api import (
     error_of,

@@ -19,7 +19,7 @@ import pytest
 from railsim.webhooks import signature_header
 from services.apps.inbox import serve as serve_inbox
 from services.apps.ledger import serve as serve_ledger
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from services.platform.settings import load_settings
 from tests.conftest import scratch_database, unique
 from tests.harness import Servers

@@ -15,7 +15,7 @@ from sqlalchemy.engine import make_url
 
 from services.adapters.postgres.database import create_pool
 from services.domain.errors import ConfigError
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_ledger_api import ledger_settings, running_ledger

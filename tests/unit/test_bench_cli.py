@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from tools.bench import cli
 from tools.bench.report import BenchResult, Figure
 from tools.bench.runner import BenchOptions, Scenario

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from services.domain.postings import Posting, expected_net, is_balanced, net_by_account
 from services.domain.settlement import SettlementStatus, is_transition_valid
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from tools.bench import cli
 from tools.bench.fills import MIB, over_fills, ratios
 from tools.bench.prefill import Filled

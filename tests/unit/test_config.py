@@ -7,6 +7,7 @@ import pytest
 from services.domain.errors import ConfigError
 from services.domain.payout import PayoutMethod
 from services.platform.config import LOCAL_DATABASE_URL, RailKind
+from services.platform.service_settings import SERVICES
 from services.platform.settings import load_settings
 
 
@@ -90,10 +91,28 @@ def test_start_up_fails_with_the_variable_named(monkeypatch: pytest.MonkeyPatch)
 
     from tools.cli import cli
 
-    monkeypatch.setenv("SETTLE_IDEMPOTENCY_REPLAY_SECONDS", "soon")
+    monkeypatch.setenv("SETTLE_DATABASE_URL", "mysql://db/settle")
     result = CliRunner().invoke(cli, ["migrate", "--skip-topics"])
     assert result.exit_code != 0
-    assert "SETTLE_IDEMPOTENCY_REPLAY_SECONDS" in result.output
+    assert "SETTLE_DATABASE_URL" in result.output
+
+
+@pytest.mark.parametrize(
+    ("service", "variable"),
+    [
+        ("migrate", "SETTLE_IDEMPOTENCY_REPLAY_SECONDS"),
+        ("relay", "SETTLE_INBOX_WORKERS"),
+        ("inbox", "SETTLE_RECONCILE_INTERVAL"),
+        ("reconciler", "SETTLE_RELAY_LEASE_SECONDS"),
+        ("console", "SETTLE_KAFKA_BOOTSTRAP"),
+    ],
+)
+def test_a_service_reads_only_its_own_settings(service: str, variable: str) -> None:
+    # A variable of another service's sections is not read, so not refused either.
+    settings = load_settings({variable: "not a value"}, kind=SERVICES[service])
+    assert variable not in {field.alias for field in type(settings).model_fields.values()}
+    with pytest.raises(ConfigError, match=variable):
+        load_settings({variable: "not a value"})
 
 
 def test_a_tenant_and_an_operator_may_hold_several_tokens_during_a_rotation() -> None:

@@ -59,7 +59,7 @@ STRIPE, WEBHOOK = "STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET"
 SIGNING = "SETTLE_COMMAND_SIGNING_SECRETS"
 KAFKA = {"SETTLE_KAFKA_SASL_USERNAME", "SETTLE_KAFKA_SASL_PASSWORD"}
 SECRETS = {DB, API, OPS, STRIPE, WEBHOOK, SIGNING, *KAFKA}
-# Each workload's secrets: exactly what its code reads (platform.production.SERVICE_SECRETS, its
+# Each workload's secrets: exactly what its code reads (the sections of its settings class, its
 # database URL, its Kafka login where it uses Kafka), nothing another workload holds for it.
 SECRETS_OF = {
     "settle-ledger": {DB, API, SIGNING, *KAFKA},

@@ -16,6 +16,7 @@ import yaml
 
 from services.domain.errors import ConfigError
 from services.platform.config import Deployment
+from services.platform.service_settings import SERVICES
 from services.platform.settings import load_settings
 
 K8S = Path(__file__).resolve().parents[2] / "deploy" / "k8s"
@@ -83,11 +84,11 @@ def test_each_workload_starts_in_production_mode_with_only_its_own_secrets(name:
     container = _settle_workloads()[name]
     service = container["args"][0]
     env, secret = _environment(container)
-    settings = load_settings(env, service=service)  # raises ConfigError naming the variable
+    settings = load_settings(env, kind=SERVICES[service])  # raises ConfigError naming the variable
     assert settings.env is Deployment.PRODUCTION
     for variable in secret:
         with pytest.raises(ConfigError) as refused:
-            load_settings({k: v for k, v in env.items() if k != variable}, service=service)
+            load_settings({k: v for k, v in env.items() if k != variable}, kind=SERVICES[service])
         assert refused.value.variable == variable, f"{name} holds {variable} without need"
 
 

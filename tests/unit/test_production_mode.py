@@ -5,11 +5,10 @@ any mode."""
 from __future__ import annotations
 
 import pytest
-from pydantic import SecretStr
 
 from services.domain.errors import ConfigError
-from services.platform.config import LOCAL_SECRETS, Settings
-from services.platform.production import MIN_SECRET_LENGTH
+from services.platform.config import LOCAL_SECRETS, MIN_SECRET_LENGTH
+from services.platform.service_settings import SERVICES, Settings
 from services.platform.settings import load_settings
 from tests.production_env import (
     ACME_TOKEN,
@@ -236,27 +235,36 @@ def test_migrate_refuses_a_local_default_it_is_given_though_it_uses_no_secret(
 
 
 @pytest.mark.parametrize(
-    ("service", "unset", "emptied"),
+    ("service", "unset", "field"),
     [
         ("relay", "STRIPE_WEBHOOK_SECRET", "stripe_webhook_secret"),
         ("relay", "SETTLE_API_TOKENS", "api_tokens"),
         ("inbox", "STRIPE_API_KEY", "stripe_api_key"),
         ("ledger", "SETTLE_OPERATOR_TOKENS", "operator_tokens"),
+        ("ledger", "STRIPE_API_KEY", "stripe_api_key"),
         ("reconciler", "STRIPE_WEBHOOK_SECRET", "stripe_webhook_secret"),
         ("console", "STRIPE_WEBHOOK_SECRET", "stripe_webhook_secret"),
-        ("console", "SETTLE_API_TOKENS", "api_tokens"),
+        ("migrate", "STRIPE_API_KEY", "stripe_api_key"),
     ],
 )
-def test_a_pod_gets_only_its_own_secrets_and_holds_nothing_usable_for_the_others(
-    service: str, unset: str, emptied: str
-) -> None:
-    settings = load_settings(production(**{unset: None}), service=service)
-    held = getattr(settings, emptied)
-    value = held.get_secret_value() if isinstance(held, SecretStr) else held
-    assert not value  # never the public local default
+def test_a_pod_is_given_only_its_own_secrets(service: str, unset: str, field: str) -> None:
+    # Not held at all, in production or locally: nothing in the process can use it.
+    for environ in (production(**{unset: None}), {}):
+        settings = load_settings(environ, kind=SERVICES[service])
+        assert not hasattr(settings, field)
+
+
+def test_the_console_holds_tenant_tokens_it_is_given_and_nothing_usable_when_not() -> None:
+    # Tenants sign in to their own view where tokens are given; unset, the public local
+    # default is not kept in production, so nothing can sign in with it.
+    console = SERVICES["console"]
+    assert not load_settings(production(SETTLE_API_TOKENS=None), kind=console).api_tokens
+    given = load_settings(production(), kind=console)
+    assert given.tenant_by_token == {ACME_TOKEN: "acme"}
     # Locally the defaults stay, so `make run` needs no secrets at all.
-    local = load_settings({}, service=service)
-    assert getattr(local, emptied)
+    assert load_settings({}, kind=console).tenant_by_token == {
+        LOCAL_SECRETS["SETTLE_API_TOKENS"]: "acme"
+    }
 
 
 @pytest.mark.parametrize(
@@ -279,6 +287,6 @@ def test_kafka_security_is_required_only_of_services_that_reach_kafka(
     )
     if refused_too:
         with pytest.raises(ConfigError, match="SETTLE_KAFKA_SECURITY_PROTOCOL"):
-            load_settings(plaintext, service=service)
+            load_settings(plaintext, kind=SERVICES[service])
     else:
-        assert load_settings(plaintext, service=service).env == "production"
+        assert load_settings(plaintext, kind=SERVICES[service]).env == "production"

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from services.adapters.stripe.address import SIMULATOR_API, rail_api_base
-from services.platform.production import SECRET_FIELDS
-from services.platform.settings import load_settings
+from services.platform.settings import SECRET_SECTIONS, load_settings
 from tests.production_env import PRODUCTION
 
 
@@ -17,6 +16,10 @@ def test_the_simulated_rail_is_the_local_simulator_unless_a_base_is_given() -> N
 
 def test_stripe_without_a_base_is_stripes_own_api_never_the_simulators() -> None:
     # Stripe's own API with the secrets of production, without production mode itself.
-    secrets = {name: value for name, value in PRODUCTION.items() if name in SECRET_FIELDS}
+    secrets = {
+        name: value
+        for name, value in PRODUCTION.items()
+        if any(name in s.SECRETS for s in SECRET_SECTIONS)
+    }
     stripe = load_settings({"SETTLE_RAIL": "stripe", **secrets})
     assert rail_api_base(stripe) is None

@@ -20,7 +20,7 @@ from pathlib import Path
 from services.domain.balance_shards import BALANCE_SHARDS
 from services.ledger import sql
 from services.ledger.booking import LOCK_WAIT
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from tools.bench.database import bench_database, libpq_args, libpq_env
 from tools.bench.report import BenchResult, Figure
 from tools.bench.runner import BenchError, BenchOptions

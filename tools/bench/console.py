@@ -33,7 +33,8 @@ import asyncpg
 import httpx
 
 from services.adapters.postgres.database import create_pool
-from services.platform.config import Settings, libpq_dsn
+from services.platform.config import libpq_dsn
+from services.platform.service_settings import Settings
 from services.reconcile.standing import OLDEST_SUBMITTED
 from tools.bench.console_explain import explain_pages, plans_text, slowest, title
 from tools.bench.console_seed import Sample, Seeded, seed

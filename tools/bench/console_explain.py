@@ -21,6 +21,7 @@ import httpx
 
 from services.apps.console import compose, create_app
 from services.platform.config import libpq_dsn
+from services.platform.service_settings import ConsoleSettings
 from services.platform.settings import load_settings
 from tools.bench.runner import BenchError
 
@@ -58,7 +59,7 @@ async def explain_pages(
 ) -> list[Plan]:
     """Request each (page, path) once through the console's app, configured by `env` as the
     console process is; every statement's plan."""
-    settings = load_settings(env, service="console")
+    settings = load_settings(env, kind=ConsoleSettings)
     notices: list[str] = []
 
     def listen(_: object, message: asyncpg.PostgresLogMessage) -> None:

@@ -18,7 +18,7 @@ import asyncpg
 from services.domain.breaks import BreakType
 from services.domain.reconciliation import Break, RunKind
 from services.domain.settlement import SettlementStatus
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from services.reconcile import store
 from services.settlement.transitions import Move, apply_transitions
 from tools.bench.database import book_settlements

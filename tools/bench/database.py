@@ -15,7 +15,7 @@ from services.apps.ledger import windows
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from tools.infra.procs import pid_alive
 
 

@@ -23,7 +23,8 @@ import asyncpg
 from services.adapters.kafka.access import kafka_access
 from services.adapters.kafka.topics import ensure_topics
 from services.contracts.topics import COMMANDS
-from services.platform.config import Settings, libpq_dsn
+from services.platform.config import libpq_dsn
+from services.platform.service_settings import Settings
 from tools.bench import e2e_pgstats as pgstats
 from tools.bench import e2e_probe as probe
 from tools.bench import fills, profile

@@ -22,7 +22,8 @@ import uvloop
 from railsim.objects import event, json_bytes
 from railsim.webhooks import signature_header
 from services.domain.settlement import SettlementStatus
-from services.platform.config import Settings, libpq_dsn
+from services.platform.config import libpq_dsn
+from services.platform.service_settings import Settings
 from services.settlement.transitions import Move, apply_transitions
 from tools.bench.database import bench_database, book_settlements
 from tools.bench.http_load import post_load

@@ -23,7 +23,8 @@ from services.adapters.kafka.topics import ensure_topics
 from services.contracts import avro
 from services.contracts.command_signature import signed_headers
 from services.contracts.topics import COMMANDS
-from services.platform.config import Settings, libpq_dsn
+from services.platform.config import libpq_dsn
+from services.platform.service_settings import Settings
 from tools.bench import fills
 from tools.bench.database import bench_database
 from tools.bench.http_load import post_load

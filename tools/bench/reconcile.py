@@ -25,7 +25,8 @@ import httpx
 import orjson
 import psutil
 
-from services.platform.config import Settings, libpq_dsn
+from services.platform.config import libpq_dsn
+from services.platform.service_settings import Settings
 from tools.bench.database import bench_database
 from tools.bench.reconcile_seed import EXPECTED, PLANTED, rail_chunks, seed_ledger
 from tools.bench.report import BenchResult, Figure

@@ -23,7 +23,8 @@ from services.adapters.kafka.clients import idempotent_producer
 from services.adapters.kafka.topics import ensure_topics
 from services.adapters.stripe.rail import StripeRail
 from services.contracts.topics import EVENTS
-from services.platform.config import Settings, libpq_dsn
+from services.platform.config import libpq_dsn
+from services.platform.service_settings import Settings
 from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.outbox import PUBLISH_BATCH_BYTES, OutboxPublisher

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.domain.errors import SettleError
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from tools.bench.report import BenchResult
 
 

@@ -22,7 +22,7 @@ import asyncpg
 from services.adapters.postgres.database import create_pool
 from services.adapters.stripe.source import RailSource
 from services.domain.reconciliation import RunStatus
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from services.reconcile import windows
 from services.reconcile.engine import reconcile
 

@@ -26,7 +26,8 @@ import asyncpg
 from services.adapters.kafka.access import SECURITY_VARIABLES
 from services.adapters.postgres.migrate import upgrade
 from services.contracts.topics import COMMANDS, EVENTS
-from services.platform.config import Settings, libpq_dsn
+from services.platform.config import libpq_dsn
+from services.platform.service_settings import Settings
 from services.platform.settings import load_settings
 from tools.chaos import infra as private
 from tools.chaos.evidence import leftovers

@@ -18,7 +18,8 @@ from services.adapters.kafka.access import kafka_access
 from services.adapters.stripe.address import SIMULATOR_API
 from services.contracts.topics import EVENTS
 from services.domain.errors import ConfigError
-from services.platform.config import RailKind, Settings
+from services.platform.config import RailKind
+from services.platform.service_settings import Settings
 from services.platform.settings import load_settings
 from tools.check.errors import SourceUnavailable
 

@@ -25,7 +25,7 @@ from tools.run.pace import DEFAULT_RATE
 from tools.run.topology import LOCAL_RELAY_LEASE_SECONDS, Ports, StackOptions
 
 if TYPE_CHECKING:
-    from services.platform.config import Settings
+    from services.platform.service_settings import Settings
 
 T = TypeVar("T")
 RATE_HELP = "Settlements per second the batch is offered at; 0 offers it all at once."

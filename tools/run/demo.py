@@ -30,7 +30,8 @@ from rich.progress import (
 
 from services.adapters.kafka.access import kafka_access
 from services.contracts.topics import COMMANDS, EVENTS
-from services.platform.config import Settings, libpq_dsn
+from services.platform.config import libpq_dsn
+from services.platform.service_settings import Settings
 from services.relay.triggers import CONSUMER_GROUP
 from tools.check.cli import effect_source
 from tools.check.run import CheckOptions, Report, run_check

@@ -24,7 +24,7 @@ from services.adapters.kafka.access import KafkaAccess
 from services.adapters.kafka.clients import idempotent_producer
 from services.contracts import avro
 from services.contracts.command_signature import signed_headers
-from services.platform.config import Settings
+from services.platform.service_settings import Settings
 from tools.run.pace import AT_ONCE, Pace
 
 CURRENCIES = ("USD", "EUR", "GBP")

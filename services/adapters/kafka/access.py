@@ -16,7 +16,8 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from services.domain.errors import ConfigError
-from services.platform.config import KafkaProtocol, SaslMechanism, Settings
+from services.platform.config import KafkaProtocol, SaslMechanism
+from services.platform.sections import KafkaSection
 
 PROTOCOL_ENV = "SETTLE_KAFKA_SECURITY_PROTOCOL"
 USERNAME_ENV = "SETTLE_KAFKA_SASL_USERNAME"
@@ -72,7 +73,7 @@ class KafkaAccess:
             raise ValueError(f"{self.protocol} takes TLS files exactly when it uses TLS")
 
 
-def kafka_access(settings: Settings) -> KafkaAccess:
+def kafka_access(settings: KafkaSection) -> KafkaAccess:
     """The access the settings describe, or ConfigError naming the variable that is wrong."""
     protocol = settings.kafka_security_protocol
     login = _login(settings) if protocol in SASL else None
@@ -99,7 +100,7 @@ def kafka_access(settings: Settings) -> KafkaAccess:
     return KafkaAccess(settings.kafka_bootstrap, protocol, login, tls)
 
 
-def _login(settings: Settings) -> SaslLogin:
+def _login(settings: KafkaSection) -> SaslLogin:
     protocol = settings.kafka_security_protocol
     if not settings.kafka_sasl_username:
         raise ConfigError(USERNAME_ENV, f"required when {PROTOCOL_ENV} is {protocol}")

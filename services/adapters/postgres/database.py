@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncpg
 
 from services.domain.errors import ConfigError
-from services.platform.config import Deployment, Settings, libpq_dsn
+from services.platform.config import Deployment, libpq_dsn
+from services.platform.sections import DatabaseSection
 
 # A table of settle's schema whose owner the connected role is or may become (the owner, a
 # member of the owner's role, a superuser): such a role could disable the append-only triggers.
@@ -22,7 +23,7 @@ async def _keep_session(_: asyncpg.Connection) -> None:
 
 
 async def create_pool(
-    settings: Settings,
+    settings: DatabaseSection,
     max_size: int = 10,
     server_settings: dict[str, str] | None = None,
     keep_sessions: bool = False,

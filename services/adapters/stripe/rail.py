@@ -25,7 +25,7 @@ from services.adapters.stripe.paging import RawPage, page_of
 from services.domain.errors import SettleError
 from services.domain.payout import PayoutMethod
 from services.domain.rail import RailInstruction, RailResult, UnreadableRailObject
-from services.platform.config import Settings
+from services.platform.sections import RailKeySection
 
 DEFAULT_TIMEOUT = 10.0  # seconds, per HTTP call
 DEFAULT_PAYOUT_LOOKBACK = timedelta(days=7)
@@ -203,7 +203,7 @@ class StripeRail:
 
 
 def stripe_rail(
-    settings: Settings,
+    settings: RailKeySection,
     *,
     timeout: float = DEFAULT_TIMEOUT,
     connections: int = DEFAULT_CONNECTIONS,

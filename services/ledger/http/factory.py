@@ -18,9 +18,9 @@ from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.ports import Acceptor
 from services.ledger.readiness import ReadinessProbe
 from services.ledger.views import SettlementReader
-from services.platform.config import Settings
 from services.platform.edge import BearerAuth
 from services.platform.listeners import admin_api, public_api
+from services.platform.service_settings import LedgerSettings
 
 DESCRIPTION = """Books settlements in the settle ledger, exactly once per idempotency key.
 
@@ -33,7 +33,7 @@ Prometheus metrics. Reachable by operators and Prometheus only, never by tenants
 def create_app(
     acceptor: Acceptor,
     reads: SettlementReader,
-    settings: Settings,
+    settings: LedgerSettings,
     *,
     metrics: LedgerMetrics | None = None,
     admission: Admission | None = None,

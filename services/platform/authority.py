@@ -1,0 +1,108 @@
+"""The sections that say who may do what: tenants' tokens and command signatures, the rail's
+webhook secret, operators' tokens and maker-checker, and each tenant's limits."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+from pydantic import Field, InstanceOf, SecretStr, field_validator
+from pydantic_settings import NoDecode
+
+from services.contracts.command_signature import CommandSigning
+from services.domain.proposal import DEFAULT_MAX_AGE_SECONDS
+from services.domain.tenant_limits import NO_LIMITS, TenantLimits, parse_tenant_limits
+from services.platform.config import LOCAL_SECRETS, RotatedSecrets, Section, SigningSecrets, Tokens
+from services.platform.tokens import by_token
+
+
+class TenantSection(Section):
+    """Each tenant's bearer tokens (`tenant:token` pairs, several while one is rotated)."""
+
+    SECRETS: ClassVar[dict[str, str]] = {"SETTLE_API_TOKENS": "api_tokens"}
+
+    api_tokens: Tokens = Field(
+        {"acme": (SecretStr(LOCAL_SECRETS["SETTLE_API_TOKENS"]),)}, alias="SETTLE_API_TOKENS"
+    )
+
+    @property
+    def tenant_by_token(self) -> dict[str, str]:
+        """Bearer token to tenant, the lookup the HTTP layer does on every request."""
+        return by_token(self.api_tokens)
+
+
+class WebhookSection(Section):
+    """The secrets the rail signs its webhooks with (several accepted during a rotation)."""
+
+    SECRETS: ClassVar[dict[str, str]] = {"STRIPE_WEBHOOK_SECRET": "stripe_webhook_secret"}
+
+    stripe_webhook_secret: RotatedSecrets = Field(
+        (SecretStr(LOCAL_SECRETS["STRIPE_WEBHOOK_SECRET"]),), alias="STRIPE_WEBHOOK_SECRET"
+    )
+
+
+class OperatorSection(Section):
+    """Operators' tokens (`name:token` pairs), whether a resolution or replay waits for a
+    second operator (unset: in production mode only), and how long a proposal waits."""
+
+    SECRETS: ClassVar[dict[str, str]] = {"SETTLE_OPERATOR_TOKENS": "operator_tokens"}
+
+    operator_tokens: Tokens = Field(
+        {"ops": (SecretStr(LOCAL_SECRETS["SETTLE_OPERATOR_TOKENS"]),)},
+        alias="SETTLE_OPERATOR_TOKENS",
+    )
+    two_person: bool | None = Field(None, alias="SETTLE_TWO_PERSON")
+    proposal_max_age_seconds: int = Field(
+        DEFAULT_MAX_AGE_SECONDS, alias="SETTLE_PROPOSAL_MAX_AGE_SECONDS", gt=0
+    )
+
+    @property
+    def operator_by_token(self) -> dict[str, str]:
+        """Bearer token to operator name, for the operator endpoints."""
+        return by_token(self.operator_tokens)
+
+    @property
+    def two_person_required(self) -> bool:
+        """Whether an operator's resolution or replay needs a second operator's approval."""
+        return self.production if self.two_person is None else self.two_person
+
+
+class CommandSigningSection(Section):
+    """Kafka commands signed by their tenant: required, optional (unset: required in
+    production, optional locally), under each tenant's secrets (`tenant:secret` pairs)."""
+
+    SECRETS: ClassVar[dict[str, str]] = {
+        "SETTLE_COMMAND_SIGNING_SECRETS": "command_signing_secrets"
+    }
+
+    command_signing: CommandSigning | None = Field(None, alias="SETTLE_COMMAND_SIGNING")
+    command_signing_secrets: SigningSecrets = Field({}, alias="SETTLE_COMMAND_SIGNING_SECRETS")
+
+    @property
+    def command_signing_required(self) -> bool:
+        """Whether every Kafka command must carry its tenant's signature."""
+        if self.command_signing is None:
+            return self.production
+        return self.command_signing is CommandSigning.REQUIRED
+
+    def needs(self, variable: str) -> bool:
+        # Needed where commands must be signed; then every tenant that may send commands
+        # needs one (checked by the ledger when it starts).
+        if variable == "SETTLE_COMMAND_SIGNING_SECRETS":
+            return self.command_signing_required
+        return super().needs(variable)
+
+
+class LimitsSection(Section):
+    """Per-tenant caps, allow-lists, deposits and rates (JSON, read by
+    domain/tenant_limits.py), and how many settlement requests a ledger process holds at
+    once (HTTP in flight and Kafka commands being booked) before answering 503."""
+
+    tenant_limits: Annotated[InstanceOf[TenantLimits], NoDecode] = Field(
+        NO_LIMITS, alias="SETTLE_TENANT_LIMITS"
+    )
+    accept_backlog: int = Field(10_000, alias="SETTLE_ACCEPT_BACKLOG", ge=1)
+
+    @field_validator("tenant_limits", mode="before")
+    @classmethod
+    def _limits(cls, value: object) -> object:
+        return parse_tenant_limits(value) if isinstance(value, str) else value

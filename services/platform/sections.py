@@ -1,0 +1,160 @@
+"""The sections that say where things are: the database, Kafka, the rail, telemetry."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+from urllib.parse import parse_qs, urlsplit
+
+from pydantic import Field, SecretStr, field_validator
+
+from services.domain.errors import ConfigError
+from services.domain.payout import PayoutMethod
+from services.platform.config import (
+    LOCAL_DATABASE_URL,
+    LOCAL_KAFKA_BOOTSTRAP,
+    LOCAL_SECRETS,
+    KafkaProtocol,
+    RailKind,
+    SaslMechanism,
+    Section,
+    weakness,
+)
+from services.platform.logs import LogFormat, LogLevel
+from services.platform.tracing import TraceExporter
+
+VERIFYING_SSLMODES = ("verify-full", "verify-ca")
+KAFKA_AUTH = "SASL_SSL with a user and password, or SSL with a client certificate and key"
+
+
+class DatabaseSection(Section):
+    """The PostgreSQL database; in production its server's certificate is verified."""
+
+    database_url: str = Field(LOCAL_DATABASE_URL, alias="SETTLE_DATABASE_URL")
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if not value.startswith(("postgresql://", "postgresql+asyncpg://")):
+            raise ValueError("must be a postgresql:// or postgresql+asyncpg:// URL")
+        return value.replace("postgresql://", "postgresql+asyncpg://", 1)
+
+    def production_refusal(self) -> ConfigError | None:
+        modes = parse_qs(urlsplit(self.database_url).query).get("sslmode", [])
+        # libpq and asyncpg read the last sslmode given; only the verify modes check who answers.
+        if not modes or modes[-1] not in VERIFYING_SSLMODES:
+            return ConfigError(
+                "SETTLE_DATABASE_URL",
+                "must verify the server's TLS certificate in production mode: add "
+                "sslmode=verify-full (or verify-ca) to its query, and sslrootcert=<CA file>",
+            )
+        return None
+
+
+class KafkaSection(Section):
+    """The brokers, how a client proves itself to them (TLS: a CA file to verify the brokers,
+    a client certificate and key for mutual TLS; SASL: a SCRAM user and password), and the
+    prefix of this deployment's topics. In production a client authenticates over TLS."""
+
+    kafka_bootstrap: str = Field(LOCAL_KAFKA_BOOTSTRAP, alias="SETTLE_KAFKA_BOOTSTRAP")
+    kafka_security_protocol: KafkaProtocol = Field(
+        KafkaProtocol.PLAINTEXT, alias="SETTLE_KAFKA_SECURITY_PROTOCOL"
+    )
+    kafka_sasl_mechanism: SaslMechanism = Field(
+        SaslMechanism.SCRAM_SHA_512, alias="SETTLE_KAFKA_SASL_MECHANISM"
+    )
+    kafka_sasl_username: str | None = Field(None, alias="SETTLE_KAFKA_SASL_USERNAME")
+    kafka_sasl_password: SecretStr | None = Field(None, alias="SETTLE_KAFKA_SASL_PASSWORD")
+    kafka_ssl_cafile: str | None = Field(None, alias="SETTLE_KAFKA_SSL_CAFILE")
+    kafka_ssl_certfile: str | None = Field(None, alias="SETTLE_KAFKA_SSL_CERTFILE")
+    kafka_ssl_keyfile: str | None = Field(None, alias="SETTLE_KAFKA_SSL_KEYFILE")
+    topic_prefix: str = Field("", alias="SETTLE_TOPIC_PREFIX", pattern=r"^[A-Za-z0-9._-]*$")
+
+    @field_validator("kafka_bootstrap")
+    @classmethod
+    def _host_ports(cls, value: str) -> str:
+        for server in value.split(","):
+            host, _, port = server.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError("must be host:port[,host:port...]")
+        return value
+
+    def topic(self, name: str) -> str:
+        """The Kafka topic `name` under this deployment's prefix."""
+        return f"{self.topic_prefix}{name}"
+
+    def production_refusal(self) -> ConfigError | None:
+        protocol = self.kafka_security_protocol
+        if protocol is KafkaProtocol.SASL_SSL:
+            return self._sasl_refusal()
+        if protocol is KafkaProtocol.SSL:
+            if not self.kafka_ssl_certfile:
+                return ConfigError(
+                    "SETTLE_KAFKA_SSL_CERTFILE", f"is unset; Kafka needs {KAFKA_AUTH}"
+                )
+            if not self.kafka_ssl_keyfile:
+                return ConfigError(
+                    "SETTLE_KAFKA_SSL_KEYFILE", f"is unset; Kafka needs {KAFKA_AUTH}"
+                )
+            return None
+        cleartext = protocol is KafkaProtocol.SASL_PLAINTEXT
+        clear = " (SASL_PLAINTEXT sends the password in clear)" if cleartext else ""
+        return ConfigError(
+            "SETTLE_KAFKA_SECURITY_PROTOCOL",
+            f"is {protocol.value}{clear}; production mode needs {KAFKA_AUTH}",
+        )
+
+    def _sasl_refusal(self) -> ConfigError | None:
+        if not self.kafka_sasl_username:
+            return ConfigError("SETTLE_KAFKA_SASL_USERNAME", "is unset; SASL_SSL needs a user")
+        if self.kafka_sasl_password is None:
+            return ConfigError("SETTLE_KAFKA_SASL_PASSWORD", "is unset; SASL_SSL needs one")
+        problem = weakness([self.kafka_sasl_password], "production mode")
+        return None if problem is None else ConfigError("SETTLE_KAFKA_SASL_PASSWORD", problem)
+
+
+class RailSection(Section):
+    """Which rail pays and how: the rail, its API's address (unset: Stripe's own API, or the
+    local simulator for `sim`), the Stripe method, and whether the rail honours keys."""
+
+    rail: RailKind = Field(RailKind.SIM, alias="SETTLE_RAIL")
+    stripe_api_base: str | None = Field(None, alias="STRIPE_API_BASE")
+    stripe_method: PayoutMethod = Field(PayoutMethod.TRANSFER, alias="SETTLE_STRIPE_METHOD")
+    rail_idempotent: bool = Field(True, alias="SETTLE_RAIL_IDEMPOTENT")
+
+    @field_validator("stripe_api_base")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @property
+    def moves_real_money(self) -> bool:
+        return self.rail is RailKind.STRIPE and self.stripe_api_base is None
+
+    def production_refusal(self) -> ConfigError | None:
+        base = self.stripe_api_base
+        if base is not None and not base.startswith("https://"):
+            return ConfigError(
+                "STRIPE_API_BASE",
+                "must be https:// in production mode: the secret key goes with every request",
+            )
+        return None
+
+
+class RailKeySection(RailSection):
+    """The rail as a caller: the secret API key that every request to the rail carries."""
+
+    SECRETS: ClassVar[dict[str, str]] = {"STRIPE_API_KEY": "stripe_api_key"}
+
+    stripe_api_key: SecretStr = Field(
+        SecretStr(LOCAL_SECRETS["STRIPE_API_KEY"]), alias="STRIPE_API_KEY", min_length=1
+    )
+
+
+class TelemetrySection(Section):
+    """Log lines as JSON (or text), how many, and where spans go (nowhere by default)."""
+
+    log_format: LogFormat = Field(LogFormat.JSON, alias="SETTLE_LOG_FORMAT")
+    log_level: LogLevel = Field(LogLevel.INFO, alias="SETTLE_LOG_LEVEL")
+    otel_exporter: TraceExporter = Field(TraceExporter.NONE, alias="SETTLE_OTEL_EXPORTER")
