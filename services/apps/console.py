@@ -5,8 +5,6 @@ PostgreSQL is down (pages then show `store_unavailable`)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from datetime import UTC, datetime
 
 import uvicorn
 from starlette.applications import Starlette
@@ -21,16 +19,13 @@ from services.console.sessions import SessionStore
 from services.console.web import Console, error_page, templates
 from services.operations.approval_policy import policy_of
 from services.operations.rail_lookup import RailLookup, StripeLookup, stripe_lookup
+from services.platform.clock import Clock, utc_now
 from services.platform.config import Deployment
 from services.platform.edge import BearerAuth
 from services.platform.service_settings import ConsoleSettings
 
 POOL_SIZE = 8
 log = logging.getLogger(__name__)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def create_app(console: Console) -> Starlette:
@@ -65,7 +60,7 @@ async def compose(
     settings: ConsoleSettings,
     *,
     rail: RailLookup | None = None,
-    clock: Callable[[], datetime] = _now,
+    clock: Clock = utc_now,
 ) -> tuple[Console, StripeLookup | None]:
     """The console's parts built from `settings` (the rail lookup given, or one over Stripe's
     API or the simulator, returned to be closed); nothing connects yet."""

@@ -26,9 +26,10 @@ from services.adapters.postgres.database import create_pool
 from services.inbox.http import create_app, readiness_routes
 from services.inbox.metrics import InboxMetrics, create_metrics
 from services.inbox.signature import SignatureCheck
-from services.inbox.worker import Clock, InboxWorker, RetryPolicy, utc_now
+from services.inbox.worker import InboxWorker, RetryPolicy
 from services.operations.approval_policy import ONE_PERSON, Policy, policy_of
 from services.operations.inbox_http import inbox_routes
+from services.platform.clock import Clock, utc_now
 from services.platform.edge import BearerAuth
 from services.platform.listeners import Listeners, ListeningServer, admin_api
 from services.platform.running import run_until_first_exits

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 import asyncpg
 import stripe
@@ -27,6 +26,7 @@ from services.apps.reconciler_admin import build_app
 from services.operations.approval_policy import policy_of
 from services.operations.http import routes
 from services.operations.rail_lookup import StripeLookup, stripe_lookup
+from services.platform.clock import Clock, utc_now
 from services.platform.config import libpq_dsn
 from services.platform.edge import BearerAuth
 from services.platform.running import run_until_first_exits
@@ -34,7 +34,7 @@ from services.platform.service_settings import ReconcilerSettings
 from services.platform.tuning import ReconcileSection
 from services.reconcile.lock import ReconcilerLock
 from services.reconcile.metrics import ReconcileMetrics, create_metrics
-from services.reconcile.reconciler import Reconciler, utc_now
+from services.reconcile.reconciler import Reconciler
 from services.reconcile.schedule import Schedule
 
 POOL_SIZE = 4
@@ -74,7 +74,7 @@ async def compose(
     settings: ReconcilerSettings,
     extra_routes: Sequence[BaseRoute] = (),
     *,
-    clock: Callable[[], datetime] = utc_now,
+    clock: Clock = utc_now,
 ) -> Service:
     """The reconciler's parts built from `settings`, telling time by `clock`; nothing
     connects yet."""

@@ -9,12 +9,11 @@ unreadable or a bad argument.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import click
 
 from services.commands.common import DONE, REFUSED, UNREADABLE, database, fail, run
 from services.operations.archive import detach_month, parse_month, plan
+from services.platform.clock import utc_now
 from services.platform.service_settings import Settings
 
 
@@ -28,7 +27,7 @@ def archive(before_text: str, operator: str, dry_run: bool) -> None:
         before = parse_month(before_text)
     except ValueError as e:
         fail("archive", False, "invalid_month", str(e), UNREADABLE)
-    now = datetime.now(UTC)
+    now = utc_now()
     if (before.year, before.month) > (now.year, now.month):
         # The current month and the ones ahead take writes; they are never archived.
         fail("archive", False, "month_not_past", f"{before_text} is after this month", UNREADABLE)

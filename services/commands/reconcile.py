@@ -10,7 +10,7 @@ configuration could not be read: an unreadable rail is never "no breaks".
 from __future__ import annotations
 
 import json
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -20,6 +20,7 @@ import uvloop
 from services.adapters.stripe.address import rail_api_base
 from services.domain.breaks import DEFAULT_GRACE_SECONDS
 from services.domain.errors import ConfigError, StoreUnavailable
+from services.platform.clock import utc_now
 from services.platform.service_settings import Settings
 from services.platform.settings import load_settings
 from services.reconcile.errors import StatementUnreadable
@@ -135,7 +136,7 @@ async def _run(
     try:
         if window is None:
             last = await store.last_completed(pool, RunKind.INTRADAY)
-            window = windows.intraday(last, datetime.now(UTC))
+            window = windows.intraday(last, utc_now())
         outcome = await run_once(pool, rail, window, grace=grace, heal=heal)
         reported = [store.stored_key(b) for b in outcome.report().breaks] if lineage else []
         return outcome, await lineage_of(pool, reported)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import asyncpg
 
 from services.adapters.postgres.store_errors import unavailable_when_down
 from services.console.errors import CSRF_INVALID, CSRF_MISSING, CsrfRefused
+from services.platform.clock import Clock
 
 IDLE = timedelta(hours=8)
 LIFETIME = timedelta(hours=24)
@@ -70,7 +70,7 @@ class SessionStore:
     def __init__(
         self,
         pool: asyncpg.Pool,
-        clock: Callable[[], datetime],
+        clock: Clock,
         *,
         idle: timedelta = IDLE,
         lifetime: timedelta = LIFETIME,

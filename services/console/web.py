@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -22,8 +21,8 @@ from services.domain.money import major_text
 from services.operations.approval_policy import ONE_PERSON, Policy
 from services.operations.desk import OperationsDesk
 from services.operations.rail_lookup import RailLookup
+from services.platform.clock import Clock
 
-Clock = Callable[[], datetime]
 Handler = Callable[[Request, Caller], Awaitable[Response]]
 Endpoint = Callable[[Request], Awaitable[Response]]
 MAX_FORM_FIELDS = 1000  # a bulk selection: one field per checked row

@@ -23,7 +23,7 @@ from services.inbox.intake import EventStore, StoredApplier
 from services.inbox.metrics import RECEIVED_OUTCOMES, InboxMetrics
 from services.inbox.signature import SignatureCheck
 from services.inbox.store import store_rejected
-from services.inbox.worker import Clock, utc_now
+from services.platform.clock import Clock, utc_now
 from services.platform.edge import (
     JSON,
     BodyTooLarge,

@@ -26,7 +26,7 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 import asyncpg
@@ -38,13 +38,13 @@ from services.inbox.apply import Outcome, apply_events
 from services.inbox.metrics import InboxMetrics
 from services.inbox.store import Recorded, StoredEvent, claim_due_many, oldest_parked, record_many
 from services.platform.backoff import backoff
+from services.platform.clock import Clock, utc_now
 from services.platform.logs import about_settlement
 from services.platform.running import run_until_first_exits
 
 log = logging.getLogger(__name__)
 ApplyEvents = Callable[..., Awaitable[list[Outcome]]]  # services.inbox.apply.apply_events
 ClaimDue = Callable[[asyncpg.Connection, datetime, int], Awaitable[list[StoredEvent]]]
-Clock = Callable[[], datetime]
 POLL_SECONDS = 0.5  # parked rows come due, and other replicas store rows we are not told of
 STORE_RETRY_SECONDS = 1.0
 BATCH_SIZE = 500
@@ -53,11 +53,6 @@ BATCH_SIZE = 500
 STORED_LOCK_TIMEOUT = "250ms"
 APPLY_SAVEPOINT = f"SAVEPOINT apply_stored; SET LOCAL lock_timeout = '{STORED_LOCK_TIMEOUT}'"
 ROLLBACK_APPLY = "ROLLBACK TO SAVEPOINT apply_stored"
-
-
-def utc_now() -> datetime:
-    """The wall clock, as the worker and the HTTP layer read it unless a test passes another."""
-    return datetime.now(UTC)
 
 
 class RetryPolicy(NamedTuple):

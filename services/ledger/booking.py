@@ -16,7 +16,7 @@ import random
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -34,6 +34,7 @@ from services.ledger.funding import refuse_unfunded
 from services.ledger.idempotency import KeyState, StoredKey, decide
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import canonical_json, settlement_body
+from services.platform.clock import utc_now
 from services.settlement.transition_rows import settlement_event
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class Books:
     ) -> list[AcceptResult]:
         """Book `batch` (no two requests share a tenant and key) in one transaction; a
         pre-funded tenant's request its funds do not cover is refused, nothing of it stored."""
-        now = datetime.now(UTC)
+        now = utc_now()
         forgotten_before = now - self.windows.replay - self.windows.tombstone
         minted = [_mint(r, now) for r in batch]  # before BEGIN: no transaction waits on it
         pairs = {(r.tenant, r.currency) for r in batch} - self._accounts_known

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -25,6 +24,7 @@ import asyncpg
 from prometheus_client import CollectorRegistry, Counter
 
 from services.ledger.key_retention import FINAL_STATUSES, KeyRetention, key_retention
+from services.platform.clock import Clock, utc_now
 from services.platform.tuning import IdempotencySection
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class KeyCleanup:
         policy: KeyRetention,
         deleted: Counter,
         *,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = utc_now,
         pause: float = BATCH_PAUSE_SECONDS,
     ) -> None:
         self._pool, self.policy, self._deleted = pool, policy, deleted

@@ -24,6 +24,7 @@ from services.adapters.postgres.history_months import HISTORY_TABLES
 from services.domain.settlement import TERMINAL
 from services.inbox.intake import REDELIVERY_HORIZON
 from services.operations.audit import record_action
+from services.platform.clock import utc_now
 
 _MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 _PARTITION = re.compile(r"_y(\d{4})m(\d{2})$")
@@ -123,7 +124,7 @@ async def refusal(conn: asyncpg.Connection, month: date, now: datetime) -> Refus
 
 async def plan(conn: asyncpg.Connection, before: date) -> Plan:
     """The months before `before` to detach, oldest first, up to the first refused one."""
-    now = datetime.now(UTC)
+    now = utc_now()
     attached: dict[str, list[str]] = {}
     for table in HISTORY_TABLES:
         attached[table] = [row["relname"] for row in await conn.fetch(PARTITIONS, table)]
@@ -151,7 +152,7 @@ async def detach_month(
         detail={"partitions": [name for _, name in parts]},
         before={"attached": True},
         after={"attached": False},
-        now=datetime.now(UTC),
+        now=utc_now(),
     )
     for table, name in parts:
         pending = await conn.fetchval(

@@ -6,8 +6,7 @@ themselves are in actions.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
@@ -17,13 +16,7 @@ from services.operations import approvals
 from services.operations.approval_policy import Policy
 from services.operations.approvals import Submitted
 from services.operations.rail_lookup import RailLookup
-
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    """The wall clock, in UTC."""
-    return datetime.now(UTC)
+from services.platform.clock import Clock, utc_now
 
 
 class OperationsDesk:

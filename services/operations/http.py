@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TypeVar
 
@@ -45,6 +44,7 @@ from services.operations.errors import BadRequest, Forbidden
 from services.operations.export import ExportFormat, export_open
 from services.operations.query import choice, json_body, reason, whole_number
 from services.operations.rail_lookup import RailLookup
+from services.platform.clock import Clock, utc_now
 from services.platform.edge import (
     JSON,
     BearerAuth,
@@ -54,14 +54,9 @@ from services.platform.edge import (
 )
 
 FORBIDDEN = "a tenant's token; operator actions need an operator token (SETTLE_OPERATOR_TOKENS)"
-Clock = Callable[[], datetime]
 Handler = Callable[[Request, str], Awaitable[Response]]  # request, operator -> response
 Endpoint = Callable[[Request], Awaitable[Response]]
 _E = TypeVar("_E", bound=StrEnum)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _json(document: object, status: int = 200) -> Response:
@@ -93,7 +88,7 @@ def routes(
     rail: RailLookup,
     operators: BearerAuth,
     tenants: BearerAuth | None = None,
-    clock: Clock = _now,
+    clock: Clock = utc_now,
     policy: Policy = ONE_PERSON,
 ) -> list[Route]:
     """The operator routes (see the module docstring), for a Starlette or FastAPI app."""

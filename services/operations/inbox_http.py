@@ -15,10 +15,10 @@ from services.domain.errors import StoreUnavailable
 from services.domain.proposal import ProposedAction
 from services.domain.rail_event import InboxStatus
 from services.inbox.operator import list_events
-from services.inbox.worker import Clock
 from services.operations.approval_policy import Policy
 from services.operations.desk import OperationsDesk
 from services.operations.rail_lookup import NoRail
+from services.platform.clock import Clock
 from services.platform.edge import JSON, BearerAuth, tenant_dependency
 
 STORE_FAILURES = (*UNREACHABLE, asyncpg.PostgresError)

@@ -27,9 +27,9 @@ raises StoreUnavailable.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import asyncpg
 
@@ -37,6 +37,7 @@ from services.adapters.stripe.source import RailReader, RailSource
 from services.domain.breaks import DEFAULT_GRACE_SECONDS
 from services.domain.rail import RailReadError, RailUnreadable
 from services.domain.reconciliation import LedgerRecord, RailObject, Report, RunStatus
+from services.platform.clock import Clock, utc_now
 from services.reconcile import ledger_source, nostro_pass, store
 from services.reconcile.compare import SENT, compare
 from services.reconcile.errors import ReconcileError
@@ -46,10 +47,6 @@ from services.reconcile.staging import Staging
 from services.reconcile.windows import Window
 
 LEDGER = "ledger"
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -72,7 +69,7 @@ async def reconcile(
     window: Window,
     *,
     grace: int = DEFAULT_GRACE_SECONDS,
-    clock: Callable[[], datetime] = _utcnow,
+    clock: Clock = utc_now,
     page_size: int = ledger_source.PAGE_SIZE,
     heal: bool = True,
     by_id: ById | None = None,

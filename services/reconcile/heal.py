@@ -23,7 +23,7 @@ with the rail (`caught_up`), so a late webhook leaves no break open behind it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import partial
 from typing import Any, NamedTuple, Protocol
@@ -36,6 +36,7 @@ from services.domain.rail import RailReadError
 from services.domain.reconciliation import Break, LedgerRecord, Report
 from services.domain.settlement import DomainError
 from services.inbox.proven import apply_proven
+from services.platform.clock import Clock
 from services.platform.logs import about_settlement
 from services.reconcile import closing, proof
 from services.reconcile.closing import close_break
@@ -141,7 +142,7 @@ class Healer:
         self,
         pool: asyncpg.Pool,
         rail: RailObjects,
-        clock: Callable[[], datetime],
+        clock: Clock,
         paid_after: list[float] | None = None,
     ) -> None:
         self._pool = pool

@@ -19,8 +19,8 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine
-from datetime import UTC, datetime, timedelta
+from collections.abc import Coroutine
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -31,6 +31,7 @@ from services.adapters.stripe.source import RailSource
 from services.domain.errors import StoreUnavailable
 from services.domain.reconciliation import RunKind, RunStatus
 from services.platform.backoff import backoff
+from services.platform.clock import Clock, utc_now
 from services.reconcile import rechecks, schedule, standing, store, windows
 from services.reconcile.engine import reconcile
 from services.reconcile.lock import ReconcilerLock
@@ -42,11 +43,6 @@ from services.reconcile.windows import Window
 log = logging.getLogger(__name__)
 
 RETRY_BASE_SECONDS = 1.0
-
-
-def utc_now() -> datetime:
-    """The time now, in UTC: the reconciler's clock."""
-    return datetime.now(UTC)
 
 
 class Reconciler:
@@ -61,7 +57,7 @@ class Reconciler:
         plan: Schedule,
         *,
         rng: random.Random,
-        clock: Callable[[], datetime] = utc_now,
+        clock: Clock = utc_now,
     ) -> None:
         self._pool, self._rail, self._lock = pool, rail, lock
         self._metrics, self._plan, self._rng, self._clock = metrics, plan, rng, clock

@@ -27,7 +27,6 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 import asyncpg
 
@@ -38,6 +37,7 @@ from services.domain.instruction import InstructionStatus as I
 from services.domain.payout import PayoutMethod
 from services.domain.rail import Rail, RailInstruction, RailOutcome, RailResult
 from services.domain.trace_context import carried
+from services.platform.clock import utc_now
 from services.platform.failpoints import failpoint
 from services.relay import dispatch_sql as sql
 from services.relay.lease import LeaseClock
@@ -90,7 +90,7 @@ class Dispatcher:
             if not rows:
                 return
             moves = [Move(r["settlement_id"], SETTLEMENT_AFTER[E.CLAIM]) for r in rows]
-            await apply_transitions(conn, moves, actor=self.worker, now=_now())
+            await apply_transitions(conn, moves, actor=self.worker, now=utc_now())
         failpoint("dispatch.after_claim")  # claimed, nothing sent yet
         answers = await asyncio.gather(*(self._send(_instruction(r), lease) for r in rows))
         sent = [(row, result) for row, result in zip(rows, answers, strict=True) if result]
@@ -148,7 +148,7 @@ class Dispatcher:
                 for r in rows
                 if r["was"] == I.PENDING
             ]
-            await apply_transitions(conn, moves, actor=self.worker, now=_now())
+            await apply_transitions(conn, moves, actor=self.worker, now=utc_now())
         self.metrics.reclaims.inc(sum(1 for r in rows if r["was"] == I.PROCESSING))
         # Taken-over instructions are sent side by side: a slow rail must not serialise them.
         await asyncio.gather(*(self._attempt(row, lease) for row in rows))
@@ -215,7 +215,3 @@ def _instruction(row: asyncpg.Record) -> RailInstruction:
         method=PayoutMethod(row["method"]),
         trace=carried(row["traceparent"], row["tracestate"]),
     )
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 import asyncpg
 
@@ -17,6 +16,7 @@ from services.domain.instruction import SETTLEMENT_AFTER, end_of_budget, target_
 from services.domain.instruction import InstructionEvent as E
 from services.domain.rail import RailInstruction, RailOutcome, RailResult
 from services.platform.backoff import backoff
+from services.platform.clock import utc_now
 from services.relay import dispatch_sql as sql
 from services.relay.metrics import RelayMetrics
 from services.relay.policy import DispatchPolicy
@@ -60,7 +60,7 @@ class OutcomeRecords:
                     # The inbox moved it on first (the webhook beat this record): it keeps
                     # its status but learns its reference, if it has none yet.
                     batch.record_rail_reference(sid, ref, actor=self.worker)
-            await batch.write(conn, datetime.now(UTC))
+            await batch.write(conn, utc_now())
         # Another worker holds the rest now; its record stands.
         self.metrics.fence_rejections.inc(len(accepted) - len(recorded))
 
@@ -99,7 +99,7 @@ class OutcomeRecords:
                 sid,
                 SETTLEMENT_AFTER[E.REFUSE],
                 actor=self.worker,
-                now=datetime.now(UTC),
+                now=utc_now(),
                 reason=result.detail or "refused by the rail",
             )
 
@@ -151,6 +151,6 @@ class OutcomeRecords:
                 sid,
                 SETTLEMENT_AFTER[event],
                 actor=self.worker,
-                now=datetime.now(UTC),
+                now=utc_now(),
                 reason=reason,
             )

@@ -189,7 +189,7 @@ async def test_operator_pages_with_a_cursor(pool: asyncpg.Pool) -> None:
 
 async def test_replay_cli_shares_the_audited_path(pool: asyncpg.Pool) -> None:
     from services.inbox.operator import replay
-    from services.inbox.worker import utc_now
+    from services.platform.clock import utc_now
 
     inbox = Inbox(pool)
     dead = await dead_event(inbox, f"tr_{uuid.uuid4().hex}")

@@ -24,8 +24,8 @@ from railsim.http import create_app
 from services.apps.reconciler import Service, compose
 from services.domain.reconciliation import RunKind
 from services.domain.settlement import SettlementStatus as S
+from services.platform.clock import utc_now
 from services.platform.settings import load_settings
-from services.reconcile.reconciler import utc_now
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
 from tests.integration.check_support import World, template

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import stripe
 from stripe.params import PayoutListParams, TransferListParams
@@ -25,6 +25,7 @@ from services.adapters.stripe.paging import RawPage, page_of
 from services.domain.errors import SettleError
 from services.domain.payout import PayoutMethod
 from services.domain.rail import RailInstruction, RailResult, UnreadableRailObject
+from services.platform.clock import Clock, utc_now
 from services.platform.sections import RailKeySection
 
 DEFAULT_TIMEOUT = 10.0  # seconds, per HTTP call
@@ -54,10 +55,6 @@ class RailLookupIncomplete(RailLookupFailed):
     retriable = False
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 class StripeRail:
     """The rail port over Stripe's API (or anything that speaks it: stripe-mock, railsim)."""
 
@@ -70,7 +67,7 @@ class StripeRail:
         payout_lookback: timedelta = DEFAULT_PAYOUT_LOOKBACK,
         max_pages: int = DEFAULT_MAX_PAGES,
         connections: int = DEFAULT_CONNECTIONS,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Clock = utc_now,
     ) -> None:
         if timeout <= 0:
             raise ValueError(
