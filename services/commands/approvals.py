@@ -10,7 +10,8 @@ then ends `failed`), 3 for no such proposal.
 
 from __future__ import annotations
 
-from typing import NoReturn
+from collections.abc import Mapping
+from typing import Any, NoReturn
 
 import click
 
@@ -18,7 +19,7 @@ from services.commands.common import (
     DONE,
     desk,
     echo_document,
-    echo_json,
+    echo_listing,
     json_option,
     operator_option,
     proven,
@@ -47,16 +48,16 @@ def list_(status: str, after: int, limit: int, as_json: bool) -> None:
         wanted = None if status == "any" else ProposalStatus(status)
         async with desk(settings) as operations:
             found = await operations.proposals(status=wanted, after=after, limit=limit)
-        if as_json:
-            echo_json({"data": found})
-            return
-        for p in found:
-            click.echo(
-                f"{p['id']}  {p['status']}  {p['action']}  {p['target']}  "
-                f"{p['payload']}  by {p['proposed_by']}  {p['reason'] or ''}"
-            )
+        echo_listing(found, as_json, _proposal_line)
 
     run("approvals", as_json, work)
+
+
+def _proposal_line(p: Mapping[str, Any]) -> str:
+    return (
+        f"{p['id']}  {p['status']}  {p['action']}  {p['target']}  "
+        f"{p['payload']}  by {p['proposed_by']}  {p['reason'] or ''}"
+    )
 
 
 def _decide(

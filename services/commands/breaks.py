@@ -10,7 +10,9 @@ resolve many, each its own audited action, and print a summary; in two-person mo
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -21,6 +23,7 @@ from services.commands.common import (
     desk,
     echo_document,
     echo_json,
+    echo_listing,
     fail,
     json_option,
     operator_option,
@@ -60,16 +63,16 @@ def list_(
                 status=BreakStatus(status) if status else None,
                 break_type=BreakType(break_type) if break_type else None,
             )
-        if as_json:
-            echo_json({"data": [break_document(b) for b in found]})
-            return
-        for b in found:
-            click.echo(
-                f"{b.id}  {b.status}  {b.break_type}  {b.reason}  "
-                f"settlement={b.settlement_id}  rail={b.rail_object_id}"
-            )
+        echo_listing([break_document(b) for b in found], as_json, _break_line)
 
     run("breaks", as_json, work)
+
+
+def _break_line(b: Mapping[str, Any]) -> str:
+    return (
+        f"{b['id']}  {b['status']}  {b['type']}  {b['reason']}  "
+        f"settlement={b['settlement_id']}  rail={b['rail_object_id']}"
+    )
 
 
 @breaks.command()

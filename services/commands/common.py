@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -122,6 +122,17 @@ async def database(
 def echo_json(document: object) -> None:
     """One JSON document on stdout, keys sorted."""
     click.echo(json.dumps(document, sort_keys=True))
+
+
+def echo_listing(
+    documents: Sequence[Mapping[str, Any]], as_json: bool, line: Callable[[Mapping[str, Any]], str]
+) -> None:
+    """A listing: `{"data": [...]}` as one JSON document, or each item on its `line`."""
+    if as_json:
+        echo_json({"data": list(documents)})
+        return
+    for document in documents:
+        click.echo(line(document))
 
 
 def echo_document(document: Mapping[str, object], as_json: bool) -> None:

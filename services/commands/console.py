@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from services.commands.listening import host_option, port_option
 from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
 from services.platform.service_settings import ConsoleSettings
@@ -13,14 +14,8 @@ DEFAULT_PORT = 9085  # services.apps.console.DEFAULT_PORT, without importing the
 
 
 @click.command(short_help="Run the operators' web console.")
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option(
-    "--port",
-    default=DEFAULT_PORT,
-    show_default=True,
-    type=click.IntRange(1, 65535),
-    help="Where the console's pages listen: for operators only.",
-)
+@host_option
+@port_option(DEFAULT_PORT, "Where the console's pages listen: for operators only.")
 def console(host: str, port: int) -> None:
     """Run the operator console: sign in with an operator token (SETTLE_OPERATOR_TOKENS), then
     the overview, settlement search and story, review queue, breaks, webhooks and audit."""

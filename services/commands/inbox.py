@@ -7,6 +7,7 @@ import os
 
 import click
 
+from services.commands.listening import admin_port_option, host_option, port_option
 from services.domain.errors import ConfigError, SettleError
 from services.platform.logs import use_log_format
 from services.platform.service_settings import InboxSettings
@@ -25,20 +26,10 @@ def _settings() -> InboxSettings:
     invoke_without_command=True,
     short_help="Run the inbox: the rail's webhooks, the apply workers and the operator view.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option(
-    "--port",
-    default=8083,
-    show_default=True,
-    type=click.IntRange(1, 65535),
-    help="POST /v1/webhooks/stripe and /healthz: the port the rail reaches.",
-)
-@click.option(
-    "--admin-port",
-    default=9083,
-    show_default=True,
-    type=click.IntRange(1, 65535),
-    help="The operator view, /readyz, /metrics, /docs: for operators and Prometheus only.",
+@host_option
+@port_option(8083, "POST /v1/webhooks/stripe and /healthz: the port the rail reaches.")
+@admin_port_option(
+    9083, "The operator view, /readyz, /metrics, /docs: for operators and Prometheus only."
 )
 @click.pass_context
 def inbox(ctx: click.Context, host: str, port: int, admin_port: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from services.commands.listening import admin_port_option, host_option, port_option
 from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
 from services.platform.service_settings import LedgerSettings
@@ -14,21 +15,9 @@ from services.platform.tracing import use_exporter
 @click.command(
     short_help="Run the ledger: the tenant API, its admin port and the Kafka command intake."
 )
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option(
-    "--port",
-    default=8081,
-    show_default=True,
-    type=click.IntRange(1, 65535),
-    help="The tenant API and /healthz: the port tenants reach.",
-)
-@click.option(
-    "--admin-port",
-    default=9081,
-    show_default=True,
-    type=click.IntRange(1, 65535),
-    help="/readyz, /metrics, /docs: for operators and Prometheus, never tenants.",
-)
+@host_option
+@port_option(8081, "The tenant API and /healthz: the port tenants reach.")
+@admin_port_option(9081, "/readyz, /metrics, /docs: for operators and Prometheus, never tenants.")
 @click.option("--no-kafka", is_flag=True, help="Serve HTTP only; do not consume commands.")
 def ledger(host: str, port: int, admin_port: int, no_kafka: bool) -> None:
     """Run the ledger: the tenant API (POST /v1/settlements, reads) on --port, readiness and

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from services.commands.listening import host_option, port_option
 from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
 from services.platform.service_settings import ReconcilerSettings
@@ -15,14 +16,8 @@ from services.platform.tracing import use_exporter
 @click.command(
     short_help="Run the reconciler: intraday and end-of-day runs and re-checks, on a schedule."
 )
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option(
-    "--port",
-    default=8084,
-    show_default=True,
-    type=click.IntRange(1, 65535),
-    help="Where /healthz and /metrics listen.",
-)
+@host_option
+@port_option(8084, "Where /healthz and /metrics listen.")
 def reconciler(host: str, port: int) -> None:
     """Run the reconciler: intraday runs every SETTLE_RECONCILE_INTERVAL seconds, each closed
     day's end-of-day run once, re-checks at SETTLE_RECONCILE_RECHECK_AGES; /metrics."""

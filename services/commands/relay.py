@@ -6,6 +6,7 @@ import logging
 
 import click
 
+from services.commands.listening import host_option, port_option
 from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
 from services.platform.service_settings import RelaySettings
@@ -14,16 +15,8 @@ from services.platform.tracing import use_exporter
 
 
 @click.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option(
-    "--metrics-port",
-    "--port",
-    "port",
-    default=9101,
-    show_default=True,
-    type=click.IntRange(1, 65535),
-    help="Where /metrics and /healthz listen.",
-)
+@host_option
+@port_option(9101, "Where /metrics and /healthz listen.", "--metrics-port", "--port")
 def relay(host: str, port: int) -> None:
     """Run a relay: outbox to Kafka, and rail dispatch under deterministic keys."""
     from services.apps.relay import serve

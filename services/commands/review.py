@@ -8,8 +8,9 @@ two-person mode (SETTLE_TWO_PERSON) each is proposed instead, for `settle approv
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +21,7 @@ from services.commands.common import (
     desk,
     echo_document,
     echo_json,
+    echo_listing,
     fail,
     json_option,
     operator_option,
@@ -50,16 +52,16 @@ def list_(after: str | None, limit: int, as_json: bool) -> None:
     async def work(settings: Settings) -> None:
         async with database(settings) as pool:
             items = await list_review(pool, parse_id(after) if after else None, limit)
-        if as_json:
-            echo_json({"data": items})
-            return
-        for i in items:
-            click.echo(
-                f"{i['id']}  {i['amount']} {i['currency']}  instruction "
-                f"{i['instruction_status']}  {i['reason']}"
-            )
+        echo_listing(items, as_json, _review_line)
 
     run("review", as_json, work)
+
+
+def _review_line(i: Mapping[str, Any]) -> str:
+    return (
+        f"{i['id']}  {i['amount']} {i['currency']}  instruction "
+        f"{i['instruction_status']}  {i['reason']}"
+    )
 
 
 @review.command()
