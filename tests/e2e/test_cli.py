@@ -61,7 +61,7 @@ def test_infra_status_and_env_report_the_servers_in_use(infra: Servers) -> None:
 
 def test_bad_configuration_stops_start_up_naming_the_variable(infra: Servers) -> None:
     env = environment(infra.database_url, infra.kafka_bootstrap, SETTLE_RAIL="carrier-pigeon")
-    result = settle("migrate", env=env)
+    result = settle("relay", env=env)
     assert result.returncode != 0
     assert "SETTLE_RAIL" in result.stderr
 

@@ -15,7 +15,8 @@ from sqlalchemy.engine import make_url
 
 from services.adapters.postgres.database import create_pool
 from services.domain.errors import ConfigError
-from services.platform.service_settings import Settings
+from services.platform.config import Deployment
+from services.platform.sections import DatabaseSection
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 from tests.integration.test_ledger_api import ledger_settings, running_ledger
@@ -97,10 +98,10 @@ async def test_the_service_role_keeps_the_history_months_ahead(roles: Roles) -> 
         await conn.close()
 
 
-def _production(url: str) -> Settings:
-    # Built past load_settings: this test server speaks no TLS, and the owner check is the
-    # one under test here.
-    return Settings.model_validate({"SETTLE_ENV": "production", "SETTLE_DATABASE_URL": url})
+def _production(url: str) -> DatabaseSection:
+    # Built past validation: this test server speaks no TLS, and the owner check is the one
+    # under test here.
+    return DatabaseSection.model_construct(env=Deployment.PRODUCTION, database_url=url)
 
 
 async def test_production_refuses_to_start_as_the_tables_owner(roles: Roles) -> None:
