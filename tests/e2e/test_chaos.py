@@ -1,7 +1,7 @@
-"""`settle chaos` as CI runs it: two short seeded runs, one with the rail honouring idempotency
-keys and one ignoring them, each under kills, a relay paused past its lease, both relays
-freezing themselves mid-dispatch and woken past their lease, a Kafka and a PostgreSQL restart
-and the simulator's faults. Each fault must be seen to land (the killed
+"""`settle chaos` as CI runs it: two short seeded runs side by side, one with the rail
+honouring idempotency keys and one ignoring them, each under kills, a relay paused past its
+lease, both relays freezing themselves mid-dispatch and woken past their lease, a Kafka and a
+PostgreSQL restart and the simulator's faults. Each fault must be seen to land (the killed
 process alive before and dead after, the broker's port refusing, PostgreSQL started anew),
 every invariant must hold, and no process of the run (server, service or a child of one) may
 be left behind."""
@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,23 +26,39 @@ SETTLE = str(Path(sys.executable).with_name("settle"))
 COUNT, SECONDS = 1500, 40
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize(
-    ("seed", "rail_ignores_keys"), [(101, False), (202, True)], ids=["keys", "no-keys"]
-)
-def test_chaos_run_keeps_every_guarantee(
-    seed: int, rail_ignores_keys: bool, tmp_path: Path
-) -> None:
-    report_file = tmp_path / "report.json"
-    args = [SETTLE, "chaos", "--count", str(COUNT), "--seconds", str(SECONDS)]
-    args += ["--seed", str(seed), "--report", str(report_file)]
-    if rail_ignores_keys:
-        args.append("--rail-ignores-keys")
-    done = subprocess.run(args, capture_output=True, text=True, timeout=280, check=False)
-    # The summary (stdout) first: the services' log lines (stderr) would crowd it out.
-    tail = done.stdout[-3000:] + done.stderr[-1500:]
-    assert done.returncode == 0, tail
-    report = json.loads(report_file.read_text())
+# The two runs side by side, as the long chaos runs are made: each on its own PostgreSQL,
+# Kafka and services, so the pair also shows that nothing of one reaches the other.
+RUNS = ((101, False), (202, True))
+
+
+@pytest.mark.timeout(420)
+def test_chaos_runs_side_by_side_keep_every_guarantee(tmp_path: Path) -> None:
+    started = []
+    for seed, rail_ignores_keys in RUNS:
+        report_file = tmp_path / f"report-{seed}.json"
+        args = [SETTLE, "chaos", "--count", str(COUNT), "--seconds", str(SECONDS)]
+        args += ["--seed", str(seed), "--report", str(report_file)]
+        args += ["--rail-ignores-keys"] if rail_ignores_keys else []
+        out, err = tmp_path / f"out-{seed}.txt", tmp_path / f"err-{seed}.txt"
+        with out.open("w") as stdout, err.open("w") as stderr:
+            process = subprocess.Popen(args, stdout=stdout, stderr=stderr, text=True)
+        started.append((seed, rail_ignores_keys, process, report_file, out, err))
+    try:
+        for seed, rail_ignores_keys, process, report_file, out, err in started:
+            returncode = process.wait(timeout=400)
+            # The summary (stdout) first: the services' log lines (stderr) would crowd it out.
+            tail = out.read_text()[-3000:] + err.read_text()[-1500:]
+            assert returncode == 0, tail
+            report = json.loads(report_file.read_text())
+            _judge(report, seed, rail_ignores_keys, tail)
+    finally:
+        for *_, process, _report, _out, _err in started:
+            if process.poll() is None:  # a run the other's failure cut short stops itself
+                process.terminate()
+                process.wait(timeout=60)
+
+
+def _judge(report: dict[str, Any], seed: int, rail_ignores_keys: bool, tail: str) -> None:
     assert report["ok"] and report["checks"]["ok"], tail
     assert report["seed"] == seed and report["rail_ignores_keys"] is rail_ignores_keys
     assert report["booked"] == {"rows": COUNT, "distinct_references": COUNT, "exactly_once": True}
