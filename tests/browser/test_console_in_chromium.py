@@ -250,10 +250,15 @@ async def test_the_audit_page_shows_one_operators_actions_as_stored(
     async with console.pool.acquire() as conn:
         for actor in (OPERATOR, "bob", OPERATOR):
             await record_action(
-                conn, actor=actor, action="review.resolve", target=target,
-                detail={"as": "failed", "reason": "planted"}, before={}, after={},
+                conn,
+                actor=actor,
+                action="review.resolve",
+                target=target,
+                detail={"as": "failed", "reason": "planted"},
+                before={},
+                after={},
                 now=datetime.now(UTC),
-            )  # fmt: skip
+            )
     assert visit(signed_in, console, f"/audit?actor={OPERATOR}&target={target}") == "audit"
     shown = [
         (
@@ -266,8 +271,9 @@ async def test_the_audit_page_shows_one_operators_actions_as_stored(
     ]
     stored = await console.pool.fetch(
         "SELECT id, actor, action, target FROM operator_actions WHERE actor = $1 AND target = $2",
-        OPERATOR, target,
-    )  # fmt: skip
+        OPERATOR,
+        target,
+    )
     assert len(stored) == 2
     assert sorted(shown) == sorted(
         (str(a["id"]), a["actor"], a["action"], a["target"]) for a in stored

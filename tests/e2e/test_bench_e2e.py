@@ -23,15 +23,31 @@ def test_e2e_reports_every_figure_and_every_offered_settlement_is_paid(
     infra: Servers, tmp_path: Path
 ) -> None:
     out = tmp_path / "e2e.json"
-    env = {**os.environ, "SETTLE_DATABASE_URL": infra.database_url,
-           "SETTLE_KAFKA_BOOTSTRAP": infra.kafka_bootstrap}  # fmt: skip
+    env = {
+        **os.environ,
+        "SETTLE_DATABASE_URL": infra.database_url,
+        "SETTLE_KAFKA_BOOTSTRAP": infra.kafka_bootstrap,
+    }
     graphs = tmp_path / "profile"
-    args = ["--rates", str(RATE), "--seconds", str(SECONDS), "--json", str(out), "--no-markdown",
-            "--profile", str(graphs)]  # fmt: skip
+    args = [
+        "--rates",
+        str(RATE),
+        "--seconds",
+        str(SECONDS),
+        "--json",
+        str(out),
+        "--no-markdown",
+        "--profile",
+        str(graphs),
+    ]
     result = subprocess.run(
         [SETTLE, "bench", "--scenario", "e2e", *args],
-        capture_output=True, text=True, env=env, timeout=400, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=400,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["scenario"] == "e2e"
@@ -71,14 +87,30 @@ def test_e2e_with_prefill_reports_each_fill_and_their_ratios(
     infra: Servers, tmp_path: Path
 ) -> None:
     out = tmp_path / "e2e.json"
-    env = {**os.environ, "SETTLE_DATABASE_URL": infra.database_url,
-           "SETTLE_KAFKA_BOOTSTRAP": infra.kafka_bootstrap}  # fmt: skip
-    args = ["--rates", str(RATE), "--seconds", str(SECONDS), "--prefill", "0,2000",
-            "--json", str(out), "--no-markdown"]  # fmt: skip
+    env = {
+        **os.environ,
+        "SETTLE_DATABASE_URL": infra.database_url,
+        "SETTLE_KAFKA_BOOTSTRAP": infra.kafka_bootstrap,
+    }
+    args = [
+        "--rates",
+        str(RATE),
+        "--seconds",
+        str(SECONDS),
+        "--prefill",
+        "0,2000",
+        "--json",
+        str(out),
+        "--no-markdown",
+    ]
     result = subprocess.run(
         [SETTLE, "bench", "--scenario", "e2e", *args],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "prefill: 2,000 of 2,000 settlements" in result.stderr
     report = json.loads(out.read_text())

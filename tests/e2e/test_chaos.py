@@ -77,16 +77,24 @@ def _judge(report: dict[str, Any], seed: int, rail_ignores_keys: bool, tail: str
         if fault["action"] == "kill":
             assert fault["evidence"] == {"alive_before": True, "dead_after": True}, fault
     assert seen[("kafka_stop", "kafka")] == {
-        "alive_before": True, "dead_after": True, "port_refused": True,
-    }  # fmt: skip
+        "alive_before": True,
+        "dead_after": True,
+        "port_refused": True,
+    }
     assert seen[("kafka_start", "kafka")] == {"started": True, "new_pid": True, "port_open": True}
     assert seen[("postgres_stop", "postgres")]["port_refused"] is True
     assert seen[("postgres_start", "postgres")]["restarted"] is True
     for service in ("ledger", "relay", "inbox"):
         assert done_kinds.count(("kill", service)) == kills_per_service(SECONDS)
-    for kind in [("pause", "relay"), ("resume", "relay"), ("kafka_stop", "kafka"),
-                 ("kafka_start", "kafka"), ("postgres_stop", "postgres"),
-                 ("postgres_start", "postgres"), ("rail_faults", "railsim")]:  # fmt: skip
+    for kind in [
+        ("pause", "relay"),
+        ("resume", "relay"),
+        ("kafka_stop", "kafka"),
+        ("kafka_start", "kafka"),
+        ("postgres_stop", "postgres"),
+        ("postgres_start", "postgres"),
+        ("rail_faults", "railsim"),
+    ]:
         assert kind in done_kinds, kind
     # Each relay froze itself at one of its moments that matter for money, past its lease.
     self_paused = [f for f in report["faults"] if f["action"] == "self_pause"]

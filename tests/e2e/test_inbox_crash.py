@@ -23,7 +23,7 @@ from railsim.webhooks import signature_header
 from services.domain.settlement import SettlementStatus as S
 from services.settlement.transitions import apply_transition
 from tests.conftest import assert_books_balance, asyncpg_dsn, scratch_database
-from tests.e2e.test_relay_crash import process
+from tests.e2e.relay_process import process
 from tests.harness import Servers
 from tests.integration.inbox_support import T0, settlement
 from tests.waiting import eventually
@@ -52,15 +52,20 @@ async def rail_history(pool: asyncpg.Pool) -> tuple[dict[str, str], list[Deliver
         sid = await settlement(pool, S.DISPATCHING, destination=destination)
         reply = sim.create(
             Kind.TRANSFER,
-            [("amount", "900"), ("currency", "usd"), ("destination", destination),
-             ("metadata[settlement_id]", sid)],
+            [
+                ("amount", "900"),
+                ("currency", "usd"),
+                ("destination", destination),
+                ("metadata[settlement_id]", sid),
+            ],
             idempotency_key=sid,
-        )  # fmt: skip
+        )
         deliveries += reply.webhooks
         if n % 2:  # the relay recorded the rail's answer before the webhook came
             async with pool.acquire() as conn, conn.transaction():
-                await apply_transition(conn, sid, S.SUBMITTED, actor="relay", now=T0,
-                                       rail_reference=reply.created_id)  # fmt: skip
+                await apply_transition(
+                    conn, sid, S.SUBMITTED, actor="relay", now=T0, rail_reference=reply.created_id
+                )
         expected[sid] = "reversed" if reverse else "paid"
     clock.advance(60)
     deliveries += sim.take_webhooks()
@@ -79,8 +84,9 @@ async def post_all(url: str, deliveries: list[Delivery]) -> list[Delivery]:
                     "Stripe-Signature": signature_header(d.payload, SECRET, int(time.time()))
                 }
                 try:
-                    response = await client.post("/v1/webhooks/stripe", content=d.payload,
-                                                 headers=headers)  # fmt: skip
+                    response = await client.post(
+                        "/v1/webhooks/stripe", content=d.payload, headers=headers
+                    )
                     if response.status_code != 200:
                         failed.append(d)
                 except httpx.TransportError:

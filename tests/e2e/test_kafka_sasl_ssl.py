@@ -27,12 +27,11 @@ from services.adapters.kafka.topics import ensure_topics
 from services.contracts import avro
 from services.contracts.topics import COMMANDS
 from tests.conftest import asyncpg_dsn, unique
-from tests.e2e.test_ledger_crash import SETTLE
-from tests.e2e.test_relay_crash import (  # noqa: F401 - fixture
-    database,
+from tests.e2e.relay_process import (
     process,
     wait_healthy,
 )
+from tests.e2e.test_ledger_crash import SETTLE
 from tests.waiting import eventually
 from tools.infra import kafka
 from tools.infra.kafka_secure import client_env
@@ -47,10 +46,13 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaAcc
     """A private broker with a SASL_SSL listener; how a client with the login reaches it."""
     usual = run_paths()
     paths = RunPaths(
-        root=usual.root, run=tmp_path_factory.mktemp("sasl-ssl") / "run", jars=usual.kafka_lib,
+        root=usual.root,
+        run=tmp_path_factory.mktemp("sasl-ssl") / "run",
+        jars=usual.kafka_lib,
         # Broker, controller and SASL_SSL ports: three in a row, away from the shared broker.
-        kafka_bootstrap=f"127.0.0.1:{free_ports(3)}", kafka_sasl_ssl=True,
-    )  # fmt: skip
+        kafka_bootstrap=f"127.0.0.1:{free_ports(3)}",
+        kafka_sasl_ssl=True,
+    )
     paths.run.mkdir()
     kafka.start(paths)
     try:
@@ -62,11 +64,20 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaAcc
 
 
 def command(tenant: str) -> bytes:
-    return avro.encode("SettlementCommand", {
-        "tenant": tenant, "idempotency_key": unique("key-"), "reference": unique("ref-"),
-        "payee": "payee", "destination": "acct_1", "amount": 1250, "currency": "EUR",
-        "rail": None, "metadata": {},
-    })  # fmt: skip
+    return avro.encode(
+        "SettlementCommand",
+        {
+            "tenant": tenant,
+            "idempotency_key": unique("key-"),
+            "reference": unique("ref-"),
+            "payee": "payee",
+            "destination": "acct_1",
+            "amount": 1250,
+            "currency": "EUR",
+            "rail": None,
+            "metadata": {},
+        },
+    )
 
 
 async def final_statuses(db: asyncpg.Connection, tenant: str, seconds: float) -> list[str]:
@@ -86,15 +97,22 @@ async def final_statuses(db: asyncpg.Connection, tenant: str, seconds: float) ->
 async def settle_check(env: dict[str, str], rail_url: str) -> tuple[int, dict[str, object]]:
     """`settle check --json` with `env`: its exit status and its JSON."""
     process = await asyncio.create_subprocess_exec(
-        SETTLE, "check", "--json", "--wait-quiet", "60", "--rail-url", rail_url,
-        env=env, stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        SETTLE,
+        "check",
+        "--json",
+        "--wait-quiet",
+        "60",
+        "--rail-url",
+        rail_url,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
     out, _ = await process.communicate()
     return await process.wait(), json.loads(out)
 
 
 async def test_a_command_is_booked_dispatched_and_checked_over_sasl_ssl(
-    database: str,  # noqa: F811 - fixture
+    database: str,
     secure_broker: KafkaAccess,
     tmp_path: Path,
 ) -> None:
@@ -105,9 +123,11 @@ async def test_a_command_is_booked_dispatched_and_checked_over_sasl_ssl(
     webhooks = f"http://127.0.0.1:{inbox_port}/v1/webhooks/stripe"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
     env |= client_env(secure_broker) | {
-        "SETTLE_DATABASE_URL": database, "SETTLE_TOPIC_PREFIX": prefix,
-        "STRIPE_API_BASE": rail_url, "SETTLE_API_TOKENS": f"{tenant}:{unique('tok-')}",
-    }  # fmt: skip
+        "SETTLE_DATABASE_URL": database,
+        "SETTLE_TOPIC_PREFIX": prefix,
+        "STRIPE_API_BASE": rail_url,
+        "SETTLE_API_TOKENS": f"{tenant}:{unique('tok-')}",
+    }
     producer = idempotent_producer(secure_broker, unique("sasl-upstream-"))
     db = await asyncpg.connect(asyncpg_dsn(database))
     try:
@@ -140,7 +160,7 @@ async def test_a_command_is_booked_dispatched_and_checked_over_sasl_ssl(
 
 
 async def test_a_wrong_password_and_a_plaintext_client_are_refused(
-    database: str,  # noqa: F811 - fixture
+    database: str,
     secure_broker: KafkaAccess,
     caplog: pytest.LogCaptureFixture,
     tmp_path: Path,
@@ -165,9 +185,15 @@ async def test_a_wrong_password_and_a_plaintext_client_are_refused(
         async with httpx.AsyncClient(base_url=rail_url) as rail:
             await wait_healthy(rail)  # so that Kafka, not the rail, is what the check misses
         checking = await asyncio.create_subprocess_exec(
-            SETTLE, "check", "--json", "--rail-url", rail_url, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            SETTLE,
+            "check",
+            "--json",
+            "--rail-url",
+            rail_url,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await checking.communicate()
     assert await checking.wait() == 2, out
     assert json.loads(out)["error"]["source"] == "kafka"

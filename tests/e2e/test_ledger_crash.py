@@ -43,8 +43,10 @@ def start_ledger(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(
             [SETTLE, "ledger", "--port", str(port), "--admin-port", str(port + 1)],
-            env=env, stdout=out, stderr=out,
-        )  # fmt: skip
+            env=env,
+            stdout=out,
+            stderr=out,
+        )
 
 
 async def booked(db: asyncpg.Connection, tenant: str) -> int:
@@ -96,13 +98,22 @@ async def test_sigkill_mid_stream_books_each_command_once(
     prefix, tenant = unique("t") + ".", unique("crash")
     await ensure_topics(KafkaAccess(kafka_bootstrap), prefix)
     commands = [
-        avro.encode("SettlementCommand", {
-            "tenant": tenant, "idempotency_key": f"key-{n}", "reference": f"ref-{n}",
-            "payee": "payee", "destination": "acct_1", "amount": 1 + n, "currency": "USD",
-            "rail": None, "metadata": {},
-        })
+        avro.encode(
+            "SettlementCommand",
+            {
+                "tenant": tenant,
+                "idempotency_key": f"key-{n}",
+                "reference": f"ref-{n}",
+                "payee": "payee",
+                "destination": "acct_1",
+                "amount": 1 + n,
+                "currency": "USD",
+                "rail": None,
+                "metadata": {},
+            },
+        )
         for n in range(DISTINCT)
-    ]  # fmt: skip
+    ]
     producer = idempotent_producer(KafkaAccess(kafka_bootstrap), "crash-upstream", linger_ms=20)
     await producer.start()
     try:
@@ -116,9 +127,13 @@ async def test_sigkill_mid_stream_books_each_command_once(
         await producer.stop()
 
     # The ledger books commands only for tenants it knows.
-    env = {**os.environ, "SETTLE_DATABASE_URL": database_url,
-           "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap, "SETTLE_TOPIC_PREFIX": prefix,
-           "SETTLE_API_TOKENS": f"{tenant}:crash-token"}  # fmt: skip
+    env = {
+        **os.environ,
+        "SETTLE_DATABASE_URL": database_url,
+        "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "SETTLE_TOPIC_PREFIX": prefix,
+        "SETTLE_API_TOKENS": f"{tenant}:crash-token",
+    }
     log = tmp_path / "ledger.log"
     killed_at: list[tuple[int | None, int]] = []  # (exit status, settlements booked by then)
     for threshold in (DISTINCT // 5, DISTINCT // 2):
@@ -134,8 +149,9 @@ async def test_sigkill_mid_stream_books_each_command_once(
     try:
         assert await booked_at_least(db, tenant, DISTINCT, 120) == DISTINCT
         # Every command, the redelivered duplicates included, is consumed and committed.
-        await wait_committed_to_end(kafka_bootstrap, f"{prefix}{CONSUMER_GROUP}",
-                                    f"{prefix}{COMMANDS}", 60)  # fmt: skip
+        await wait_committed_to_end(
+            kafka_bootstrap, f"{prefix}{CONSUMER_GROUP}", f"{prefix}{COMMANDS}", 60
+        )
     finally:
         ledger.terminate()
         ledger.wait(timeout=30)
@@ -150,8 +166,9 @@ async def test_sigkill_mid_stream_books_each_command_once(
     assert distinct_refs == DISTINCT
     outbox = await db.fetchval(
         "SELECT count(*) FROM outbox o JOIN settlements s ON s.id = o.settlement_id "
-        "WHERE s.tenant = $1", tenant,
-    )  # fmt: skip
+        "WHERE s.tenant = $1",
+        tenant,
+    )
     assert outbox == DISTINCT
     accounts = await db.fetch(
         """SELECT a.id,

@@ -30,8 +30,13 @@ from tools.infra.paths import cluster_dir, repo_root, run_paths
 pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 CHECKOUT_PARTS = ("services", "railsim", "tools", "deploy", "schemas", "pyproject.toml")
 # The newcomer's defaults: nothing points settle at the suite's servers.
-SUITE_VARIABLES = ("SETTLE_DATABASE_URL", "SETTLE_KAFKA_BOOTSTRAP", "SETTLE_RUN_DIR",
-                   "SETTLE_TOPIC_PREFIX", "SETTLE_RUN_PORTS_FROM")  # fmt: skip
+SUITE_VARIABLES = (
+    "SETTLE_DATABASE_URL",
+    "SETTLE_KAFKA_BOOTSTRAP",
+    "SETTLE_RUN_DIR",
+    "SETTLE_TOPIC_PREFIX",
+    "SETTLE_RUN_PORTS_FROM",
+)
 
 
 class Newcomer:
@@ -51,9 +56,14 @@ class Newcomer:
     def settle(self, *args: str, timeout: float = 180) -> str:
         """Run `settle ARGS` to its end; its output, or the test fails with it."""
         done = subprocess.run(
-            self.argv(*args), cwd=self.checkout, env=self.env, capture_output=True,
-            text=True, timeout=timeout, check=False,
-        )  # fmt: skip
+            self.argv(*args),
+            cwd=self.checkout,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
         assert done.returncode == 0, f"settle {' '.join(args)}:\n{done.stdout}{done.stderr}"
         return done.stdout
 
@@ -82,8 +92,14 @@ def newcomer() -> Iterator[Newcomer]:
     try:
         yield user
     finally:
-        subprocess.run(user.argv("infra", "down", "--purge"), env=user.env, cwd=user.checkout,
-                       capture_output=True, timeout=120, check=False)  # fmt: skip
+        subprocess.run(
+            user.argv("infra", "down", "--purge"),
+            env=user.env,
+            cwd=user.checkout,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
         subprocess.run(["ip", "netns", "delete", namespace], check=False)
         shutil.rmtree(home, ignore_errors=True)
 
@@ -92,9 +108,12 @@ def run_until_interrupted(user: Newcomer, log: Path) -> str:
     """`settle run --no-demo` until it serves, then Ctrl-C; what it printed."""
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            user.argv("run", "--no-demo"), cwd=user.checkout, env=user.env, stdout=sink,
+            user.argv("run", "--no-demo"),
+            cwd=user.checkout,
+            env=user.env,
+            stdout=sink,
             stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        )
     try:
 
         def serving_or_gone() -> bool:

@@ -46,9 +46,12 @@ def test_settle_ledger_in_production_without_a_secret_exits_naming_it() -> None:
 def _serve_until_healthy(args: list[str], port: int, env: dict[str, str]) -> str:
     """Start `settle *args`, wait for /healthz, stop it with SIGTERM; everything it printed."""
     with subprocess.Popen(
-        [SETTLE, *args, "--port", str(port)], env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    ) as service:  # fmt: skip
+        [SETTLE, *args, "--port", str(port)],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    ) as service:
         try:
 
             def healthy() -> bool:

@@ -25,7 +25,7 @@ from services.contracts.topics import EVENTS
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from tests.conftest import asyncpg_dsn, unique
-from tests.e2e.test_relay_crash import database, process  # noqa: F401 - fixture
+from tests.e2e.relay_process import process
 from tests.integration.test_ledger_books import WINDOWS, request
 from tests.waiting import eventually
 from tools.infra import kafka
@@ -45,9 +45,11 @@ async def at_least(count: Callable[[], Awaitable[int]], wanted: int) -> bool:
 def private_broker(tmp_path: Path) -> Iterator[RunPaths]:
     usual = run_paths()
     paths = RunPaths(
-        root=usual.root, run=tmp_path / "run", jars=usual.kafka_lib,
+        root=usual.root,
+        run=tmp_path / "run",
+        jars=usual.kafka_lib,
         kafka_bootstrap=f"127.0.0.1:{free_ports(2)}",
-    )  # fmt: skip
+    )
     paths.run.mkdir()
     kafka.start(paths)
     try:
@@ -75,7 +77,7 @@ async def read_events(bootstrap: str, topic: str) -> list[dict[str, object]]:
 
 
 async def test_broker_restart_while_publishing_loses_no_event(
-    database: str,  # noqa: F811 - fixture
+    database: str,
     private_broker: RunPaths,
     tmp_path: Path,
 ) -> None:
@@ -83,8 +85,13 @@ async def test_broker_restart_while_publishing_loses_no_event(
     prefix = unique("t") + "."
     await ensure_topics(KafkaAccess(bootstrap), prefix)
     nowhere = f"http://127.0.0.1:{free_ports()}"  # no rail: this test is about publishing
-    env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": bootstrap,
-           "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": nowhere}  # fmt: skip
+    env = {
+        **os.environ,
+        "SETTLE_DATABASE_URL": database,
+        "SETTLE_KAFKA_BOOTSTRAP": bootstrap,
+        "SETTLE_TOPIC_PREFIX": prefix,
+        "STRIPE_API_BASE": nowhere,
+    }
     pool = await asyncpg.create_pool(asyncpg_dsn(database), min_size=1, max_size=4)
     ledger = Ledger(pool, Books(WINDOWS))
 

@@ -26,13 +26,12 @@ import pytest
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from tests.conftest import asyncpg_dsn, unique
-from tests.e2e.test_relay_crash import database, process, stage, wait_healthy, wait_transferred
+from tests.e2e.relay_process import process, stage, wait_healthy, wait_transferred
 from tests.integration.test_ledger_books import WINDOWS, request
 from tests.waiting import eventually
 from tools.infra.procs import free_ports
 
 pytestmark = [pytest.mark.e2e, pytest.mark.alone]
-__all__ = ["database"]  # the fixture, shared with the crash tests
 COUNT = 3
 LEASE = 6.0  # the relay's call timeout is a third of it, its take-over pause two thirds
 

@@ -23,7 +23,7 @@ from services.relay.dispatch import Dispatcher
 from services.relay.metrics import create_metrics
 from services.relay.policy import DispatchPolicy
 from tests.conftest import asyncpg_dsn, scratch_database, unique
-from tests.e2e.test_relay_crash import process, wait_healthy
+from tests.e2e.relay_process import process, wait_healthy
 from tests.harness import Servers
 from tests.integration.test_ledger_books import WINDOWS, request
 from tests.waiting import eventually
@@ -33,9 +33,14 @@ pytestmark = [pytest.mark.e2e, pytest.mark.alone]  # counts calls a loaded machi
 COUNT = 24
 CALL_SECONDS = 0.5
 POLICY = DispatchPolicy(
-    lease_seconds=1.5, call_seconds=CALL_SECONDS, max_attempts=20, backoff_base=0.05,
-    backoff_cap=0.2, stale_pending_seconds=0.0, ambiguous_pause_seconds=2 * CALL_SECONDS,
-)  # fmt: skip
+    lease_seconds=1.5,
+    call_seconds=CALL_SECONDS,
+    max_attempts=20,
+    backoff_base=0.05,
+    backoff_cap=0.2,
+    stale_pending_seconds=0.0,
+    ambiguous_pause_seconds=2 * CALL_SECONDS,
+)
 
 
 @pytest.fixture
@@ -47,9 +52,12 @@ async def pool(infra: Servers) -> AsyncIterator[asyncpg.Pool]:
 
 
 async def settle_all(
-    pool: asyncpg.Pool, sim_url: str, honours_keys: bool, faults: dict[str, Any],
+    pool: asyncpg.Pool,
+    sim_url: str,
+    honours_keys: bool,
+    faults: dict[str, Any],
     calm_after: float,
-) -> tuple[dict[str, int], dict[str, int], Dispatcher]:  # fmt: skip
+) -> tuple[dict[str, int], dict[str, int], Dispatcher]:
     """Book COUNT settlements, dispatch them under `faults`, lift the faults after
     `calm_after` seconds, and run pass 2 until nothing is left in flight; (effects per
     settlement at the rail, settlements per status, the dispatcher)."""

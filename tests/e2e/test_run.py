@@ -75,9 +75,14 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
     database: str, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     base = free_ports(Ports.SPAN)
-    env = {**os.environ, "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
-           "SETTLE_TOPIC_PREFIX": unique("t") + ".", "SETTLE_RUN_DIR": str(tmp_path / "run"),
-           "COLUMNS": "120"}  # fmt: skip
+    env = {
+        **os.environ,
+        "SETTLE_DATABASE_URL": database,
+        "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "SETTLE_TOPIC_PREFIX": unique("t") + ".",
+        "SETTLE_RUN_DIR": str(tmp_path / "run"),
+        "COLUMNS": "120",
+    }
     out = tmp_path / "run.out"
     proc = start(["run", "--count", str(COUNT), "--ports-from", str(base)], env, out)
     try:

@@ -21,12 +21,11 @@ from services.adapters.kafka.topics import ensure_topics
 from services.contracts import avro
 from services.contracts.topics import COMMANDS, EVENTS
 from tests.conftest import asyncpg_dsn, unique
-from tests.e2e.test_kafka_sasl_ssl import final_statuses
-from tests.e2e.test_relay_crash import (  # noqa: F401 - fixture
-    database,
+from tests.e2e.relay_process import (
     process,
     wait_healthy,
 )
+from tests.e2e.test_kafka_sasl_ssl import final_statuses
 from tests.waiting import eventually
 from tools.infra.procs import free_ports
 
@@ -45,16 +44,26 @@ def trace_id(value: bytes | str | None) -> str | None:
 
 
 def body(reference: str) -> dict[str, object]:
-    return {"reference": reference, "payee": "p", "destination": "acct_1", "amount": 1250,
-            "currency": "EUR"}  # fmt: skip
+    return {
+        "reference": reference,
+        "payee": "p",
+        "destination": "acct_1",
+        "amount": 1250,
+        "currency": "EUR",
+    }
 
 
 async def submit_command(access: KafkaAccess, topic: str, tenant: str, reference: str) -> None:
     command = avro.encode(
         "SettlementCommand",
-        {"tenant": tenant, "idempotency_key": unique("key-"), **body(reference), "rail": None,
-         "metadata": {}},
-    )  # fmt: skip
+        {
+            "tenant": tenant,
+            "idempotency_key": unique("key-"),
+            **body(reference),
+            "rail": None,
+            "metadata": {},
+        },
+    )
     producer = idempotent_producer(access, unique("traces-upstream-"))
     await producer.start()
     try:
@@ -102,7 +111,7 @@ async def logged(path: Path, settlement_id: str, seconds: float = 20) -> list[di
 
 
 async def test_a_settlement_keeps_its_callers_trace_from_request_to_webhook(
-    database: str,  # noqa: F811 - fixture
+    database: str,
     kafka_bootstrap: str,
     tmp_path: Path,
 ) -> None:
@@ -114,27 +123,41 @@ async def test_a_settlement_keeps_its_callers_trace_from_request_to_webhook(
     webhooks = f"http://127.0.0.1:{inbox_port}/v1/webhooks/stripe"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
     env |= {
-        "SETTLE_DATABASE_URL": database, "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
-        "SETTLE_TOPIC_PREFIX": prefix, "STRIPE_API_BASE": rail_url,
+        "SETTLE_DATABASE_URL": database,
+        "SETTLE_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "SETTLE_TOPIC_PREFIX": prefix,
+        "STRIPE_API_BASE": rail_url,
         "SETTLE_API_TOKENS": f"{tenant}:{token}",
         "SETTLE_LOG_LEVEL": "debug",  # each settlement's routine lines are debug
-    }  # fmt: skip
+    }
     relay_log, inbox_log = tmp_path / "relay.log", tmp_path / "inbox.log"
     db = await asyncpg.connect(asyncpg_dsn(database))
     try:
         with (
-            process(["inbox", "--port", str(inbox_port), "--admin-port", str(free_ports())],
-                    env, inbox_log),
-            process(["railsim", "--port", str(sim_port), "--webhook-url", webhooks],
-                    env, tmp_path / "railsim.log"),
-            process(["ledger", "--port", str(ledger_port), "--admin-port", str(free_ports())],
-                    env, tmp_path / "ledger.log"),
+            process(
+                ["inbox", "--port", str(inbox_port), "--admin-port", str(free_ports())],
+                env,
+                inbox_log,
+            ),
+            process(
+                ["railsim", "--port", str(sim_port), "--webhook-url", webhooks],
+                env,
+                tmp_path / "railsim.log",
+            ),
+            process(
+                ["ledger", "--port", str(ledger_port), "--admin-port", str(free_ports())],
+                env,
+                tmp_path / "ledger.log",
+            ),
             process(["relay", "--metrics-port", str(free_ports())], env, relay_log),
-        ):  # fmt: skip
+        ):
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ledger_port}") as ledger:
                 await wait_healthy(ledger)
-                headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": unique("k-"),
-                           "traceparent": traceparent(HTTP_TRACE)}  # fmt: skip
+                headers = {
+                    "Authorization": f"Bearer {token}",
+                    "Idempotency-Key": unique("k-"),
+                    "traceparent": traceparent(HTTP_TRACE),
+                }
                 created = await ledger.post("/v1/settlements", json=body("r-http"), headers=headers)
                 # A replay, continuing another trace, answers with the settlement's.
                 headers["traceparent"] = traceparent("1" * 32)

@@ -71,19 +71,31 @@ class World:
 
     async def check(self, **options: float) -> Report:
         return await run_check(
-            self.url, KafkaAccess(self.bootstrap), self.topic, SimulatorEffects(self.sim_url),
+            self.url,
+            KafkaAccess(self.bootstrap),
+            self.topic,
+            SimulatorEffects(self.sim_url),
             CheckOptions(**options),
-        )  # fmt: skip
+        )
 
     async def settle_check(self, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
         """`settle check --json` on this world: its exit status and its JSON."""
         base = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
-        base |= {"SETTLE_DATABASE_URL": self.url, "SETTLE_KAFKA_BOOTSTRAP": self.bootstrap,
-                 "SETTLE_TOPIC_PREFIX": self.prefix}  # fmt: skip
+        base |= {
+            "SETTLE_DATABASE_URL": self.url,
+            "SETTLE_KAFKA_BOOTSTRAP": self.bootstrap,
+            "SETTLE_TOPIC_PREFIX": self.prefix,
+        }
         process = await asyncio.create_subprocess_exec(
-            SETTLE, "check", "--json", "--rail-url", self.sim_url, *args,
-            env=base | env, stdout=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            SETTLE,
+            "check",
+            "--json",
+            "--rail-url",
+            self.sim_url,
+            *args,
+            env=base | env,
+            stdout=asyncio.subprocess.PIPE,
+        )
         out, _ = await process.communicate()
         return await process.wait(), json.loads(out)
 
@@ -95,8 +107,13 @@ class World:
         assert moved is not None
 
     async def accept(self, destination: str = "acct_1Q2w3E", payee: str = "payee-7") -> str:
-        body = {"reference": unique("ref-"), "payee": payee, "destination": destination,
-                "amount": 700, "currency": "EUR"}  # fmt: skip
+        body = {
+            "reference": unique("ref-"),
+            "payee": payee,
+            "destination": destination,
+            "amount": 700,
+            "currency": "EUR",
+        }
         req = parse_settlement_body(TENANT, unique("key-"), json.dumps(body).encode())
         result = await Ledger(self.pool, Books(WINDOWS)).accept_many([req])
         return str(json.loads(result[0].body)["id"])

@@ -46,14 +46,20 @@ class Clock:
 
 
 def console_of(
-    world: World, rail: StripeLookup, clock: Clock, *, secure: bool = False,
+    world: World,
+    rail: StripeLookup,
+    clock: Clock,
+    *,
+    secure: bool = False,
     policy: Policy = ONE_PERSON,
-) -> Console:  # fmt: skip
+) -> Console:
     """The console's parts over the world's database and rail, approving by `policy`."""
     gate = Gate(
-        BearerAuth({ERIN: "erin", FRANK: "frank"}), BearerAuth({TENANT_TOKEN: "acme"}),
-        SessionStore(world.pool, clock), secure=secure,
-    )  # fmt: skip
+        BearerAuth({ERIN: "erin", FRANK: "frank"}),
+        BearerAuth({TENANT_TOKEN: "acme"}),
+        SessionStore(world.pool, clock),
+        secure=secure,
+    )
     return Console(world.pool, rail, gate, templates(), clock, policy)
 
 
@@ -130,18 +136,31 @@ async def plant_inbox(pool: asyncpg.Pool, status: str, settlement_id: str | None
            VALUES ('stripe', $1, 'transfer.paid', $2, $3::uuid, '\\x7b7d', $4,
                    'planted for the console', CASE WHEN $4 = 'mismatch' THEN $5::jsonb END)
            RETURNING id""",
-        unique("evt_"), unique("tr_"), settlement_id, status, mismatch,
-    )  # fmt: skip
+        unique("evt_"),
+        unique("tr_"),
+        settlement_id,
+        status,
+        mismatch,
+    )
     return row_id
 
 
 async def accept(
-    world: World, *, reference: str | None = None, payee: str = "payee-7",
-    destination: str = "acct_1Q2w3E", amount: int = 700,
-) -> str:  # fmt: skip
+    world: World,
+    *,
+    reference: str | None = None,
+    payee: str = "payee-7",
+    destination: str = "acct_1Q2w3E",
+    amount: int = 700,
+) -> str:
     """A settlement accepted by the ledger with these fields; its id."""
-    body = {"reference": reference or unique("ref-"), "payee": payee,
-            "destination": destination, "amount": amount, "currency": "EUR"}  # fmt: skip
+    body = {
+        "reference": reference or unique("ref-"),
+        "payee": payee,
+        "destination": destination,
+        "amount": amount,
+        "currency": "EUR",
+    }
     request = parse_settlement_body(TENANT, unique("key-"), json.dumps(body).encode())
     result = await Ledger(world.pool, Books(WINDOWS)).accept_many([request])
     return str(json.loads(result[0].body)["id"])

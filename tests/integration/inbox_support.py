@@ -66,19 +66,30 @@ class Inbox:
     pool, with the test's clock."""
 
     def __init__(
-        self, pool: asyncpg.Pool, *, secrets: tuple[str, ...] = (SECRET,), attempts: int = 3,
-        max_body: int = 65536, as_stored: bool = True, apply: ApplyEvents = apply_events,
-    ) -> None:  # fmt: skip
+        self,
+        pool: asyncpg.Pool,
+        *,
+        secrets: tuple[str, ...] = (SECRET,),
+        attempts: int = 3,
+        max_body: int = 65536,
+        as_stored: bool = True,
+        apply: ApplyEvents = apply_events,
+    ) -> None:
         """`as_stored`: webhooks are applied in the transaction that stores them, as the
         service runs; else stored rows wait for the worker (`deliver` drains it). `apply`: the
         worker's apply step (the inbox's own, unless a test watches it)."""
         self.pool, self.clock, self.metrics = pool, Clock(), create_metrics()
-        self.worker = InboxWorker(pool, self.metrics, RetryPolicy(attempts, 1.0, 60.0),
-                                  clock=self.clock, apply=apply)  # fmt: skip
+        self.worker = InboxWorker(
+            pool, self.metrics, RetryPolicy(attempts, 1.0, 60.0), clock=self.clock, apply=apply
+        )
         app = create_app(
-            pool, SignatureCheck(secrets), self.metrics, max_body_bytes=max_body,
-            applier=self.worker if as_stored else None, clock=self.clock,
-        )  # fmt: skip
+            pool,
+            SignatureCheck(secrets),
+            self.metrics,
+            max_body_bytes=max_body,
+            applier=self.worker if as_stored else None,
+            clock=self.clock,
+        )
         admin = create_admin_app(
             pool, BearerAuth({OPERATOR_TOKEN: "alice"}), self.metrics, clock=self.clock
         )
@@ -105,15 +116,27 @@ class Inbox:
 
 
 def rail_event(
-    type_: str, object_id: str, settlement_id: str | None, *, amount: int = 900,
-    currency: object = "usd", destination: object = DESTINATION, account: str | None = None,
-) -> bytes:  # fmt: skip
+    type_: str,
+    object_id: str,
+    settlement_id: str | None,
+    *,
+    amount: int = 900,
+    currency: object = "usd",
+    destination: object = DESTINATION,
+    account: str | None = None,
+) -> bytes:
     """A rail event body as the simulator (and Stripe) render it, with a fresh event id: by
     default about the money `settlement` sends; `account` makes it a connected account's."""
     kind = "payout" if type_.startswith("payout.") else "transfer"
     metadata = {"settlement_id": settlement_id} if settlement_id else {}
-    obj = {"id": object_id, "object": kind, "amount": amount, "currency": currency,
-           "destination": destination, "metadata": metadata}  # fmt: skip
+    obj = {
+        "id": object_id,
+        "object": kind,
+        "amount": amount,
+        "currency": currency,
+        "destination": destination,
+        "metadata": metadata,
+    }
     body = event(type_, obj, int(time.time()))
     if account is not None:
         body["account"] = account
@@ -126,13 +149,20 @@ def event_id(body: bytes) -> str:
 
 
 async def settlement(
-    pool: asyncpg.Pool, *path: S, rail_reference: str | None = None,
+    pool: asyncpg.Pool,
+    *path: S,
+    rail_reference: str | None = None,
     destination: str = DESTINATION,
-) -> str:  # fmt: skip
+) -> str:
     """A new settlement (900 USD to `destination`) moved along `path`; the last move records
     `rail_reference`."""
-    body = {"reference": unique("ref-"), "payee": "payee-7", "destination": destination,
-            "amount": 900, "currency": "USD"}  # fmt: skip
+    body = {
+        "reference": unique("ref-"),
+        "payee": "payee-7",
+        "destination": destination,
+        "amount": 900,
+        "currency": "USD",
+    }
     booked = parse_settlement_body(unique("t"), unique("key-"), json.dumps(body).encode())
     results = await Ledger(pool, Books(WINDOWS)).accept_many([booked])
     sid = str(json.loads(results[0].body)["id"])

@@ -52,8 +52,9 @@ async def referred(world: World) -> str:
     await world.pool.execute(
         "UPDATE rail_instructions SET status = 'needs_review', error_class = 'ambiguous', "
         "attempts = 8, first_sent_at = now() - interval '10 minutes' "
-        "WHERE settlement_id = $1::uuid", sid,
-    )  # fmt: skip
+        "WHERE settlement_id = $1::uuid",
+        sid,
+    )
     await world.move(sid, S.NEEDS_REVIEW, reason="rail answer unclear after 8 attempts")
     return sid
 
@@ -78,17 +79,20 @@ async def snapshot(world: World, sid: str) -> dict[str, Any]:
     row = await pool.fetchrow(
         "SELECT s.status, s.version, s.rail_reference, r.status AS instruction, r.attempts "
         "FROM settlements s JOIN rail_instructions r ON r.settlement_id = s.id "
-        "WHERE s.id = $1::uuid", sid,
-    )  # fmt: skip
+        "WHERE s.id = $1::uuid",
+        sid,
+    )
     net = await pool.fetch(
         "SELECT p.account_id, sum(p.amount) AS net FROM postings p JOIN journal_entries e "
         "ON e.id = p.entry_id WHERE e.settlement_id = $1::uuid GROUP BY p.account_id "
-        "HAVING sum(p.amount) <> 0", sid,
-    )  # fmt: skip
+        "HAVING sum(p.amount) <> 0",
+        sid,
+    )
     actions = await pool.fetch(
         "SELECT actor, action, detail, before, after FROM operator_actions WHERE target = $1 "
-        "ORDER BY id", f"settlement:{sid}",
-    )  # fmt: skip
+        "ORDER BY id",
+        f"settlement:{sid}",
+    )
     return {
         **dict(row),
         "net": {r["account_id"].split(":")[1]: r["net"] for r in net},
@@ -126,8 +130,14 @@ async def plant_breaks(
           FROM generate_series(1, $7::int) AS n
         RETURNING id
         """,
-        unique("k"), break_type, status, datetime.now(UTC), run_id, closed, count,
-    )  # fmt: skip
+        unique("k"),
+        break_type,
+        status,
+        datetime.now(UTC),
+        run_id,
+        closed,
+        count,
+    )
     return [r["id"] for r in rows]
 
 

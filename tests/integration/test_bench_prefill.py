@@ -31,8 +31,14 @@ async def filled(infra: Servers) -> AsyncIterator[tuple[asyncpg.Pool, Filled]]:
         try:
             done: list[int] = []
             async with pool.acquire() as one, pool.acquire() as other:
-                result = await prefill([one, other], TENANT, COUNT, batch=BATCH, history=HISTORY,
-                                       progress=lambda n, total, s: done.append(n))  # fmt: skip
+                result = await prefill(
+                    [one, other],
+                    TENANT,
+                    COUNT,
+                    batch=BATCH,
+                    history=HISTORY,
+                    progress=lambda n, total, s: done.append(n),
+                )
             # Two connections share the three batches; the count only ever grows.
             assert len(done) == 3 and done == sorted(done) and done[-1] == COUNT
             yield pool, result

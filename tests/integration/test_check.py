@@ -38,8 +38,12 @@ async def test_a_healthy_world_holds_every_guarantee(world: World) -> None:
 
 async def test_a_second_effect_at_the_rail_is_caught(world: World) -> None:
     # A create without a key: the rail cannot recognise it as the same payment.
-    pairs = [("amount", "700"), ("currency", "eur"), ("destination", "acct_1Q2w3E"),
-             ("metadata[settlement_id]", world.paid)]  # fmt: skip
+    pairs = [
+        ("amount", "700"),
+        ("currency", "eur"),
+        ("destination", "acct_1Q2w3E"),
+        ("metadata[settlement_id]", world.paid),
+    ]
     assert world.sim.create(Kind.TRANSFER, pairs).status == 200
     result = broken_only(await world.check(), "no_double_effect")
     assert result.offenders == (world.paid,)
@@ -48,8 +52,12 @@ async def test_a_second_effect_at_the_rail_is_caught(world: World) -> None:
 
 async def test_money_moved_for_a_failed_instruction_is_caught(world: World) -> None:
     # The rail refused it and the books were reversed; a transfer made anyway is unpaid-for.
-    pairs = [("amount", "700"), ("currency", "eur"), ("destination", "acct_1Q2w3E"),
-             ("metadata[settlement_id]", world.failed)]  # fmt: skip
+    pairs = [
+        ("amount", "700"),
+        ("currency", "eur"),
+        ("destination", "acct_1Q2w3E"),
+        ("metadata[settlement_id]", world.failed),
+    ]
     assert world.sim.create(Kind.TRANSFER, pairs).status == 200
     result = broken_only(await world.check(), "no_double_effect")
     assert finding(result, "effects_behind_failed_instructions") == (1, (world.failed,))
@@ -82,8 +90,9 @@ async def test_an_unbalanced_posting_is_caught(world: World) -> None:
         await conn.execute(
             "INSERT INTO postings (entry_id, account_id, amount, currency) "
             "VALUES ($1, $2, 5, 'EUR')",
-            entry, f"{TENANT}:paid_out:EUR",
-        )  # fmt: skip
+            entry,
+            f"{TENANT}:paid_out:EUR",
+        )
     result = broken_only(await world.check(), "books_balance")
     assert finding(result, "entries_not_summing_to_zero") == (1, (str(entry),))
     assert finding(result, "currencies_not_summing_to_zero") == (1, ("EUR",))
@@ -110,7 +119,7 @@ async def test_an_outbox_row_left_unpublished_is_caught(world: World) -> None:
             "UPDATE outbox SET created_at = now() - interval '10 minutes' "
             "WHERE settlement_id = $1 AND published_at IS NULL RETURNING event_id",
             uuid.UUID(world.review),
-        )  # fmt: skip
+        )
     report = await world.check()
     result = broken_only(report, "nothing_lost")
     assert finding(result, "outbox_unpublished_beyond_bound") == (1, (str(event),))
@@ -141,7 +150,7 @@ async def test_a_webhook_applied_twice_is_caught(world: World) -> None:
                VALUES ('stripe', $1, 'transfer.paid', 'tr_twin', $2, '\\x7b7d', 'applied',
                        now())""",
             [(unique("evt_"), uuid.UUID(world.paid)), (unique("evt_"), uuid.UUID(world.paid))],
-        )  # fmt: skip
+        )
     result = broken_only(await world.check(), "webhooks_once")
     assert finding(result, "rail_changes_applied_twice") == (1, (world.paid,))
 
@@ -160,8 +169,9 @@ async def test_a_settlement_paid_twice_is_caught(world: World) -> None:
     # Its history now tells of an event Kafka never carried.
     assert verdicts["events_complete"].offenders == (world.paid,)
     assert finding(verdicts["events_complete"], "events_differing_from_transitions") == (
-        1, (world.paid,),
-    )  # fmt: skip
+        1,
+        (world.paid,),
+    )
 
 
 async def test_a_settlement_stuck_before_the_rail_is_caught(world: World) -> None:
@@ -177,16 +187,31 @@ async def test_a_settlement_stuck_before_the_rail_is_caught(world: World) -> Non
 
 # Every finding of every check, as `settle check --json` lists them in each check's detail.
 FINDINGS = {
-    "no_double_effect": ["effects_over_one", "effects_behind_failed_instructions",
-                         "transferred_without_one_effect"],
-    "nothing_lost": ["settlements_not_settled", "outbox_unpublished_beyond_bound",
-                     "webhooks_unapplied_beyond_bound", "webhooks_set_aside_without_reason"],
-    "books_balance": ["currencies_not_summing_to_zero", "entries_not_summing_to_zero",
-                      "balances_differing_from_postings", "settlements_netting_wrong"],
-    "events_complete": ["sequence_gaps_or_repeats", "events_differing_from_transitions",
-                        "events_of_unknown_settlements", "undecodable_messages"],
+    "no_double_effect": [
+        "effects_over_one",
+        "effects_behind_failed_instructions",
+        "transferred_without_one_effect",
+    ],
+    "nothing_lost": [
+        "settlements_not_settled",
+        "outbox_unpublished_beyond_bound",
+        "webhooks_unapplied_beyond_bound",
+        "webhooks_set_aside_without_reason",
+    ],
+    "books_balance": [
+        "currencies_not_summing_to_zero",
+        "entries_not_summing_to_zero",
+        "balances_differing_from_postings",
+        "settlements_netting_wrong",
+    ],
+    "events_complete": [
+        "sequence_gaps_or_repeats",
+        "events_differing_from_transitions",
+        "events_of_unknown_settlements",
+        "undecodable_messages",
+    ],
     "webhooks_once": ["rail_changes_applied_twice", "terminal_transitions_repeated"],
-}  # fmt: skip
+}
 
 
 async def test_the_cli_exit_status_and_json(world: World) -> None:
@@ -201,15 +226,20 @@ async def test_the_cli_exit_status_and_json(world: World) -> None:
             "detail": {what: {"count": 0, "first": []} for what in whats},
         }
 
-    pairs = [("amount", "700"), ("currency", "eur"), ("destination", "acct_1Q2w3E"),
-             ("metadata[settlement_id]", world.reversed)]  # fmt: skip
+    pairs = [
+        ("amount", "700"),
+        ("currency", "eur"),
+        ("destination", "acct_1Q2w3E"),
+        ("metadata[settlement_id]", world.reversed),
+    ]
     world.sim.create(Kind.TRANSFER, pairs)
     status, body = await world.settle_check()
     assert status == 1 and body["ok"] is False
     assert body["no_double_effect"]["offenders"] == [world.reversed]
     assert body["no_double_effect"]["detail"]["effects_over_one"] == {
-        "count": 1, "first": [world.reversed],
-    }  # fmt: skip
+        "count": 1,
+        "first": [world.reversed],
+    }
 
     status, body = await world.settle_check(SETTLE_KAFKA_BOOTSTRAP="127.0.0.1:1")
     assert status == 2 and body["ok"] is False and body["error"]["source"] == "kafka"

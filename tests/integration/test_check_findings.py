@@ -45,8 +45,9 @@ async def plant_unapplied(world: World) -> list[str]:
 async def plant_set_aside_without_reason(world: World) -> list[str]:
     """A parked and a dead webhook whose reason is blank, beside one parked with a reason."""
     await store_webhook(world, "parked", "settlement not known yet", 0)
-    return sorted([await store_webhook(world, "parked", "  ", 0),
-                   await store_webhook(world, "dead", "", 0)])  # fmt: skip
+    return sorted(
+        [await store_webhook(world, "parked", "  ", 0), await store_webhook(world, "dead", "", 0)]
+    )
 
 
 async def store_mismatch(world: World, reason: str) -> str:
@@ -55,8 +56,10 @@ async def store_mismatch(world: World, reason: str) -> str:
     await world.pool.execute(
         "UPDATE inbox_events SET status = 'mismatch', reason = $2, mismatch = $3::jsonb "
         "WHERE rail_event_id = $1",
-        rail_event_id, reason, '[{"field": "amount", "expected": 700, "received": 1}]',
-    )  # fmt: skip
+        rail_event_id,
+        reason,
+        '[{"field": "amount", "expected": 700, "received": 1}]',
+    )
     return rail_event_id
 
 
@@ -74,9 +77,18 @@ async def send_to_events(world: World, *values: bytes | None) -> list[str]:
 async def plant_unknown_settlement(world: World) -> str:
     """A well-formed event of a settlement the database has never held; its id."""
     stray = str(uuid.uuid4())
-    event = {"event_id": str(uuid.uuid4()), "settlement_id": stray, "tenant": TENANT,
-             "reference": "ref-stray", "type": "paid", "sequence": 1, "amount": 700,
-             "currency": "EUR", "occurred_at": datetime.now(UTC), "status": "paid"}  # fmt: skip
+    event = {
+        "event_id": str(uuid.uuid4()),
+        "settlement_id": stray,
+        "tenant": TENANT,
+        "reference": "ref-stray",
+        "type": "paid",
+        "sequence": 1,
+        "amount": 700,
+        "currency": "EUR",
+        "occurred_at": datetime.now(UTC),
+        "status": "paid",
+    }
     await send_to_events(world, avro.encode("SettlementEvent", event))
     return stray
 
@@ -84,9 +96,18 @@ async def plant_unknown_settlement(world: World) -> str:
 async def plant_undecodable(world: World) -> list[str]:
     """A message that is not Avro, a tombstone (no value) and an event of no settlement (its
     settlement_id not a UUID); where they are."""
-    event = {"event_id": str(uuid.uuid4()), "settlement_id": "settlement-42", "tenant": TENANT,
-             "reference": "ref-poison", "type": "created", "sequence": 1, "amount": 700,
-             "currency": "EUR", "occurred_at": datetime.now(UTC), "status": "accepted"}  # fmt: skip
+    event = {
+        "event_id": str(uuid.uuid4()),
+        "settlement_id": "settlement-42",
+        "tenant": TENANT,
+        "reference": "ref-poison",
+        "type": "created",
+        "sequence": 1,
+        "amount": 700,
+        "currency": "EUR",
+        "occurred_at": datetime.now(UTC),
+        "status": "accepted",
+    }
     poison = avro.encode("SettlementEvent", event)
     return await send_to_events(world, b"not an Avro message", None, poison)
 
@@ -136,18 +157,23 @@ async def test_a_message_that_is_no_settlement_event_is_caught(world: World) -> 
 async def test_settle_check_exits_1_naming_every_planted_finding(world: World) -> None:
     planted = {
         ("nothing_lost", "webhooks_unapplied_beyond_bound"): await plant_unapplied(world),
-        ("nothing_lost", "webhooks_set_aside_without_reason"):
-            await plant_set_aside_without_reason(world),
-        ("events_complete", "events_of_unknown_settlements"):
-            [await plant_unknown_settlement(world)],
+        ("nothing_lost", "webhooks_set_aside_without_reason"): await plant_set_aside_without_reason(
+            world
+        ),
+        ("events_complete", "events_of_unknown_settlements"): [
+            await plant_unknown_settlement(world)
+        ],
         ("events_complete", "undecodable_messages"): sorted(await plant_undecodable(world)),
-    }  # fmt: skip
+    }
 
     status, body = await world.settle_check()
 
     assert status == 1 and body["ok"] is False
-    broken = {name for name, verdict in body.items() if isinstance(verdict, dict)
-              and verdict.get("ok") is False}  # fmt: skip
+    broken = {
+        name
+        for name, verdict in body.items()
+        if isinstance(verdict, dict) and verdict.get("ok") is False
+    }
     assert broken == {"nothing_lost", "events_complete"}
     for (name, what), ids in planted.items():
         assert body[name]["detail"][what] == {"count": len(ids), "first": ids}, what

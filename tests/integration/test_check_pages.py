@@ -26,20 +26,35 @@ def by_id(world: World) -> list[str]:
 def pay_twice_more(world: World, sid: str) -> None:
     """Two more transfers at the rail for `sid`, made without a key: more than one effect."""
     for _ in range(2):
-        pairs = [("amount", "700"), ("currency", "eur"), ("destination", "acct_1Q2w3E"),
-                 ("metadata[settlement_id]", sid)]  # fmt: skip
+        pairs = [
+            ("amount", "700"),
+            ("currency", "eur"),
+            ("destination", "acct_1Q2w3E"),
+            ("metadata[settlement_id]", sid),
+        ]
         assert world.sim.create(Kind.TRANSFER, pairs).status == 200
 
 
 async def plant_strays(world: World, *sids: str) -> None:
     """A well-formed event for each of `sids`, which the database does not hold."""
     values = [
-        avro.encode("SettlementEvent", {
-            "event_id": str(uuid.uuid4()), "settlement_id": sid, "tenant": TENANT,
-            "reference": "ref-stray", "type": "paid", "sequence": 1, "amount": 700,
-            "currency": "EUR", "occurred_at": datetime.now(UTC), "status": "paid"})
+        avro.encode(
+            "SettlementEvent",
+            {
+                "event_id": str(uuid.uuid4()),
+                "settlement_id": sid,
+                "tenant": TENANT,
+                "reference": "ref-stray",
+                "type": "paid",
+                "sequence": 1,
+                "amount": 700,
+                "currency": "EUR",
+                "occurred_at": datetime.now(UTC),
+                "status": "paid",
+            },
+        )
         for sid in sids
-    ]  # fmt: skip
+    ]
     await send_to_events(world, *values)
 
 

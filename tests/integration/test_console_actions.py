@@ -49,13 +49,18 @@ async def test_a_bulk_resolution_does_what_the_rail_allows_and_refuses_the_rest(
     assert "rail answer unclear after 8 attempts" in queue.text
     page = await browser.post(
         "/review/resolve",
-        data={"ids": [contradicted, clear], "as": "failed", "reason": "nothing left the bank",
-              "csrf": await csrf_of(browser)},
-    )  # fmt: skip
+        data={
+            "ids": [contradicted, clear],
+            "as": "failed",
+            "reason": "nothing left the bank",
+            "csrf": await csrf_of(browser),
+        },
+    )
     assert page.status_code == 200
     assert outcomes(page) == {
-        contradicted: ("refused", "rail_disagrees"), clear: ("done", ""),
-    }  # fmt: skip
+        contradicted: ("refused", "rail_disagrees"),
+        clear: ("done", ""),
+    }
     assert 'id="outcome-summary"' in page.text and 'data-done="1" data-refused="1"' in page.text
     assert await snapshot(world, contradicted) == before
     assert (await snapshot(world, clear))["status"] == "failed"
@@ -91,13 +96,17 @@ async def test_breaks_resolve_in_bulk_audited_and_a_closed_one_is_refused(
     (closed,) = await plant_breaks(world.pool, 1, status="resolved")
     page = await browser.post(
         "/breaks/resolve",
-        data={"ids": [*map(str, open_ids), str(closed)], "reason": "written off",
-              "csrf": await csrf_of(browser)},
-    )  # fmt: skip
+        data={
+            "ids": [*map(str, open_ids), str(closed)],
+            "reason": "written off",
+            "csrf": await csrf_of(browser),
+        },
+    )
     assert outcomes(page) == {
-        str(open_ids[0]): ("done", ""), str(open_ids[1]): ("done", ""),
+        str(open_ids[0]): ("done", ""),
+        str(open_ids[1]): ("done", ""),
         str(closed): ("refused", "break_closed"),
-    }  # fmt: skip
+    }
     statuses = await world.pool.fetch(
         "SELECT status, resolved_by FROM reconciliation_breaks WHERE id = ANY($1) ORDER BY id",
         open_ids,
@@ -114,19 +123,24 @@ async def test_a_dead_webhook_replays_audited_and_a_mismatch_never(
     mismatch = await plant_inbox(world.pool, "mismatch")
     page = await browser.post(
         "/webhooks/replay",
-        data={"ids": [str(dead), str(parked), str(mismatch), "999999999"],
-              "csrf": await csrf_of(browser, "/webhooks")},
-    )  # fmt: skip
+        data={
+            "ids": [str(dead), str(parked), str(mismatch), "999999999"],
+            "csrf": await csrf_of(browser, "/webhooks"),
+        },
+    )
     assert outcomes(page) == {
-        str(dead): ("done", ""), str(parked): ("done", ""),
+        str(dead): ("done", ""),
+        str(parked): ("done", ""),
         str(mismatch): ("refused", "mismatch_not_replayable"),
         "999999999": ("refused", "not_found"),
-    }  # fmt: skip
+    }
     statuses = await world.pool.fetch(
         "SELECT id, status FROM inbox_events WHERE id = ANY($1)", [dead, parked, mismatch]
     )
     assert {r["id"]: r["status"] for r in statuses} == {
-        dead: "received", parked: "received", mismatch: "mismatch",
-    }  # fmt: skip
+        dead: "received",
+        parked: "received",
+        mismatch: "mismatch",
+    }
     assert await audit_rows(world, str(dead)) == [("erin", "inbox.replay")]
     assert await audit_rows(world, str(mismatch)) == []

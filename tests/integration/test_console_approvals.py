@@ -69,8 +69,11 @@ async def frank(console: Console) -> AsyncIterator[httpx.AsyncClient]:
 
 def proposal_of(page: httpx.Response, item: str) -> str:
     """The id of the proposal a page says `item`'s action became."""
-    found = re.search(rf'data-id="{re.escape(item)}" data-outcome="proposed"[^>]*'
-                      r'data-proposal="(\d+)"', page.text)  # fmt: skip
+    found = re.search(
+        rf'data-id="{re.escape(item)}" data-outcome="proposed"[^>]*'
+        r'data-proposal="(\d+)"',
+        page.text,
+    )
     assert found is not None, page.text
     return found.group(1)
 
@@ -98,9 +101,13 @@ async def test_a_resolution_waits_for_a_second_operator_and_is_done_once(
     before = await snapshot(world, sid)
     asked = await erin.post(
         "/review/resolve",
-        data={"ids": sid, "as": "failed", "reason": "nothing left the bank",
-              "csrf": await csrf_of(erin, "/review")},
-    )  # fmt: skip
+        data={
+            "ids": sid,
+            "as": "failed",
+            "reason": "nothing left the bank",
+            "csrf": await csrf_of(erin, "/review"),
+        },
+    )
     assert outcomes(asked) == {sid: ("proposed", "")}
     assert "proposed, awaiting a second operator" in asked.text
     proposal = proposal_of(asked, sid)
@@ -155,9 +162,12 @@ async def test_a_proposal_rejected_or_withdrawn_closes_nothing(
     first, second = await plant_breaks(world.pool, 2)
     asked = await erin.post(
         "/breaks/resolve",
-        data={"ids": [str(first), str(second)], "reason": "written off",
-              "csrf": await csrf_of(erin, "/breaks")},
-    )  # fmt: skip
+        data={
+            "ids": [str(first), str(second)],
+            "reason": "written off",
+            "csrf": await csrf_of(erin, "/breaks"),
+        },
+    )
     rejected_id, withdrawn_id = proposal_of(asked, str(first)), proposal_of(asked, str(second))
     assert 'data-done="0" data-refused="0" data-proposed="2"' in asked.text
     rejected = await decide(frank, "reject", rejected_id, reason="not ours to write off")

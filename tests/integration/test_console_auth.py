@@ -140,9 +140,11 @@ async def test_a_session_ends_once_its_operators_token_is_taken_out(
         assert (await client.get("/audit")).status_code == 200
         # The console restarted without frank's token: his cookie no longer signs him in.
         gate = Gate(
-            BearerAuth({ERIN: "erin"}), BearerAuth({TENANT_TOKEN: "acme"}),
-            SessionStore(world.pool, clock), secure=False,
-        )  # fmt: skip
+            BearerAuth({ERIN: "erin"}),
+            BearerAuth({TENANT_TOKEN: "acme"}),
+            SessionStore(world.pool, clock),
+            secure=False,
+        )
         revoked = replace(console_of(world, rail, clock), gate=gate)
         async with client_of(revoked) as after:
             after.cookies.update(dict(client.cookies))
@@ -174,9 +176,10 @@ async def test_an_operator_bearer_token_opens_every_page_and_acts_without_a_form
     async with client_of(console_of(world, rail, clock)) as client:
         pages = [await client.get(path, headers=bearer()) for path in PAGES]
         done = await client.post(
-            "/breaks/resolve", data={"ids": str(open_break), "reason": "by script"},
+            "/breaks/resolve",
+            data={"ids": str(open_break), "reason": "by script"},
             headers=bearer(),
-        )  # fmt: skip
+        )
     assert [p.status_code for p in pages] == [200] * len(PAGES)
     assert all('<span id="operator">erin</span>' in p.text for p in pages)
     assert 'id="logout-form"' not in pages[0].text and 'name="csrf"' not in pages[3].text

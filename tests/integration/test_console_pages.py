@@ -136,15 +136,17 @@ async def test_a_settlements_page_tells_its_whole_story(
     assert f'<dd id="instruction-key">{key}</dd>' in page.text
     moves = await world.pool.fetch(
         "SELECT to_status FROM settlement_transitions WHERE settlement_id = $1::uuid "
-        "ORDER BY sequence", sid,
-    )  # fmt: skip
+        "ORDER BY sequence",
+        sid,
+    )
     shown = re.findall(r'class="transition" data-sequence="\d+" data-to="(\w+)"', page.text)
     assert shown == [m["to_status"] for m in moves] and shown[0] == "accepted"
     assert shown[-1] == "paid"
     postings = await world.pool.fetchval(
         "SELECT count(*) FROM journal_entries j JOIN postings p ON p.entry_id = j.id "
-        "WHERE j.settlement_id = $1::uuid", sid,
-    )  # fmt: skip
+        "WHERE j.settlement_id = $1::uuid",
+        sid,
+    )
     assert postings > 0 and page.text.count('class="posting"') == postings
     assert row_ids(page, "inbox-event") == [str(event)]
     assert row_ids(page, "break") == [str(break_id)]
@@ -207,10 +209,18 @@ async def test_a_database_that_does_not_answer_is_shown_as_such_on_every_page(
     try:
         console = console_of(world, rail, clock)
         async with client_of(replace(console, pool=down)) as client:
-            pages = [await client.get(path, headers=bearer()) for path in (
-                "/", "/review", "/breaks", "/webhooks", "/audit", f"/settlements/{uuid.uuid4()}",
-                "/settlements?q=x",
-            )]  # fmt: skip
+            pages = [
+                await client.get(path, headers=bearer())
+                for path in (
+                    "/",
+                    "/review",
+                    "/breaks",
+                    "/webhooks",
+                    "/audit",
+                    f"/settlements/{uuid.uuid4()}",
+                    "/settlements?q=x",
+                )
+            ]
             wrong_method = await client.get("/review/resolve", headers=bearer())
     finally:
         await down.close()

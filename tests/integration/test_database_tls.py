@@ -49,19 +49,58 @@ def _openssl(*args: str | Path, cwd: Path) -> None:
 
 
 def _make_ca(directory: Path, name: str) -> None:
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-             "-subj", f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.pem",
-             cwd=directory)  # fmt: skip
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        f"/CN={name}",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.pem",
+        cwd=directory,
+    )
 
 
 def _make_server_certificate(directory: Path) -> None:
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-             "-keyout", "server.key", "-out", "server.csr", cwd=directory)  # fmt: skip
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        cwd=directory,
+    )
     # The name a client checks under verify-full: the address only, so "localhost" differs.
     (directory / "san.ext").write_text("subjectAltName = IP:127.0.0.1\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-days", "2", "-extfile", "san.ext", "-out", "server.pem",
-             cwd=directory)  # fmt: skip
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.pem",
+        cwd=directory,
+    )
 
 
 def _install_for_server(tls: Path, data: Path) -> None:

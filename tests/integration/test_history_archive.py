@@ -65,15 +65,20 @@ async def settle(pool: asyncpg.Pool, status: str, when: datetime) -> uuid.UUID:
             """INSERT INTO settlements (id, tenant, reference, idempotency_key, payee,
                    destination, amount, currency, rail, status, created_at, updated_at)
                VALUES ($1, $2, 'r', 'k', 'p', 'd', 700, 'USD', 'sim', $3, $4, $4)""",
-            sid, tenant, status, when,
-        )  # fmt: skip
+            sid,
+            tenant,
+            status,
+            when,
+        )
         await conn.execute(
             """INSERT INTO settlement_transitions (settlement_id, sequence, from_status,
                    to_status, actor, occurred_at)
                VALUES ($1, 1, NULL, 'accepted', 'ledger', $2),
                       ($1, 2, 'accepted', $3, 'relay', $2)""",
-            sid, when, status,
-        )  # fmt: skip
+            sid,
+            when,
+            status,
+        )
         await conn.execute(
             """INSERT INTO accounts (id, tenant, kind, currency)
                VALUES ($1 || ':funding:USD', $1, 'funding', 'USD'),
@@ -82,14 +87,19 @@ async def settle(pool: asyncpg.Pool, status: str, when: datetime) -> uuid.UUID:
         )
         await conn.execute(
             "INSERT INTO journal_entries VALUES ($1, $2, $3, 'accepted', $4)",
-            entry, tenant, sid, when,
-        )  # fmt: skip
+            entry,
+            tenant,
+            sid,
+            when,
+        )
         await conn.execute(
             """INSERT INTO postings (entry_id, account_id, amount, currency, occurred_at)
                VALUES ($1, $2 || ':funding:USD', 700, 'USD', $3),
                       ($1, $2 || ':payable:USD', -700, 'USD', $3)""",
-            entry, tenant, when,
-        )  # fmt: skip
+            entry,
+            tenant,
+            when,
+        )
     return sid
 
 
@@ -97,9 +107,13 @@ async def archive(url: str, *args: str) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
     env |= {"SETTLE_DATABASE_URL": url, "SETTLE_KAFKA_BOOTSTRAP": "127.0.0.1:1"}
     process = await asyncio.create_subprocess_exec(
-        SETTLE, "archive", *args, env=env, stdout=asyncio.subprocess.PIPE,
+        SETTLE,
+        "archive",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     out, err = await process.communicate()
     return await process.wait(), out.decode(), err.decode()
 
@@ -135,9 +149,9 @@ async def test_settled_months_are_detached_and_kept_up_to_an_unfinished_one(
     assert await pool.fetchval("SELECT count(*) FROM settlement_transitions_y2020m01") == 2
     assert await pool.fetchval("SELECT rail_event_id FROM inbox_events_y2020m01") == "evt_jan"
     assert await pool.fetchval("SELECT count(*) FROM inbox_events") == 0
-    assert await pool.fetchval(
-        "SELECT count(*) FROM postings WHERE occurred_at < '2020-02-01'"
-    ) == 0  # fmt: skip
+    assert (
+        await pool.fetchval("SELECT count(*) FROM postings WHERE occurred_at < '2020-02-01'") == 0
+    )
     audit = await pool.fetch(
         "SELECT actor, target FROM operator_actions WHERE action = 'history.archive' ORDER BY id"
     )
@@ -161,8 +175,10 @@ async def test_an_open_break_keeps_its_month_attached_until_closed(
                expected, actual, reason, first_seen, last_seen, first_run_id, last_run_id)
            VALUES ($1, 'amount_mismatch', $2, 'amount', '700', '500', 'amount:-200', now(),
                    now(), $3, $3) RETURNING id""",
-        uuid.uuid4().hex, march, run,
-    )  # fmt: skip
+        uuid.uuid4().hex,
+        march,
+        run,
+    )
     async with pool.acquire() as conn:
         refused = (await plan(conn, date(2020, 4, 1))).refused
     assert refused is not None and (refused.unfinished, refused.open_breaks) == (0, 1)

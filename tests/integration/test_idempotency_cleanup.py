@@ -62,13 +62,16 @@ async def book(ledger: Ledger, r: SettlementRequest, status: str, age: timedelta
     if result.settlement_id is not None:
         await ledger.pool.execute(
             "UPDATE settlements SET status = $2, reason = 'as the test needs' WHERE id = $1",
-            result.settlement_id, status,
-        )  # fmt: skip
+            result.settlement_id,
+            status,
+        )
     await ledger.pool.execute(
         "UPDATE idempotency_keys SET created_at = created_at - $3::interval"
         " WHERE tenant = $1 AND key = $2",
-        r.tenant, r.idempotency_key, age,
-    )  # fmt: skip
+        r.tenant,
+        r.idempotency_key,
+        age,
+    )
 
 
 async def keys_of(pool: asyncpg.Pool, tenant: str) -> set[str]:
@@ -96,16 +99,22 @@ async def test_expired_keys_go_and_live_ones_stay_and_answer_as_before(
                locked_until, created_at)
            VALUES ($1, 'in-flight-old', $2, 'POST', '/v1/settlements', 'in_flight',
                    now() - $3::interval + interval '30 s', now() - $3::interval)""",
-        tenant, b"\x01" * 32, PAST_RETENTION,
-    )  # fmt: skip
+        tenant,
+        b"\x01" * 32,
+        PAST_RETENTION,
+    )
     replayed_before = await ledger.accept(fresh)
 
     sweeper, registry = cleanup(pool)
     assert await sweeper.sweep() == 3
     assert registry.get_sample_value("settle_ledger_idempotency_keys_deleted_total") == 3
     assert await keys_of(pool, tenant) == {
-        "submitted-old", "review-old", "paid-fresh", "paid-tombstoned", "in-flight-old",
-    }  # fmt: skip
+        "submitted-old",
+        "review-old",
+        "paid-fresh",
+        "paid-tombstoned",
+        "in-flight-old",
+    }
 
     # Inside the window the key still replays its first bytes; in the tombstone it is 410.
     replayed = await ledger.accept(fresh)
@@ -131,16 +140,23 @@ async def test_each_statement_deletes_at_most_a_batch_and_walks_past_keys_that_s
     await pool.execute(
         "UPDATE idempotency_keys SET created_at = created_at - $2::interval"
         " WHERE tenant = $1 AND key LIKE 'done-%'",
-        tenant, PAST_RETENTION,
-    )  # fmt: skip
+        tenant,
+        PAST_RETENTION,
+    )
 
     cutoff = POLICY.cutoff(datetime.now(UTC))
     one = await pool.fetchrow(SWEEP_BATCH, CLEANUP_LOCK, cutoff, *START, 10, FINAL_STATUSES)
     assert (one["held"], one["examined"], one["deleted"]) == (True, 10, 0)
     two = await pool.fetchrow(
-        SWEEP_BATCH, CLEANUP_LOCK, cutoff, one["created_at"], one["tenant"], one["key"], 10,
+        SWEEP_BATCH,
+        CLEANUP_LOCK,
+        cutoff,
+        one["created_at"],
+        one["tenant"],
+        one["key"],
+        10,
         FINAL_STATUSES,
-    )  # fmt: skip
+    )
     assert (two["examined"], two["deleted"]) == (10, 8)
 
     sweeper, _ = cleanup(pool, batch=10)

@@ -45,12 +45,15 @@ async def test_webhook_before_the_api_response_is_matched_by_metadata(pool: asyn
     sid, tr = await settlement(pool, S.DISPATCHING), ref()
     await inbox.deliver(rail_event("transfer.created", tr, sid))
     assert await status_of(pool, sid) == "paid"
-    assert await pool.fetchval("SELECT rail_reference FROM settlements WHERE id = $1",
-                               uuid.UUID(sid)) == tr  # fmt: skip
+    assert (
+        await pool.fetchval("SELECT rail_reference FROM settlements WHERE id = $1", uuid.UUID(sid))
+        == tr
+    )
     # The relay records the rail's answer afterwards: too late to move it, and harmless.
     async with pool.acquire() as conn, conn.transaction():
-        late = await apply_transition(conn, sid, S.SUBMITTED, actor="relay", now=T0,
-                                      rail_reference=tr)  # fmt: skip
+        late = await apply_transition(
+            conn, sid, S.SUBMITTED, actor="relay", now=T0, rail_reference=tr
+        )
     assert late is None
     assert await nets(pool, sid) == PAID
 
@@ -63,8 +66,9 @@ async def test_reversal_before_created_steps_through_paid_to_reversed(pool: asyn
     assert await moves(pool, sid) == ["accepted", "dispatching", "submitted", "paid", "reversed"]
     await inbox.deliver(rail_event("transfer.created", tr, sid))
     assert await status_of(pool, sid) == "reversed" and await nets(pool, sid) == {}
-    entries = await pool.fetch("SELECT kind FROM journal_entries WHERE settlement_id = $1",
-                               uuid.UUID(sid))  # fmt: skip
+    entries = await pool.fetch(
+        "SELECT kind FROM journal_entries WHERE settlement_id = $1", uuid.UUID(sid)
+    )
     assert sorted(e["kind"] for e in entries) == ["accepted", "paid", "reversed", "submitted"]
 
 
@@ -96,8 +100,9 @@ async def test_reversal_days_later_is_applied_on_the_day_it_came(pool: asyncpg.P
     await inbox.deliver(rail_event("transfer.reversed", tr, sid))
     when = await pool.fetchval(
         "SELECT occurred_at FROM settlement_transitions WHERE settlement_id = $1 AND "
-        "to_status = 'reversed'", uuid.UUID(sid),
-    )  # fmt: skip
+        "to_status = 'reversed'",
+        uuid.UUID(sid),
+    )
     assert when == T0 + timedelta(days=4)
     assert await nets(pool, sid) == {}
 
@@ -161,10 +166,14 @@ async def test_simulator_events_with_twins_duplicates_and_a_reversal(pool: async
     sid = await settlement(pool, S.DISPATCHING, destination="acct_reverse_1")
     reply = sim.create(
         Kind.TRANSFER,
-        [("amount", "900"), ("currency", "usd"), ("destination", "acct_reverse_1"),
-         ("metadata[settlement_id]", sid)],
+        [
+            ("amount", "900"),
+            ("currency", "usd"),
+            ("destination", "acct_reverse_1"),
+            ("metadata[settlement_id]", sid),
+        ],
         idempotency_key=uuid.uuid4().hex,
-    )  # fmt: skip
+    )
     clock.advance(10)
     deliveries = [*reply.webhooks, *sim.take_webhooks()]
     assert [d.event_type for d in deliveries].count("transfer.reversed") == 3
@@ -177,10 +186,16 @@ async def test_simulator_events_with_twins_duplicates_and_a_reversal(pool: async
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
-    st.sampled_from([("transfer.created",), ("transfer.created", "transfer.reversed"),
-                     ("payout.created", "payout.paid"), ("payout.created", "payout.failed")]),
+    st.sampled_from(
+        [
+            ("transfer.created",),
+            ("transfer.created", "transfer.reversed"),
+            ("payout.created", "payout.paid"),
+            ("payout.created", "payout.failed"),
+        ]
+    ),
     st.data(),
-)  # fmt: skip
+)
 async def test_any_order_and_duplication_ends_the_same_on_postgres(
     pool: asyncpg.Pool, history: tuple[str, ...], data: st.DataObject
 ) -> None:

@@ -105,8 +105,9 @@ async def test_a_failing_apply_leaves_the_webhook_stored_answered_and_applied_la
 
     inbox = Inbox(pool, apply=fail_once)
     sid = await settlement(pool, S.DISPATCHING, S.SUBMITTED, rail_reference=f"tr_{uuid.uuid4()}")
-    obj = await pool.fetchval("SELECT rail_reference FROM settlements WHERE id = $1",
-                              uuid.UUID(sid))  # fmt: skip
+    obj = await pool.fetchval(
+        "SELECT rail_reference FROM settlements WHERE id = $1", uuid.UUID(sid)
+    )
     body = rail_event("transfer.created", obj, sid)
     answer = await inbox.post(body)
     assert answer.status_code == 200 and answer.json()["duplicate"] is False

@@ -131,8 +131,7 @@ async def test_a_large_mixed_stream_applied_by_two_batching_workers(pool: asyncp
     )
 
     for n, (sid, _) in enumerate(made):
-        final = await pool.fetchval("SELECT status FROM settlements WHERE id = $1",
-                                    uuid.UUID(sid))  # fmt: skip
+        final = await pool.fetchval("SELECT status FROM settlements WHERE id = $1", uuid.UUID(sid))
         assert final in CASES[n % 6][3], (n, final)
         assert await nets(pool, sid) == (PAID if final == "paid" else {})
     await check_each_change_once(pool, metrics, made)
@@ -161,9 +160,7 @@ async def check_each_change_once(
         assert len(set(m["path"])) == len(m["path"]), f"a move was made twice: {m['path']}"
         assert m["seqs"] == list(range(1, len(m["seqs"]) + 1))
         assert events[m["settlement_id"]] == m["seqs"]  # one event per move, in sequence
-    rows = Counter(
-        r["status"] for r in await pool.fetch("SELECT status FROM inbox_events")
-    )  # fmt: skip
+    rows = Counter(r["status"] for r in await pool.fetch("SELECT status FROM inbox_events"))
     changes = sum(
         len([t for t in CASES[n % 6][2] if t != "payout.created"]) for n in range(len(made))
     )
@@ -172,10 +169,14 @@ async def check_each_change_once(
     mismatched = [m.registry.get_sample_value("settle_inbox_mismatched_total") for m in metrics]
     assert sum(v or 0 for v in mismatched) == 2
     applied = [
-        sum(s.value for metric in m.applied.collect() for s in metric.samples
-            if s.name.endswith("_total"))
+        sum(
+            s.value
+            for metric in m.applied.collect()
+            for s in metric.samples
+            if s.name.endswith("_total")
+        )
         for m in metrics
-    ]  # fmt: skip
+    ]
     assert all(applied), f"both workers should have applied some: {applied}"
     assert sum(applied) == changes  # each change applied once, across both workers
 
@@ -184,8 +185,14 @@ async def test_a_body_the_database_refuses_does_not_fail_its_group(pool: asyncpg
     inbox = Inbox(pool)
     made = [(await settlement(pool, S.DISPATCHING), f"tr_{uuid.uuid4().hex}") for _ in range(6)]
     good = [rail_event("transfer.created", obj, sid) for sid, obj in made]
-    bad = json.dumps({"id": "evt_\u0000nul", "type": "transfer.created", "created": 1,
-                      "data": {"object": {"id": "tr_nul", "metadata": {}}}}).encode()  # fmt: skip
+    bad = json.dumps(
+        {
+            "id": "evt_\u0000nul",
+            "type": "transfer.created",
+            "created": 1,
+            "data": {"object": {"id": "tr_nul", "metadata": {}}},
+        }
+    ).encode()
     answers = await asyncio.gather(*(inbox.post(b) for b in [*good[:3], bad, *good[3:]]))
     assert [a.status_code for a in answers] == [200, 200, 200, 503, 200, 200, 200]
     await inbox.worker.drain()
@@ -213,9 +220,13 @@ async def test_a_failing_batch_is_applied_one_event_per_transaction(pool: asyncp
     assert sizes == [4, 1, 1, 1, 1]  # tried as one batch, then as batches of one
     for sid, _ in made:
         assert await status_of(pool, sid) == "paid"
-        assert (await pool.fetchval("SELECT count(*) FROM settlement_transitions WHERE "
-                                    "settlement_id = $1 AND to_status = 'paid'",
-                                    uuid.UUID(sid))) == 1  # fmt: skip
+        assert (
+            await pool.fetchval(
+                "SELECT count(*) FROM settlement_transitions WHERE "
+                "settlement_id = $1 AND to_status = 'paid'",
+                uuid.UUID(sid),
+            )
+        ) == 1
 
 
 @pytest.mark.parametrize(

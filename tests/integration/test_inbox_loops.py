@@ -34,8 +34,14 @@ async def test_idle_loops_poll_once_and_a_backlog_wakes_them_all(pool: asyncpg.P
         return found
 
     inbox = Inbox(pool, as_stored=False)  # rows stay received, as a process that died leaves them
-    worker = InboxWorker(pool, create_metrics(), RetryPolicy(3, 1.0, 60.0), clock=inbox.clock,
-                         batch_size=BATCH, claim=spy)  # fmt: skip
+    worker = InboxWorker(
+        pool,
+        create_metrics(),
+        RetryPolicy(3, 1.0, 60.0),
+        clock=inbox.clock,
+        batch_size=BATCH,
+        claim=spy,
+    )
     running = asyncio.create_task(worker.run(LOOPS))
     try:
         await asyncio.sleep(1.2)  # the window idle polling is measured over

@@ -37,10 +37,12 @@ AUTH = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 DIFFERING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "amount": ({"amount": 90_000}, {"expected": 900, "received": 90_000}),
     "currency": ({"currency": "eur"}, {"expected": "USD", "received": "eur"}),
-    "destination": ({"destination": "acct_thief"}, {"expected": DESTINATION,
-                                                    "received": "acct_thief"}),
+    "destination": (
+        {"destination": "acct_thief"},
+        {"expected": DESTINATION, "received": "acct_thief"},
+    ),
     "account": ({"account": DESTINATION}, {"expected": None, "received": DESTINATION}),
-}  # fmt: skip
+}
 
 
 def ref(prefix: str = "tr") -> str:
@@ -71,8 +73,9 @@ async def test_a_signed_webhook_that_differs_is_kept_as_mismatch_and_the_rails_o
     assert json.loads(row["mismatch"]) == [{"field": field, **sides}]
     assert "does not match what was sent" in row["reason"] and row["applied_at"] is None
     assert (await status_of(pool, sid), await moves(pool, sid), await nets(pool, sid)) == (
-        "submitted", *before,
-    )  # fmt: skip
+        "submitted",
+        *before,
+    )
     assert mismatched(inbox) == 1
     # Nothing comes back due: a mismatch is final.
     inbox.clock.advance(hours=1)
@@ -94,14 +97,17 @@ async def test_a_connected_accounts_payout_failure_naming_our_settlement_books_n
     metadata, fails: Stripe reports it to a Connect endpoint. It is not our money coming back."""
     inbox = Inbox(pool)
     sid = await settlement(pool, S.DISPATCHING, S.SUBMITTED, S.PAID, rail_reference=ref())
-    theirs = rail_event("payout.failed", ref("po"), sid, destination="ba_theirs",
-                        account=DESTINATION)  # fmt: skip
+    theirs = rail_event(
+        "payout.failed", ref("po"), sid, destination="ba_theirs", account=DESTINATION
+    )
     await inbox.deliver(theirs)
     [row] = await inbox_rows(pool, event_id(theirs))
     assert row["status"] == "mismatch"
     assert {d["field"] for d in json.loads(row["mismatch"])} == {
-        "object", "destination", "account",
-    }  # fmt: skip
+        "object",
+        "destination",
+        "account",
+    }
     assert await status_of(pool, sid) == "paid"
 
 
@@ -117,8 +123,9 @@ async def test_before_the_relays_record_a_differing_event_is_not_applied_either(
     assert row["status"] == "mismatch"
     assert json.loads(row["mismatch"]) == [{"field": "amount", "expected": 900, "received": 1}]
     assert (await status_of(pool, sid), await nets(pool, sid)) == ("dispatching", booked)
-    row = await pool.fetchrow("SELECT rail_reference FROM settlements WHERE id = $1",
-                              uuid.UUID(sid))  # fmt: skip
+    row = await pool.fetchrow(
+        "SELECT rail_reference FROM settlements WHERE id = $1", uuid.UUID(sid)
+    )
     assert row["rail_reference"] is None  # the forged object was not adopted as ours
 
 
@@ -142,9 +149,12 @@ async def test_an_operator_lists_mismatches_with_both_sides_and_cannot_replay_on
         assert refused.json()["error"]["code"] == "mismatch_not_replayable"
     [row] = await inbox_rows(pool, event_id(forged))
     assert row["status"] == "mismatch"
-    assert await pool.fetchval(
-        "SELECT count(*) FROM operator_actions WHERE target = $1", str(item["id"])
-    ) == 0  # fmt: skip
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM operator_actions WHERE target = $1", str(item["id"])
+        )
+        == 0
+    )
     assert await status_of(pool, sid) == "submitted"
 
 
@@ -156,5 +166,7 @@ async def test_the_database_refuses_a_mismatch_without_both_sides(pool: asyncpg.
         with pytest.raises(asyncpg.CheckViolationError):
             await pool.execute(
                 "UPDATE inbox_events SET status = 'mismatch', mismatch = $2::jsonb "
-                "WHERE rail_event_id = $1", event_id(body), sides,
-            )  # fmt: skip
+                "WHERE rail_event_id = $1",
+                event_id(body),
+                sides,
+            )

@@ -159,8 +159,9 @@ async def test_outcomes_of_rows_received_in_two_months_are_recorded_in_each_mont
     async with pool.acquire() as conn, conn.transaction():
         ids = await insert_events(conn, arrivals)
         claimed = [stored_event(a, ids[a.event.event_id]) for a in arrivals]
-        parked = [Recorded(e, InboxStatus.PARKED, "held", None, FIRST_SECOND_OF_APRIL)
-                  for e in claimed]  # fmt: skip
+        parked = [
+            Recorded(e, InboxStatus.PARKED, "held", None, FIRST_SECOND_OF_APRIL) for e in claimed
+        ]
         await record_many(conn, parked, FIRST_SECOND_OF_APRIL)
         # Recorded again as if still received: the guard finds neither row so.
         with pytest.raises(ClaimedEventChanged):

@@ -32,17 +32,30 @@ AMOUNT = 900  # what inbox_support's settlements are for
 
 def reversed_by(transfer: str, sid: str, amount_reversed: int) -> bytes:
     """transfer.reversed as Stripe sends it: the transfer, with its cumulative amount reversed."""
-    obj = {"id": transfer, "object": "transfer", "amount": AMOUNT, "currency": "usd",
-           "destination": DESTINATION, "amount_reversed": amount_reversed,
-           "reversed": amount_reversed == AMOUNT, "metadata": {"settlement_id": sid}}  # fmt: skip
+    obj = {
+        "id": transfer,
+        "object": "transfer",
+        "amount": AMOUNT,
+        "currency": "usd",
+        "destination": DESTINATION,
+        "amount_reversed": amount_reversed,
+        "reversed": amount_reversed == AMOUNT,
+        "metadata": {"settlement_id": sid},
+    }
     return json_bytes(event("transfer.reversed", obj, int(time.time())))
 
 
 def payout_event(type_: str, payout: str, sid: str, *, created: int, arrival: int) -> bytes:
     """A payout event created at `created` for a payout due at the bank at `arrival`."""
-    obj = {"id": payout, "object": "payout", "amount": AMOUNT, "currency": "usd",
-           "destination": DESTINATION, "arrival_date": arrival,
-           "metadata": {"settlement_id": sid}}  # fmt: skip
+    obj = {
+        "id": payout,
+        "object": "payout",
+        "amount": AMOUNT,
+        "currency": "usd",
+        "destination": DESTINATION,
+        "arrival_date": arrival,
+        "metadata": {"settlement_id": sid},
+    }
     return json_bytes(event(type_, obj, created))
 
 
@@ -87,8 +100,13 @@ async def test_two_partial_reversals_then_the_rest_book_exactly_the_reversed_par
     assert await nets(pool, sid) == {}
     assert (await moves(pool, sid))[-3:] == ["partly_reversed", "partly_reversed", "reversed"]
     assert await entries(pool, sid) == [
-        "accepted", "paid", "partly_reversed:300", "partly_reversed:700", "reversed", "submitted",
-    ]  # fmt: skip
+        "accepted",
+        "paid",
+        "partly_reversed:300",
+        "partly_reversed:700",
+        "reversed",
+        "submitted",
+    ]
     legs = await pool.fetch(
         """SELECT e.kind, p.amount FROM postings p JOIN journal_entries e ON e.id = p.entry_id
             WHERE e.settlement_id = $1 AND p.account_id LIKE '%:funding:%'
@@ -96,8 +114,10 @@ async def test_two_partial_reversals_then_the_rest_book_exactly_the_reversed_par
         uuid.UUID(sid),
     )
     assert sorted((r["kind"], r["amount"]) for r in legs) == [
-        ("partly_reversed:300", 300), ("partly_reversed:700", 400), ("reversed", 200),
-    ]  # fmt: skip
+        ("partly_reversed:300", 300),
+        ("partly_reversed:700", 400),
+        ("reversed", 200),
+    ]
 
 
 async def test_a_duplicate_or_an_older_partial_reversal_books_nothing(pool: asyncpg.Pool) -> None:
@@ -132,8 +152,13 @@ async def test_an_older_reversal_arriving_after_a_newer_one_is_applied_as_a_no_o
         json.loads(late)["id"],
     )
     assert row["status"] == "applied" and "500 back" in row["reason"]
-    assert await moves(pool, sid) == ["accepted", "dispatching", "submitted", "paid",
-                                      "partly_reversed"]  # fmt: skip
+    assert await moves(pool, sid) == [
+        "accepted",
+        "dispatching",
+        "submitted",
+        "paid",
+        "partly_reversed",
+    ]
     assert await nets(pool, sid) == {"funding": -400, "paid_out": 400}
 
 
@@ -205,6 +230,12 @@ async def test_partial_reversals_in_any_order_and_duplication_end_at_the_largest
 
 def created_body(transfer: str, sid: str) -> bytes:
     """transfer.created for the transfer, as Stripe sends it."""
-    obj = {"id": transfer, "object": "transfer", "amount": AMOUNT, "currency": "usd",
-           "amount_reversed": 0, "metadata": {"settlement_id": sid}}  # fmt: skip
+    obj = {
+        "id": transfer,
+        "object": "transfer",
+        "amount": AMOUNT,
+        "currency": "usd",
+        "amount_reversed": 0,
+        "metadata": {"settlement_id": sid},
+    }
     return json_bytes(event("transfer.created", obj, int(time.time())))

@@ -51,8 +51,11 @@ async def one_per_status(pool: asyncpg.Pool) -> dict[InstructionStatus, uuid.UUI
             "UPDATE rail_instructions SET status = $2, fence = $3, rail_reference = 'tr_' || $1, "
             "lease_until = now() - interval '1 minute', updated_at = $4 "
             "WHERE settlement_id = $1::uuid",
-            str(sid), str(status), FENCE, LONG_AGO,
-        )  # fmt: skip
+            str(sid),
+            str(status),
+            FENCE,
+            LONG_AGO,
+        )
     return dict(zip(InstructionStatus, sids, strict=True))
 
 
@@ -63,8 +66,12 @@ async def write(conn: asyncpg.Connection, event: InstructionEvent, sids: list[uu
     elif event is InstructionEvent.RECLAIM:
         await conn.fetch(sql.RECLAIM_DUE, 30.0, "w", 0.0, 1_000, False, 86_400.0, 0.0)
     elif event is InstructionEvent.ACCEPT:
-        await conn.fetch(sql.RECORD_TRANSFERRED_MANY, sids, [FENCE] * len(sids),
-                         [f"tr_new_{sid}" for sid in sids])  # fmt: skip
+        await conn.fetch(
+            sql.RECORD_TRANSFERRED_MANY,
+            sids,
+            [FENCE] * len(sids),
+            [f"tr_new_{sid}" for sid in sids],
+        )
     elif event is InstructionEvent.SCHEDULE_RETRY:
         for sid in sids:
             await conn.fetchval(sql.SCHEDULE_RETRY, sid, FENCE, 5.0, "rate_limit", "retryable")
@@ -87,8 +94,9 @@ async def test_each_events_statement_moves_exactly_the_tables_sources(
             rows = await conn.fetch(
                 "SELECT settlement_id, status, updated_at > $2 AS written "
                 "FROM rail_instructions WHERE settlement_id = ANY($1::uuid[])",
-                list(one_per_status.values()), LONG_AGO,
-            )  # fmt: skip
+                list(one_per_status.values()),
+                LONG_AGO,
+            )
         finally:
             await tx.rollback()
     after = {r["settlement_id"]: (r["written"], r["status"]) for r in rows}

@@ -183,8 +183,10 @@ async def check_books(
                 continue
             if request.fingerprint == stored_fp[group]:
                 assert result.outcome in (
-                    Outcome.CREATED, Outcome.REPLAYED, Outcome.DUPLICATE_REFERENCE,
-                ), result  # fmt: skip
+                    Outcome.CREATED,
+                    Outcome.REPLAYED,
+                    Outcome.DUPLICATE_REFERENCE,
+                ), result
                 answers.add((result.status, result.body))
             else:
                 assert (result.outcome, result.status) == (Outcome.MISMATCH, 422), result
@@ -199,8 +201,10 @@ async def check_books(
     for (tenant, reference), s in booked.items():
         winner = winners[(tenant, s["idempotency_key"])]
         assert (winner.reference, winner.amount, winner.currency) == (
-            reference, s["amount"], s["currency"],
-        )  # fmt: skip
+            reference,
+            s["amount"],
+            s["currency"],
+        )
     created = [r for r in results if r.outcome is Outcome.CREATED]
     assert sorted(r.settlement_id or "" for r in created) == sorted(
         str(s["id"]) for s in settlements

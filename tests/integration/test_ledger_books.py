@@ -34,9 +34,12 @@ async def ledger(pool: asyncpg.Pool) -> AsyncIterator[Ledger]:
 
 
 def request(
-    tenant: str, key: str | None = None, reference: str | None = None, amount: int = 2_500,
+    tenant: str,
+    key: str | None = None,
+    reference: str | None = None,
+    amount: int = 2_500,
     currency: str = "EUR",
-) -> SettlementRequest:  # fmt: skip
+) -> SettlementRequest:
     body = {
         "reference": reference or unique("ref-"),
         "payee": "payee-7",
@@ -64,8 +67,9 @@ async def test_accept_books_everything_in_one_transaction(
         assert (row["status"], row["version"], row["amount"]) == ("accepted", 1, 2_500)
         history = await db.fetch(
             "SELECT sequence, from_status, to_status FROM settlement_transitions "
-            "WHERE settlement_id = $1", sid,
-        )  # fmt: skip
+            "WHERE settlement_id = $1",
+            sid,
+        )
         assert [tuple(h) for h in history] == [(1, None, "accepted")]
         postings = await db.fetch(
             """SELECT p.account_id, p.amount FROM postings p JOIN journal_entries e
@@ -90,9 +94,9 @@ async def test_accept_books_everything_in_one_transaction(
         assert (event["type"], event["sequence"], event["amount"]) == ("created", 1, 2_500)
         assert outbox["message_key"] == sid.encode()
         stored = await db.fetchrow(
-            "SELECT state, response_status, response_body FROM idempotency_keys "
-            "WHERE tenant = $1", tenant,
-        )  # fmt: skip
+            "SELECT state, response_status, response_body FROM idempotency_keys WHERE tenant = $1",
+            tenant,
+        )
         assert (stored["state"], stored["response_status"]) == ("completed", 201)
         assert stored["response_body"] == result.body
 
@@ -145,8 +149,10 @@ async def age_key(pool: asyncpg.Pool, tenant: str, key: str, by: timedelta) -> N
         await db.execute(
             "UPDATE idempotency_keys SET created_at = created_at - $3::interval "
             "WHERE tenant = $1 AND key = $2",
-            tenant, key, by,
-        )  # fmt: skip
+            tenant,
+            key,
+            by,
+        )
 
 
 async def test_key_past_replay_window_is_410_then_new_after_tombstone(
@@ -191,8 +197,10 @@ async def test_same_key_held_by_another_transaction_is_409_in_use(
                    locked_until, created_at)
                VALUES ($1, $2, $3, 'POST', '/v1/settlements', 'in_flight',
                        now() + interval '30 s', now())""",
-            tenant, held.idempotency_key, held.fingerprint,
-        )  # fmt: skip
+            tenant,
+            held.idempotency_key,
+            held.fingerprint,
+        )
         result = await ledger.accept(held)
     assert result.outcome is Outcome.IN_USE and result.status == 409
     assert result.retry_after is not None and result.retry_after > 0
@@ -308,8 +316,9 @@ async def test_a_connection_given_back_mid_transaction_comes_back_rolled_back(
             await conn.execute(
                 "INSERT INTO accounts (id, tenant, kind, currency)"
                 " VALUES ($1, $2, 'funding', 'USD')",
-                f"{tenant}:funding:USD", tenant,
-            )  # fmt: skip
+                f"{tenant}:funding:USD",
+                tenant,
+            )
         async with pool.acquire() as conn:
             assert not conn.is_in_transaction()
             found = await conn.fetchval("SELECT count(*) FROM accounts WHERE tenant = $1", tenant)

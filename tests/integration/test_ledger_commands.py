@@ -31,10 +31,16 @@ pytestmark = pytest.mark.integration
 
 def command(tenant: str, key: str, reference: str, amount: int = 700) -> dict[str, object]:
     return {
-        "tenant": tenant, "idempotency_key": key, "reference": reference, "payee": "p-1",
-        "destination": "acct_9", "amount": amount, "currency": "GBP", "rail": None,
+        "tenant": tenant,
+        "idempotency_key": key,
+        "reference": reference,
+        "payee": "p-1",
+        "destination": "acct_9",
+        "amount": amount,
+        "currency": "GBP",
+        "rail": None,
         "metadata": {"batch": "b-1"},
-    }  # fmt: skip
+    }
 
 
 async def publish(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -139,11 +145,13 @@ async def test_commands_over_limits_are_dead_lettered_and_a_full_backlog_stops_f
     limits = TenantLimits(
         {
             tenant: TenantPolicy(
-                max_amount={"GBP": 1_000}, destinations=frozenset({"acct_9"}),
-                prefunded={"GBP": 1_500}, rate=Rate(0.001, 1),
+                max_amount={"GBP": 1_000},
+                destinations=frozenset({"acct_9"}),
+                prefunded={"GBP": 1_500},
+                rate=Rate(0.001, 1),
             )
         }
-    )  # fmt: skip
+    )
     over = command(tenant, "k-over", "r-over", amount=1_001)
     elsewhere = {**command(tenant, "k-else", "r-else"), "destination": "acct_other"}
     # Each within the caps, more than the rate would let through HTTP (Kafka is not rate

@@ -105,8 +105,13 @@ async def assert_not_there(client: httpx.AsyncClient, method: str, path: str) ->
 
 
 def settlement_body() -> dict[str, object]:
-    return {"reference": unique("r"), "payee": "p", "destination": "acct_1", "amount": 500,
-            "currency": "USD"}  # fmt: skip
+    return {
+        "reference": unique("r"),
+        "payee": "p",
+        "destination": "acct_1",
+        "amount": 500,
+        "currency": "USD",
+    }
 
 
 async def test_the_ledgers_public_port_serves_the_tenant_api_and_nothing_of_the_admins(

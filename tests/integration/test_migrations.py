@@ -142,8 +142,13 @@ async def test_amount_is_bigint_minor_units(db: asyncpg.Connection) -> None:
              AND table_name NOT IN (SELECT inhrelid::regclass::text FROM pg_inherits)"""
     )
     assert {r["data_type"] for r in types} == {"bigint"}
-    money_tables = {"settlements", "postings", "account_balances", "rail_instructions",
-                    "reconciliation_balances"}  # fmt: skip
+    money_tables = {
+        "settlements",
+        "postings",
+        "account_balances",
+        "rail_instructions",
+        "reconciliation_balances",
+    }
     money_tables.add("reconciliation_rail_staging")  # the rail's amounts, staged for a run
     assert {r["table_name"] for r in types} == money_tables
 

@@ -50,8 +50,9 @@ def now() -> datetime:
 
 async def proposed_failure(world: World, sid: str, by: str = "alice") -> dict[str, Any]:
     async with world.pool.acquire() as conn:
-        return await propose(conn, A.REVIEW_RESOLVE, sid, {"as": "failed"}, reason=REASON,
-                             operator=by, now=now())  # fmt: skip
+        return await propose(
+            conn, A.REVIEW_RESOLVE, sid, {"as": "failed"}, reason=REASON, operator=by, now=now()
+        )
 
 
 async def approved(world: World, rail: StripeLookup, pid: int, by: str) -> dict[str, Any]:
@@ -91,8 +92,15 @@ async def test_the_proposer_cannot_approve_or_reject_their_own_proposal(
         own = reject(conn, str(proposal["id"]), operator="alice", now=now())
         assert (await refusal(own)).code == "same_operator"
         # One pending proposal per action and item, however the item's id was written.
-        again = propose(conn, A.REVIEW_RESOLVE, sid.upper(), {"as": "retry"}, reason=REASON,
-                        operator="carol", now=now())  # fmt: skip
+        again = propose(
+            conn,
+            A.REVIEW_RESOLVE,
+            sid.upper(),
+            {"as": "retry"},
+            reason=REASON,
+            operator="carol",
+            now=now(),
+        )
         assert (await refusal(again)).code == "proposal_pending"
     assert (await stored(world, proposal["id"]))["status"] == "pending"
     assert await snapshot(world, sid) == before
@@ -106,8 +114,10 @@ async def test_a_different_operator_approves_and_the_action_happens_once_with_bo
     assert [p["id"] for p in await list_proposals(world.pool, now=now())] == [proposal["id"]]
     done = await approved(world, rail, proposal["id"], "bob")
     assert (done["status"], done["decided_by"], done["outcome"]["settlement"]) == (
-        "approved", "bob", "failed",
-    )  # fmt: skip
+        "approved",
+        "bob",
+        "failed",
+    )
     after = await snapshot(world, sid)
     assert (after["status"], after["instruction"], after["net"]) == ("failed", "failed", {})
     assert await audit_of(world, f"settlement:{sid}") == [("alice", "review.resolve", "bob")]
@@ -129,10 +139,18 @@ async def test_a_break_and_a_replay_approved_are_audited_with_both_names(
     event = unique("evt_")
     row_id = await world.pool.fetchval(DEAD_EVENT, event, now())
     async with world.pool.acquire() as conn:
-        closing = await propose(conn, A.BREAK_RESOLVE, str(break_id), {}, reason="paid by hand",
-                                operator="alice", now=now())  # fmt: skip
-        replaying = await propose(conn, A.INBOX_REPLAY, event, {}, reason=None, operator="carol",
-                                  now=now())  # fmt: skip
+        closing = await propose(
+            conn,
+            A.BREAK_RESOLVE,
+            str(break_id),
+            {},
+            reason="paid by hand",
+            operator="alice",
+            now=now(),
+        )
+        replaying = await propose(
+            conn, A.INBOX_REPLAY, event, {}, reason=None, operator="carol", now=now()
+        )
     assert replaying["target"] == f"inbox:{row_id}"
     await approved(world, rail, closing["id"], "bob")
     await approved(world, rail, replaying["id"], "bob")
@@ -151,15 +169,22 @@ async def test_rejected_or_withdrawn_nothing_happens(world: World, rail: StripeL
     before = await snapshot(world, sid)
     rejected, withdrawn = await proposed_failure(world, sid), await proposed_failure(world, other)
     async with world.pool.acquire() as conn:
-        done = await reject(conn, str(rejected["id"]), operator="bob", now=now(),
-                            reason="the payee called: it arrived")  # fmt: skip
+        done = await reject(
+            conn,
+            str(rejected["id"]),
+            operator="bob",
+            now=now(),
+            reason="the payee called: it arrived",
+        )
         assert (done["status"], done["outcome"]) == (
-            "rejected", {"reason": "the payee called: it arrived"},
-        )  # fmt: skip
+            "rejected",
+            {"reason": "the payee called: it arrived"},
+        )
         not_theirs = withdraw_proposal(conn, str(withdrawn["id"]), operator="bob", now=now())
         assert (await refusal(not_theirs)).code == "not_proposer"
-        taken_back = await withdraw_proposal(conn, str(withdrawn["id"]), operator="alice",
-                                             now=now())  # fmt: skip
+        taken_back = await withdraw_proposal(
+            conn, str(withdrawn["id"]), operator="alice", now=now()
+        )
     assert (taken_back["status"], taken_back["decided_by"]) == ("withdrawn", "alice")
     assert (await refusal(approved(world, rail, rejected["id"], "carol"))).code == (
         "proposal_decided"
@@ -211,8 +236,16 @@ async def test_a_proposal_past_its_age_expires_and_gives_way_to_a_new_one(
     age = timedelta(hours=1)
     proposed_at = now() - age
     async with world.pool.acquire() as conn:
-        old = await propose(conn, A.REVIEW_RESOLVE, sid, {"as": "failed"}, reason=REASON,
-                            operator="alice", now=proposed_at, max_age=age)  # fmt: skip
+        old = await propose(
+            conn,
+            A.REVIEW_RESOLVE,
+            sid,
+            {"as": "failed"},
+            reason=REASON,
+            operator="alice",
+            now=proposed_at,
+            max_age=age,
+        )
         assert await list_proposals(conn, now=now(), max_age=age) == []
         late = approve(conn, rail, str(old["id"]), operator="bob", now=now(), max_age=age)
         assert (await refusal(late)).code == "proposal_expired"
@@ -227,12 +260,30 @@ async def test_with_two_person_mode_off_submit_acts_at_once_in_one_name(
     world: World, rail: StripeLookup
 ) -> None:
     sid, other = await referred(world), await referred(world)
-    done = await submit(world.pool, rail, A.REVIEW_RESOLVE, sid, {"as": "failed"}, reason=REASON,
-                        operator="alice", now=now(), two_person=False)  # fmt: skip
+    done = await submit(
+        world.pool,
+        rail,
+        A.REVIEW_RESOLVE,
+        sid,
+        {"as": "failed"},
+        reason=REASON,
+        operator="alice",
+        now=now(),
+        two_person=False,
+    )
     assert not done.proposed and done.document["settlement"] == "failed"
     assert await audit_of(world, f"settlement:{sid}") == [("alice", "review.resolve", None)]
-    waiting = await submit(world.pool, rail, A.REVIEW_RESOLVE, other, {"as": "failed"},
-                           reason=REASON, operator="alice", now=now(), two_person=True)  # fmt: skip
+    waiting = await submit(
+        world.pool,
+        rail,
+        A.REVIEW_RESOLVE,
+        other,
+        {"as": "failed"},
+        reason=REASON,
+        operator="alice",
+        now=now(),
+        two_person=True,
+    )
     assert waiting.proposed and waiting.document["status"] == "pending"
     assert (await snapshot(world, other))["status"] == "needs_review"
 
@@ -252,8 +303,9 @@ async def test_the_table_holds_the_rules_against_any_writer(world: World) -> Non
     with pytest.raises(asyncpg.CheckViolationError):
         await world.pool.execute(
             "INSERT INTO operator_actions (actor, action, target, approved_by) "
-            "VALUES ('alice', 'review.resolve', $1, 'alice')", f"settlement:{sid}",
-        )  # fmt: skip
+            "VALUES ('alice', 'review.resolve', $1, 'alice')",
+            f"settlement:{sid}",
+        )
 
 
 async def test_an_approval_the_rail_cannot_answer_leaves_the_proposal_pending(
@@ -287,7 +339,8 @@ async def test_a_proposal_its_item_already_refuses_is_refused_at_once(world: Wor
             (A.INBOX_REPLAY, event, "not_replayable"),
         ):
             with pytest.raises(ApiError) as refused:
-                await propose(conn, action, item, {"as": "failed"}, reason=REASON,
-                              operator="alice", now=now())  # fmt: skip
+                await propose(
+                    conn, action, item, {"as": "failed"}, reason=REASON, operator="alice", now=now()
+                )
             assert refused.value.code == code
     assert await world.pool.fetchval("SELECT count(*) FROM operator_proposals") == 0

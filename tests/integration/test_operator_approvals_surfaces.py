@@ -62,10 +62,14 @@ async def test_http_resolutions_are_proposed_and_a_second_operator_decides_them(
     sid = await referred(world)
     (break_id,) = await plant_breaks(world.pool, 1)
     async with client_of(world, rail) as client:
-        review = await client.post(f"/v1/review/{sid}/resolve", headers=as_(ALICE),
-                                   json={"as": "failed", "reason": "nothing sent"})  # fmt: skip
-        closing = await client.post(f"/v1/breaks/{break_id}/resolve", headers=as_(ALICE),
-                                    json={"reason": "written off"})  # fmt: skip
+        review = await client.post(
+            f"/v1/review/{sid}/resolve",
+            headers=as_(ALICE),
+            json={"as": "failed", "reason": "nothing sent"},
+        )
+        closing = await client.post(
+            f"/v1/breaks/{break_id}/resolve", headers=as_(ALICE), json={"reason": "written off"}
+        )
         assert (review.status_code, review.json()["status"]) == (202, "pending")
         assert (await snapshot(world, sid))["status"] == "needs_review"
         listed = (await client.get("/v1/approvals", headers=as_(BOB))).json()["data"]
@@ -74,8 +78,9 @@ async def test_http_resolutions_are_proposed_and_a_second_operator_decides_them(
         own = await client.post(f"/v1/approvals/{pid}/approve", headers=as_(ALICE))
         assert (own.status_code, own.json()["error"]["code"]) == (409, "same_operator")
         done = await client.post(f"/v1/approvals/{pid}/approve", headers=as_(BOB))
-        refused = await client.post(f"/v1/approvals/{bid}/reject", headers=as_(BOB),
-                                    json={"reason": "not written off yet"})  # fmt: skip
+        refused = await client.post(
+            f"/v1/approvals/{bid}/reject", headers=as_(BOB), json={"reason": "not written off yet"}
+        )
         missing = await client.post("/v1/approvals/999999/approve", headers=as_(BOB))
         decided = await client.get("/v1/approvals?status=any", headers=as_(BOB))
     assert (done.status_code, done.json()["status"]) == (200, "approved")
@@ -90,8 +95,9 @@ async def test_http_resolutions_are_proposed_and_a_second_operator_decides_them(
 async def test_an_inbox_replay_in_two_person_mode_is_proposed_not_done(world: World) -> None:
     event = unique("evt_")
     row_id = await world.pool.fetchval(DEAD_EVENT, event, datetime.now(UTC))
-    app = create_admin_app(world.pool, BearerAuth({ALICE: "alice"}), create_metrics(),
-                           policy=TWO_PERSON)  # fmt: skip
+    app = create_admin_app(
+        world.pool, BearerAuth({ALICE: "alice"}), create_metrics(), policy=TWO_PERSON
+    )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://admin") as admin:
         proposed = await admin.post(f"/v1/inbox/{event}/replay", headers=as_(ALICE))
@@ -106,9 +112,13 @@ async def test_an_inbox_replay_in_two_person_mode_is_proposed_not_done(world: Wo
 async def settle(world: World, *args: str, token: str = ALICE) -> tuple[int, dict[str, Any]]:
     """`settle *args --json` in two-person mode, proving its operator with `token`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
-    env |= {"SETTLE_DATABASE_URL": world.url, "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap,
-            "SETTLE_TWO_PERSON": "true", "SETTLE_OPERATOR_TOKENS": f"alice:{ALICE},bob:{BOB}",
-            "SETTLE_OPERATOR_TOKEN": token}  # fmt: skip
+    env |= {
+        "SETTLE_DATABASE_URL": world.url,
+        "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap,
+        "SETTLE_TWO_PERSON": "true",
+        "SETTLE_OPERATOR_TOKENS": f"alice:{ALICE},bob:{BOB}",
+        "SETTLE_OPERATOR_TOKEN": token,
+    }
     process = await asyncio.create_subprocess_exec(
         SETTLE, *args, "--json", env=env, stdout=asyncio.subprocess.PIPE
     )
@@ -119,9 +129,19 @@ async def settle(world: World, *args: str, token: str = ALICE) -> tuple[int, dic
 async def test_settle_review_proposes_and_settle_approvals_approves(world: World) -> None:
     sid = await referred(world)
     status, proposal = await settle(
-        world, "review", "resolve", sid, "--as", "failed", "--reason", "nothing sent",
-        "--operator", "alice", "--rail-url", world.sim_url,
-    )  # fmt: skip
+        world,
+        "review",
+        "resolve",
+        sid,
+        "--as",
+        "failed",
+        "--reason",
+        "nothing sent",
+        "--operator",
+        "alice",
+        "--rail-url",
+        world.sim_url,
+    )
     assert (status, proposal["status"]) == (0, "pending")
     assert (await snapshot(world, sid))["status"] == "needs_review"
     pid = str(proposal["id"])
@@ -152,9 +172,16 @@ async def test_settle_breaks_bulk_proposes_each_break_and_counts_the_proposals(
     listed = tmp_path / "breaks.txt"
     listed.write_text(f"{ids[0]}\n{ids[1]}\n999999999\n")
     status, summary = await settle(
-        world, "breaks", "resolve", "--from-file", str(listed), "--reason", "written off",
-        "--operator", "alice",
-    )  # fmt: skip
+        world,
+        "breaks",
+        "resolve",
+        "--from-file",
+        str(listed),
+        "--reason",
+        "written off",
+        "--operator",
+        "alice",
+    )
     assert status == 1  # one id is no break
     assert (summary["done"], summary["proposed"], summary["refused"]) == (0, 2, 1)
     proposals = [i["proposal"] for i in summary["items"][:2]]

@@ -69,9 +69,16 @@ async def test_bulk_from_file_resolves_the_good_ids_and_reports_the_refused(
     ids = tmp_path / "ids.txt"
     ids.write_text(f"{good[0]}\n{healed[0]}\n\n999999999\nnot-an-id\n{good[1]}\n")
     status, out = await settle(
-        world, "breaks", "resolve", "--from-file", str(ids), "--reason", "booked by hand",
-        "--operator", "carol",
-    )  # fmt: skip
+        world,
+        "breaks",
+        "resolve",
+        "--from-file",
+        str(ids),
+        "--reason",
+        "booked by hand",
+        "--operator",
+        "carol",
+    )
     assert status == 1, out
     summary = json.loads(out)
     assert (summary["done"], summary["refused"]) == (2, 3)
@@ -90,9 +97,16 @@ async def test_bulk_of_one_type_resolves_only_the_open_breaks_of_it(world: World
     amounts = await plant_breaks(world.pool, 3)
     currencies = await plant_breaks(world.pool, 2, "currency_mismatch")
     status, out = await settle(
-        world, "breaks", "resolve", "--all-of-type", "amount_mismatch", "--reason", "fee",
-        "--operator", "dave",
-    )  # fmt: skip
+        world,
+        "breaks",
+        "resolve",
+        "--all-of-type",
+        "amount_mismatch",
+        "--reason",
+        "fee",
+        "--operator",
+        "dave",
+    )
     assert status == 0, out
     assert (json.loads(out)["done"], json.loads(out)["refused"]) == (3, 0)
     assert await statuses(world, amounts + currencies) == ["resolved"] * 3 + ["open"] * 2
@@ -122,8 +136,11 @@ async def test_the_export_of_many_open_breaks_streams_in_bounded_memory(world: W
             assert lines == count + 1
             (row,) = csv.DictReader(io.StringIO(f"{_CSV_HEADER}{first}"))
             assert (row["id"], row["reason"], row["expected"], row["actual"]) == (
-                str(planted[0]), "amount:-200", "700", "500",
-            )  # fmt: skip
+                str(planted[0]),
+                "amount:-200",
+                "700",
+                "500",
+            )
         else:
             assert lines == count
             document = json.loads(first)
@@ -149,17 +166,24 @@ _CSV_HEADER = (
 
 
 def client_of(world: World, rail: StripeLookup) -> httpx.AsyncClient:
-    app = Starlette(routes=routes(
-        world.pool, rail, BearerAuth({OPERATOR: "erin"}), BearerAuth({TENANT: "acme"})
-    ))  # fmt: skip
+    app = Starlette(
+        routes=routes(
+            world.pool, rail, BearerAuth({OPERATOR: "erin"}), BearerAuth({TENANT: "acme"})
+        )
+    )
     return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://ops")
 
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("GET", "/v1/review"), ("GET", "/v1/breaks"), ("GET", "/v1/breaks/export"),
-     ("POST", "/v1/breaks/1/resolve"), ("POST", "/v1/review/x/resolve")],
-)  # fmt: skip
+    [
+        ("GET", "/v1/review"),
+        ("GET", "/v1/breaks"),
+        ("GET", "/v1/breaks/export"),
+        ("POST", "/v1/breaks/1/resolve"),
+        ("POST", "/v1/review/x/resolve"),
+    ],
+)
 async def test_http_needs_an_operator_token(
     world: World, rail: StripeLookup, method: str, path: str
 ) -> None:
@@ -182,14 +206,19 @@ async def test_http_resolves_audited_and_refuses_with_status_and_code(
     auth = {"Authorization": f"Bearer {OPERATOR}"}
     async with client_of(world, rail) as client:
         listed = await client.get("/v1/breaks", params={"status": "open"}, headers=auth)
-        done = await client.post(f"/v1/breaks/{open_break}/resolve", headers=auth,
-                                 json={"reason": "written off"})  # fmt: skip
-        again = await client.post(f"/v1/breaks/{open_break}/resolve", headers=auth,
-                                  json={"reason": "twice"})  # fmt: skip
+        done = await client.post(
+            f"/v1/breaks/{open_break}/resolve", headers=auth, json={"reason": "written off"}
+        )
+        again = await client.post(
+            f"/v1/breaks/{open_break}/resolve", headers=auth, json={"reason": "twice"}
+        )
         no_reason = await client.post(f"/v1/breaks/{open_break}/resolve", headers=auth, json={})
         review = await client.get(f"/v1/review/{sid}", headers=auth)
-        refused = await client.post(f"/v1/review/{sid}/resolve", headers=auth,
-                                    json={"as": "failed", "reason": "nothing sent"})  # fmt: skip
+        refused = await client.post(
+            f"/v1/review/{sid}/resolve",
+            headers=auth,
+            json={"as": "failed", "reason": "nothing sent"},
+        )
         missing = await client.get("/v1/breaks/999999999", headers=auth)
         exported = await client.get("/v1/breaks/export", params={"format": "csv"}, headers=auth)
     assert [b["id"] for b in listed.json()["data"]] == [open_break]

@@ -41,8 +41,15 @@ R = Resolution
 
 async def resolved(world: World, rail: StripeLookup, sid: str, resolution: Resolution) -> object:
     async with world.pool.acquire() as conn:
-        return await resolve(conn, rail, sid, resolution, reason="checked at the rail",
-                             operator="alice", now=datetime.now(UTC))  # fmt: skip
+        return await resolve(
+            conn,
+            rail,
+            sid,
+            resolution,
+            reason="checked at the rail",
+            operator="alice",
+            now=datetime.now(UTC),
+        )
 
 
 async def refused(world: World, rail: StripeLookup, sid: str, resolution: Resolution) -> Refused:
@@ -85,19 +92,25 @@ async def test_paid_the_rail_confirms_books_the_payout_and_audits_it_once(
     await resolved(world, rail, sid, R.PAID)
     after = await snapshot(world, sid)
     assert (after["status"], after["rail_reference"], after["instruction"]) == (
-        "paid", transfer, "transferred",
-    )  # fmt: skip
+        "paid",
+        transfer,
+        "transferred",
+    )
     assert after["version"] == before["version"] + 1
     assert after["net"] == {"funding": -700, "paid_out": 700}
     (action,) = after["actions"]
     assert (action["actor"], action["action"]) == ("alice", "review.resolve")
-    assert action["detail"] == {"as": "paid", "reason": "checked at the rail",
-                                "rail_objects": [transfer]}  # fmt: skip
+    assert action["detail"] == {
+        "as": "paid",
+        "reason": "checked at the rail",
+        "rail_objects": [transfer],
+    }
     assert action["before"]["status"] == "needs_review" and action["after"]["status"] == "paid"
     step = await world.pool.fetchrow(
         "SELECT to_status, actor, reason FROM settlement_transitions WHERE settlement_id = $1 "
-        "ORDER BY sequence DESC LIMIT 1", uuid.UUID(sid),
-    )  # fmt: skip
+        "ORDER BY sequence DESC LIMIT 1",
+        uuid.UUID(sid),
+    )
     assert tuple(step) == ("paid", "alice", "checked at the rail")
     assert (await refused(world, rail, sid, R.PAID)).code == "not_in_review"
     assert len((await snapshot(world, sid))["actions"]) == 1
@@ -121,8 +134,10 @@ async def test_retry_re_arms_the_instruction_and_the_dispatcher_sends_it_once(
     await resolved(world, rail, sid, R.RETRY)
     armed = await snapshot(world, sid)
     assert (armed["status"], armed["instruction"], armed["attempts"]) == (
-        "needs_review", "pending", 0,
-    )  # fmt: skip
+        "needs_review",
+        "pending",
+        0,
+    )
     # Armed again, it is in flight: a second resolution waits for the dispatcher's answer.
     assert (await refused(world, rail, sid, R.FAILED)).code == "attempt_in_flight"
     await world.dispatch(sid)  # pass 1 claims only what was never sent
@@ -157,9 +172,20 @@ async def settle_review(world: World, *args: str) -> tuple[int, dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
     env |= {"SETTLE_DATABASE_URL": world.url, "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap}
     process = await asyncio.create_subprocess_exec(
-        SETTLE, "review", "resolve", *args, "--reason", "nothing sent", "--operator", "bob",
-        "--rail-url", world.sim_url, "--json", env=env, stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        SETTLE,
+        "review",
+        "resolve",
+        *args,
+        "--reason",
+        "nothing sent",
+        "--operator",
+        "bob",
+        "--rail-url",
+        world.sim_url,
+        "--json",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
     out, _ = await process.communicate()
     return await process.wait(), json.loads(out)
 
@@ -182,8 +208,10 @@ async def test_bulk_review_resolves_each_id_on_its_own(world: World, tmp_path: P
     assert status == 1
     assert (summary["done"], summary["refused"]) == (1, 2)
     assert [(i["id"], i["code"]) for i in summary["items"]] == [
-        (good, None), (contradicted, "rail_disagrees"), (unknown, "not_found"),
-    ]  # fmt: skip
+        (good, None),
+        (contradicted, "rail_disagrees"),
+        (unknown, "not_found"),
+    ]
     assert (await snapshot(world, good))["status"] == "failed"
     assert (await snapshot(world, contradicted))["actions"] == []
 

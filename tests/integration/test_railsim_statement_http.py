@@ -38,12 +38,19 @@ async def test_the_statement_reads_back_as_the_objects_the_api_shows() -> None:
     async with serving(create_app(sim)) as url, stripe_client(url) as client:
         made: list[stripe.StripeObject] = [
             await client.v1.transfers.create_async(
-                {"amount": amount, "currency": currency, "destination": destination,
-                 "metadata": {"settlement_id": str(uuid.uuid4())}}
+                {
+                    "amount": amount,
+                    "currency": currency,
+                    "destination": destination,
+                    "metadata": {"settlement_id": str(uuid.uuid4())},
+                }
             )
-            for amount, currency, destination in
-            [(1051, "eur", "acct_partial"), (123456, "jpy", "acct_ok"), (700, "gbp", "acct_ok")]
-        ]  # fmt: skip
+            for amount, currency, destination in [
+                (1051, "eur", "acct_partial"),
+                (123456, "jpy", "acct_ok"),
+                (700, "gbp", "acct_ok"),
+            ]
+        ]
         made.append(
             await client.v1.payouts.create_async(
                 {"amount": 800, "currency": "usd", "destination": "acct_fail"}

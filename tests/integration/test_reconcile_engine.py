@@ -66,9 +66,15 @@ async def settle_reconcile(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
     env |= {"SETTLE_DATABASE_URL": world.url, "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap}
     process = await asyncio.create_subprocess_exec(
-        SETTLE, "reconcile", "--json", "--rail-url", rail_url or world.sim_url, *args,
-        env=env, stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        SETTLE,
+        "reconcile",
+        "--json",
+        "--rail-url",
+        rail_url or world.sim_url,
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
     out, _ = await process.communicate()
     return await process.wait(), json.loads(out)
 

@@ -98,8 +98,13 @@ class Dropping:
 
     async def payout(self, destination: str) -> str:
         """A settlement accepted to be paid out (not transferred) to `destination`."""
-        body = {"reference": unique("ref-"), "payee": "payee-7", "destination": destination,
-                "amount": 700, "currency": "EUR"}  # fmt: skip
+        body = {
+            "reference": unique("ref-"),
+            "payee": "payee-7",
+            "destination": destination,
+            "amount": 700,
+            "currency": "EUR",
+        }
         req = parse_settlement_body(TENANT, unique("key-"), json.dumps(body).encode())
         ledger = Ledger(self.world.pool, Books(WINDOWS, PayoutMethod.PAYOUT))
         return str(json.loads((await ledger.accept_many([req]))[0].body)["id"])
@@ -107,10 +112,11 @@ class Dropping:
     def rail_done(self, wanted: dict[str, S]) -> bool:
         """Every reversal and every payout's outcome has happened at the rail."""
         objects = {sid: self.world.sim.objects_for(sid)[0] for sid in wanted}
-        return all(objects[sid]["amount_reversed"] > 0 for sid in wanted
-                   if wanted[sid] is S.REVERSED) and all(
+        return all(
+            objects[sid]["amount_reversed"] > 0 for sid in wanted if wanted[sid] is S.REVERSED
+        ) and all(
             o["status"] in ("paid", "failed") for o in objects.values() if o["object"] == "payout"
-        )  # fmt: skip
+        )
 
     async def statuses(self, ids: Any) -> dict[str, S]:
         rows = await self.world.pool.fetch(

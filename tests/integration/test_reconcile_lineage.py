@@ -28,8 +28,16 @@ pytestmark = pytest.mark.integration
 __all__ = ["template", "world"]
 
 # A lineage's parts, in the order a document keeps them.
-PARTS = ["break_id", "settlement", "transitions", "outbox", "instruction", "inbox", "postings",
-         "rail_objects"]  # fmt: skip
+PARTS = [
+    "break_id",
+    "settlement",
+    "transitions",
+    "outbox",
+    "instruction",
+    "inbox",
+    "postings",
+    "rail_objects",
+]
 
 
 async def column(world: World, sql: str, sid: str) -> list[object]:
@@ -63,9 +71,11 @@ async def test_a_breaks_lineage_names_each_of_its_parts(world: World) -> None:
     assert trail["settlement"]["id"] == sid and trail["settlement"]["status"] == "paid"
     assert trail["settlement"]["rail_reference"] == sent
     assert [(t["sequence"], t["from_status"], t["to_status"]) for t in trail["transitions"]] == [
-        (1, None, "accepted"), (2, "accepted", "dispatching"), (3, "dispatching", "submitted"),
+        (1, None, "accepted"),
+        (2, "accepted", "dispatching"),
+        (3, "dispatching", "submitted"),
         (4, "submitted", "paid"),
-    ]  # fmt: skip
+    ]
     events = await column(
         world, "SELECT event_id FROM outbox WHERE settlement_id = $1 ORDER BY sequence", sid
     )
@@ -148,8 +158,10 @@ async def test_the_queries_of_a_lineage_do_not_grow_with_the_breaks(world: World
         assert trail["settlement"]["id"] == json.loads(key)[0]
         assert trail["instruction"]["attempts"] == 1
         assert {t["to_status"] for t in trail["transitions"]} == {
-            "accepted", "dispatching", "submitted"
-        }  # fmt: skip
+            "accepted",
+            "dispatching",
+            "submitted",
+        }
 
 
 async def test_lineage_is_read_in_batches_of_ids(
@@ -166,10 +178,18 @@ async def test_a_break_without_a_settlement_is_explained_by_its_rail_object(worl
     now = datetime.now(UTC)
     run_id = await store.start_run(world.pool, RunKind.RECHECK, now, now.replace(year=2100), now)
     strays = [
-        Break(BreakType.UNKNOWN_AT_RAIL, None, f"tr_stray{n}", "settlement_id", None, None, None,
-              "EUR")
+        Break(
+            BreakType.UNKNOWN_AT_RAIL,
+            None,
+            f"tr_stray{n}",
+            "settlement_id",
+            None,
+            None,
+            None,
+            "EUR",
+        )
         for n in (1, 2)
-    ]  # fmt: skip
+    ]
     await store.upsert_breaks(world.pool, run_id, strays, now)
     # An event about each stray object, and one about another settlement's object.
     await Inbox(world.pool).deliver(
@@ -186,6 +206,11 @@ async def test_a_break_without_a_settlement_is_explained_by_its_rail_object(worl
         inbox = [(e["object_id"], e["settlement_id"]) for e in trail["inbox"]]
         assert inbox == [(f"tr_stray{n}", None)]
         assert trail["rail_objects"] == [
-            {"id": f"tr_stray{n}", "named_by": ["break"], "field": "settlement_id",
-             "expected": None, "actual": None}
-        ]  # fmt: skip
+            {
+                "id": f"tr_stray{n}",
+                "named_by": ["break"],
+                "field": "settlement_id",
+                "expected": None,
+                "actual": None,
+            }
+        ]

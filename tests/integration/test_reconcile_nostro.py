@@ -161,8 +161,9 @@ def busy(app: Starlette, sim: RailSim) -> Starlette:
 
     async def moving(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == "/v1/balance":
-            made = sim.create(Kind.TRANSFER, [("amount", "100"), ("currency", "eur"),
-                                              ("destination", "acct_ok")])  # fmt: skip
+            made = sim.create(
+                Kind.TRANSFER, [("amount", "100"), ("currency", "eur"), ("destination", "acct_ok")]
+            )
             assert made.status == 200
         await app(scope, receive, send)
 

@@ -68,9 +68,12 @@ async def _run(pool: asyncpg.Pool, sim_url: str) -> Outcome:
     rail = RailSource("sk_test_x", api_base=sim_url)
     try:
         return await reconcile(
-            pool, rail, Window(RunKind.INTRADAY, now - timedelta(hours=1), now), grace=0,
+            pool,
+            rail,
+            Window(RunKind.INTRADAY, now - timedelta(hours=1), now),
+            grace=0,
             page_size=40,
-        )  # fmt: skip
+        )
     finally:
         await rail.aclose()
 
@@ -94,9 +97,12 @@ async def test_a_window_larger_than_a_batch_and_a_page_finds_exactly_the_planted
     rail = RailSource("sk_test_x", api_base=sim_url)
     try:
         outcome = await reconcile(
-            pool, rail, Window(RunKind.INTRADAY, now - timedelta(hours=1), now), grace=0,
+            pool,
+            rail,
+            Window(RunKind.INTRADAY, now - timedelta(hours=1), now),
+            grace=0,
             page_size=40,
-        )  # fmt: skip
+        )
     finally:
         await rail.aclose()
     assert (outcome.status, outcome.error) == (RunStatus.COMPLETED, None)
@@ -152,9 +158,11 @@ async def test_the_staging_table_writes_no_wal(books: tuple[asyncpg.Pool, str]) 
     ("lost_after", "keeps_breaks"), [("list_in", False), ("add_retrieved", True)]
 )
 async def test_a_run_whose_staged_rows_a_restart_emptied_fails_and_the_next_finds_the_breaks(
-    books: tuple[asyncpg.Pool, str], monkeypatch: pytest.MonkeyPatch, lost_after: str,
+    books: tuple[asyncpg.Pool, str],
+    monkeypatch: pytest.MonkeyPatch,
+    lost_after: str,
     keeps_breaks: bool,
-) -> None:  # fmt: skip
+) -> None:
     pool, sim_url = books
     staged = getattr(staging.Staging, lost_after)
 

@@ -43,9 +43,16 @@ async def saved_statement(world: World, directory: Path) -> Path:
     today = datetime.now(UTC).date()
     path = directory / "statement.csv"
     status, _ = await settle(
-        world, "rail", "statement", "--from", today.isoformat(),
-        "--to", (today + timedelta(days=1)).isoformat(), "--out", str(path),
-    )  # fmt: skip
+        world,
+        "rail",
+        "statement",
+        "--from",
+        today.isoformat(),
+        "--to",
+        (today + timedelta(days=1)).isoformat(),
+        "--out",
+        str(path),
+    )
     assert status == 0
     return path
 

@@ -99,8 +99,10 @@ async def test_a_closed_break_seen_again_is_not_reopened(
     await pool.execute(
         """UPDATE reconciliation_breaks SET status = $2, resolved_at = $3, resolved_by = 'ops',
                resolution_reason = 'rail confirmed' WHERE break_key = $1""",
-        stored_key(found), closed.value, T0,
-    )  # fmt: skip
+        stored_key(found),
+        closed.value,
+        T0,
+    )
     later = await run(pool, T0 + HOUR)
     assert await upsert_breaks(pool, later, [found._replace(actual=1)], T0 + HOUR) == (0, 1)
     row = await stored(pool, found)
@@ -188,8 +190,9 @@ async def test_a_run_that_read_nothing_or_crashed_is_never_completed(pool: async
     with pytest.raises(asyncpg.CheckViolationError, match="cannot be completed"):
         await pool.execute(complete, await run(pool), T0)
     failing = await run(pool)
-    await record_source(pool, failing, "rail", read_at=T0, rows=0, data_expected=False,
-                        error="timeout")  # fmt: skip
+    await record_source(
+        pool, failing, "rail", read_at=T0, rows=0, data_expected=False, error="timeout"
+    )
     with pytest.raises(asyncpg.CheckViolationError, match="cannot be completed"):
         await pool.execute(complete, failing, T0)
 
@@ -244,15 +247,17 @@ async def test_an_operator_resolves_an_open_break_with_a_reason_audited(
             await close_break(conn, item_id, BreakStatus.RESOLVED, actor="ops", reason=" ", now=T0)
         assert await audit(pool, item_id) == []
         with pytest.raises(BreakNotHealable):
-            await close_break(conn, item_id, BreakStatus.HEALED, actor="reconciler", reason=None,
-                              now=T0)  # fmt: skip
+            await close_break(
+                conn, item_id, BreakStatus.HEALED, actor="reconciler", reason=None, now=T0
+            )
         closed = await close_break(
             conn, item_id, BreakStatus.RESOLVED, actor="ops", reason="fee agreed", now=T0
         )
         assert closed.status is BreakStatus.RESOLVED
         with pytest.raises(IllegalBreakTransition):
-            await close_break(conn, item_id, BreakStatus.RESOLVED, actor="ops", reason="again",
-                              now=T0)  # fmt: skip
+            await close_break(
+                conn, item_id, BreakStatus.RESOLVED, actor="ops", reason="again", now=T0
+            )
         with pytest.raises(BreakNotFound):
             await close_break(conn, 2**62, BreakStatus.RESOLVED, actor="ops", reason="x", now=T0)
     row = await stored(pool, found)
@@ -270,9 +275,15 @@ async def test_an_operator_resolves_an_open_break_with_a_reason_audited(
 
 async def test_a_status_drift_is_healed_audited(pool: asyncpg.Pool) -> None:
     drift = Break(
-        BreakType.STATUS_DRIFT, str(uuid.uuid4()), unique("tr_"), "status", "submitted", "paid",
-        None, None,
-    )  # fmt: skip
+        BreakType.STATUS_DRIFT,
+        str(uuid.uuid4()),
+        unique("tr_"),
+        "status",
+        "submitted",
+        "paid",
+        None,
+        None,
+    )
     item_id = await break_id(pool, drift)
     async with pool.acquire() as conn:
         healed = await close_break(

@@ -66,9 +66,13 @@ async def reconciler(
 ) -> Service:
     """The reconciler's parts for this world, on a short interval unless `env` says otherwise."""
     settings = load_settings(
-        {"SETTLE_DATABASE_URL": world.url, "STRIPE_API_BASE": rail_url or world.sim_url,
-         "SETTLE_RECONCILE_INTERVAL": INTERVAL, **env}
-    )  # fmt: skip
+        {
+            "SETTLE_DATABASE_URL": world.url,
+            "STRIPE_API_BASE": rail_url or world.sim_url,
+            "SETTLE_RECONCILE_INTERVAL": INTERVAL,
+            **env,
+        }
+    )
     return await compose(settings, clock=clock)
 
 
@@ -176,8 +180,10 @@ async def test_a_second_replica_waits_for_the_lock_and_never_runs_beside_the_fir
             assert await get(first, "/healthz") == {"role": "active", "status": "ok"}
             standby = await scrape(second.app)
             assert sample(standby, "settle_reconcile_lock_held") == 0
-            assert sum(v for (name, _), v in standby.items()
-                       if name == "settle_reconcile_runs_total") == 0  # fmt: skip
+            assert (
+                sum(v for (name, _), v in standby.items() if name == "settle_reconcile_runs_total")
+                == 0
+            )
             # The first one stops: the second takes the lock over and runs.
             first.reconciler.stop()
             await asyncio.wait_for(first_task, 30)

@@ -95,8 +95,9 @@ async def expire_leases(pool: asyncpg.Pool, sid: str) -> None:
     async with pool.acquire() as conn:
         await conn.execute(
             "UPDATE rail_instructions SET lease_until = now() - interval '1 s' "
-            "WHERE settlement_id = $1 AND status = 'processing'", sid,
-        )  # fmt: skip
+            "WHERE settlement_id = $1 AND status = 'processing'",
+            sid,
+        )
 
 
 async def net(pool: asyncpg.Pool, sid: str) -> dict[str, int]:
@@ -233,8 +234,14 @@ async def test_a_lookup_that_cannot_rule_a_transfer_out_goes_to_review(
 
 async def test_a_batch_is_claimed_sent_and_recorded_together(pool: asyncpg.Pool) -> None:
     sids = [await accept(pool) for _ in range(6)]
-    script = [RailOutcome.ACCEPTED, RailOutcome.REFUSED, RailOutcome.ACCEPTED,
-              RailOutcome.AMBIGUOUS, RailOutcome.ACCEPTED, RailOutcome.ACCEPTED]  # fmt: skip
+    script = [
+        RailOutcome.ACCEPTED,
+        RailOutcome.REFUSED,
+        RailOutcome.ACCEPTED,
+        RailOutcome.AMBIGUOUS,
+        RailOutcome.ACCEPTED,
+        RailOutcome.ACCEPTED,
+    ]
     rail = ScriptedRail(script)
     d = dispatcher(pool, rail)
     await d.dispatch_many(sids)
@@ -306,9 +313,12 @@ async def test_the_rail_answer_recorded_after_a_webhook_moved_on_keeps_the_statu
             # telling the rail's reference.
             async with pool.acquire() as conn, conn.transaction():
                 await apply_transition(
-                    conn, instruction.settlement_id, SettlementStatus.PAID, actor="inbox",
+                    conn,
+                    instruction.settlement_id,
+                    SettlementStatus.PAID,
+                    actor="inbox",
                     now=datetime.now(UTC),
-                )  # fmt: skip
+                )
             return result
 
     await dispatcher(pool, WebhookFirst([])).dispatch(sid)
@@ -320,8 +330,9 @@ async def test_the_rail_answer_recorded_after_a_webhook_moved_on_keeps_the_statu
         )
         trail = await conn.fetch(
             "SELECT sequence, from_status, to_status FROM settlement_transitions "
-            "WHERE settlement_id = $1 ORDER BY sequence", sid,
-        )  # fmt: skip
+            "WHERE settlement_id = $1 ORDER BY sequence",
+            sid,
+        )
         payloads = await conn.fetch(
             "SELECT payload FROM outbox WHERE settlement_id = $1 ORDER BY sequence", sid
         )
@@ -329,6 +340,9 @@ async def test_the_rail_answer_recorded_after_a_webhook_moved_on_keeps_the_statu
     assert [tuple(t) for t in trail][2:] == [(3, "dispatching", "paid"), (4, "paid", "paid")]
     last = avro.decode(payloads[-1]["payload"], "SettlementEvent")
     assert (last["sequence"], last["type"], last["status"], last["rail_reference"]) == (
-        4, "rail_reference_recorded", "paid", reference,
-    )  # fmt: skip
+        4,
+        "rail_reference_recorded",
+        "paid",
+        reference,
+    )
     assert await net(pool, sid) == {"funding": -700, "paid_out": 700}

@@ -177,9 +177,13 @@ async def test_a_replica_that_found_nothing_answers_the_next_notifications_toget
     producer = idempotent_producer(KafkaAccess(kafka_bootstrap), "relay-standby")
     await producer.start()
     publisher = OutboxPublisher(
-        pool, producer, create_metrics(), topic_prefix=prefix, poll_seconds=30,
+        pool,
+        producer,
+        create_metrics(),
+        topic_prefix=prefix,
+        poll_seconds=30,
         standby_seconds=1.5,
-    )  # fmt: skip
+    )
     task = asyncio.create_task(publisher.run())
     try:
         await eventually(lambda: publisher.rounds, what="listening, past its first drain")

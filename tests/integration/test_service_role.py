@@ -83,8 +83,13 @@ async def test_the_service_role_cannot_rewrite_history_or_the_schema(
 async def test_the_service_role_books_a_settlement(roles: Roles, kafka_bootstrap: str) -> None:
     settings = ledger_settings(roles.service_url, kafka_bootstrap, unique("a"), unique("b"))
     async with running_ledger(settings) as api:
-        body = {"reference": unique("r"), "payee": "p", "destination": "acct_1",
-                "amount": 1050, "currency": "USD"}  # fmt: skip
+        body = {
+            "reference": unique("r"),
+            "payee": "p",
+            "destination": "acct_1",
+            "amount": 1050,
+            "currency": "USD",
+        }
         response = await api.post(api.a, unique("k"), body)
         assert response.status_code == 201, response.text
         assert len(await api.settlements_of(api.a)) == 1

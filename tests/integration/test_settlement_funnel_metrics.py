@@ -59,9 +59,10 @@ async def test_the_oldest_submitted_gauge_ages_with_a_settlement_left_submitted(
 ) -> None:
     submitted_at = datetime.now(UTC) - timedelta(hours=3)
     await world.pool.execute(
-        "UPDATE settlements SET updated_at = $2 WHERE id = $1", uuid.UUID(world.review),
+        "UPDATE settlements SET updated_at = $2 WHERE id = $1",
+        uuid.UUID(world.review),
         submitted_at,
-    )  # fmt: skip
+    )
     service = await reconciler(world)
     try:
         await service.reconciler.refresh()

@@ -53,20 +53,28 @@ async def test_happy_path_posts_and_publishes_each_step(pool: asyncpg.Pool) -> N
     async with pool.acquire() as conn:
         history = await conn.fetch(
             "SELECT sequence, to_status FROM settlement_transitions WHERE settlement_id = $1 "
-            "ORDER BY sequence", sid,
-        )  # fmt: skip
+            "ORDER BY sequence",
+            sid,
+        )
         events = await conn.fetch(
             "SELECT sequence, payload FROM outbox WHERE settlement_id = $1 ORDER BY sequence", sid
         )
-        row = await conn.fetchrow("SELECT status, version, rail_reference FROM settlements "
-                                  "WHERE id = $1", sid)  # fmt: skip
+        row = await conn.fetchrow(
+            "SELECT status, version, rail_reference FROM settlements WHERE id = $1", sid
+        )
     assert [(h["sequence"], h["to_status"]) for h in history] == [
-        (1, "accepted"), (2, "dispatching"), (3, "submitted"), (4, "paid"),
-    ]  # fmt: skip
+        (1, "accepted"),
+        (2, "dispatching"),
+        (3, "submitted"),
+        (4, "paid"),
+    ]
     decoded = [avro.decode(e["payload"], "SettlementEvent") for e in events]
     assert [(e["sequence"], e["type"]) for e in decoded] == [
-        (1, "created"), (2, "dispatching"), (3, "submitted"), (4, "paid"),
-    ]  # fmt: skip
+        (1, "created"),
+        (2, "dispatching"),
+        (3, "submitted"),
+        (4, "paid"),
+    ]
     assert decoded[-1]["rail_reference"] == "tr_1"
     assert (row["status"], row["version"], row["rail_reference"]) == ("paid", 4, "tr_1")
 
@@ -133,8 +141,9 @@ async def test_a_rail_reference_is_recorded_once_as_a_step_that_keeps_the_status
         )
         trail = await conn.fetch(
             "SELECT from_status, to_status FROM settlement_transitions WHERE settlement_id = $1 "
-            "ORDER BY sequence", sid,
-        )  # fmt: skip
+            "ORDER BY sequence",
+            sid,
+        )
         payload = await conn.fetchval(
             "SELECT payload FROM outbox WHERE settlement_id = $1 AND sequence = 3", sid
         )
@@ -142,6 +151,8 @@ async def test_a_rail_reference_is_recorded_once_as_a_step_that_keeps_the_status
     assert [tuple(t) for t in trail][-1] == ("paid", "paid")
     event = avro.decode(payload, "SettlementEvent")
     assert (event["type"], event["status"], event["rail_reference"]) == (
-        "rail_reference_recorded", "paid", "tr_first",
-    )  # fmt: skip
+        "rail_reference_recorded",
+        "paid",
+        "tr_first",
+    )
     assert await nets(pool, sid) == {"funding": -600, "paid_out": 600}

@@ -180,11 +180,16 @@ async def test_http_answers_limits_with_their_codes_and_accepts_nothing(served: 
         {
             "SETTLE_API_TOKENS": "acme:tok-acme",
             "SETTLE_TENANT_LIMITS": json.dumps(
-                {"acme": {"max_amount": {"EUR": 500}, "destinations": ["acct_1"],
-                          "rate": {"per_second": 0.001, "burst": 4}}}
+                {
+                    "acme": {
+                        "max_amount": {"EUR": 500},
+                        "destinations": ["acct_1"],
+                        "rate": {"per_second": 0.001, "burst": 4},
+                    }
+                }
             ),
         }
-    )  # fmt: skip
+    )
     acceptor, metrics = HeldAcceptor(), create_metrics(tenants=settings.api_tokens)
     acceptor.release.set()
     app = create_app(acceptor, FakeReads(), settings, metrics=metrics)

@@ -31,9 +31,13 @@ def _alerts() -> list[dict[str, Any]]:
 
 def _promtool(promtool: str, *args: str) -> None:
     done = subprocess.run(
-        [promtool, *args], cwd=OBSERVABILITY, capture_output=True, text=True, timeout=60,
+        [promtool, *args],
+        cwd=OBSERVABILITY,
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=False,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -16,18 +16,22 @@ from hypothesis import strategies as st
 from services.contracts.avro import default_catalog
 from services.contracts.avro_body import body_writer
 
-FLAT = parse_schema({
-    "type": "record", "name": "Flat", "fields": [
-        {"name": "flag", "type": "boolean"},
-        {"name": "small", "type": "int"},
-        {"name": "big", "type": "long"},
-        {"name": "text", "type": "string"},
-        {"name": "blob", "type": "bytes"},
-        {"name": "when", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "maybe", "type": ["null", "string", "bytes", "boolean"], "default": None},
-        {"name": "nothing", "type": "null"},
-    ],
-})  # fmt: skip
+FLAT = parse_schema(
+    {
+        "type": "record",
+        "name": "Flat",
+        "fields": [
+            {"name": "flag", "type": "boolean"},
+            {"name": "small", "type": "int"},
+            {"name": "big", "type": "long"},
+            {"name": "text", "type": "string"},
+            {"name": "blob", "type": "bytes"},
+            {"name": "when", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "maybe", "type": ["null", "string", "bytes", "boolean"], "default": None},
+            {"name": "nothing", "type": "null"},
+        ],
+    }
+)
 EVENT = default_catalog().current("SettlementEvent").schema
 # Where the varint grows a byte, and the ends of the range.
 EDGES = [0, 1, -1, 63, 64, -64, -65, 127, 128, 8191, 8192, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63)]
@@ -36,24 +40,43 @@ INTS = st.sampled_from(EDGES[:-2]) | st.integers(-(2**31), 2**31 - 1)
 INSTANTS = st.one_of(
     LONGS,
     st.datetimes(
-        min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
-        timezones=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30)),
-                                   timezone(-timedelta(hours=11))]),
+        min_value=datetime(1, 1, 2),
+        max_value=datetime(9999, 12, 30),
+        timezones=st.sampled_from(
+            [UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=11))]
+        ),
     ),
-)  # fmt: skip
+)
 TEXT = st.text(max_size=80)
 OPTIONAL_TEXT = st.none() | TEXT
-FLAT_RECORDS = st.fixed_dictionaries({
-    "flag": st.booleans(), "small": INTS, "big": LONGS,
-    "text": TEXT, "blob": st.binary(max_size=80), "when": INSTANTS,
-    "maybe": st.none() | TEXT | st.binary(max_size=8) | st.booleans(), "nothing": st.none(),
-})  # fmt: skip
-EVENTS = st.fixed_dictionaries({
-    "event_id": TEXT, "settlement_id": TEXT, "tenant": TEXT, "reference": TEXT, "type": TEXT,
-    "sequence": INTS, "amount": LONGS, "currency": TEXT,
-    "occurred_at": INSTANTS, "status": OPTIONAL_TEXT, "rail_reference": OPTIONAL_TEXT,
-    "reason": OPTIONAL_TEXT,
-})  # fmt: skip
+FLAT_RECORDS = st.fixed_dictionaries(
+    {
+        "flag": st.booleans(),
+        "small": INTS,
+        "big": LONGS,
+        "text": TEXT,
+        "blob": st.binary(max_size=80),
+        "when": INSTANTS,
+        "maybe": st.none() | TEXT | st.binary(max_size=8) | st.booleans(),
+        "nothing": st.none(),
+    }
+)
+EVENTS = st.fixed_dictionaries(
+    {
+        "event_id": TEXT,
+        "settlement_id": TEXT,
+        "tenant": TEXT,
+        "reference": TEXT,
+        "type": TEXT,
+        "sequence": INTS,
+        "amount": LONGS,
+        "currency": TEXT,
+        "occurred_at": INSTANTS,
+        "status": OPTIONAL_TEXT,
+        "rail_reference": OPTIONAL_TEXT,
+        "reason": OPTIONAL_TEXT,
+    }
+)
 
 
 def fastavro_body(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
@@ -79,10 +102,19 @@ def test_every_flat_type_is_written_as_fastavro_writes_it(record: dict[str, Any]
 
 
 EVENT_SAMPLE: dict[str, Any] = {
-    "event_id": "e", "settlement_id": "s", "tenant": "acme", "reference": "r", "type": "paid",
-    "sequence": 3, "amount": 700, "currency": "EUR", "occurred_at": datetime.now(UTC),
-    "status": "paid", "rail_reference": None, "reason": None,
-}  # fmt: skip
+    "event_id": "e",
+    "settlement_id": "s",
+    "tenant": "acme",
+    "reference": "r",
+    "type": "paid",
+    "sequence": 3,
+    "amount": 700,
+    "currency": "EUR",
+    "occurred_at": datetime.now(UTC),
+    "status": "paid",
+    "rail_reference": None,
+    "reason": None,
+}
 LEFT_TO_FASTAVRO = {
     "a defaulted field left out": {k: v for k, v in EVENT_SAMPLE.items() if k != "reason"},
     "an unknown field": {**EVENT_SAMPLE, "note": "x"},
@@ -110,8 +142,16 @@ def test_a_record_it_cannot_write_exactly_is_left_to_fastavro(record: dict[str, 
 
 def test_a_flat_record_with_a_mistyped_boolean_or_null_is_left_to_fastavro() -> None:
     write = body_writer(FLAT)
-    record = {"flag": True, "small": 1, "big": 2, "text": "t", "blob": b"b", "when": 0,
-              "maybe": None, "nothing": None}  # fmt: skip
+    record = {
+        "flag": True,
+        "small": 1,
+        "big": 2,
+        "text": "t",
+        "blob": b"b",
+        "when": 0,
+        "maybe": None,
+        "nothing": None,
+    }
     assert write is not None and write(record) == fastavro_body(FLAT, record)
     assert write({**record, "flag": 1}) is None
     assert write({**record, "nothing": 0}) is None
@@ -120,11 +160,21 @@ def test_a_flat_record_with_a_mistyped_boolean_or_null_is_left_to_fastavro() -> 
 
 @pytest.mark.parametrize(
     "field",
-    [{"type": "array", "items": "string"}, {"type": "map", "values": "long"}, "double",
-     {"type": "long", "logicalType": "timestamp-micros"}, ["null", "long"],
-     {"type": "string", "logicalType": "uuid"}],
-)  # fmt: skip
+    [
+        {"type": "array", "items": "string"},
+        {"type": "map", "values": "long"},
+        "double",
+        {"type": "long", "logicalType": "timestamp-micros"},
+        ["null", "long"],
+        {"type": "string", "logicalType": "uuid"},
+    ],
+)
 def test_a_schema_beyond_flat_types_gets_no_writer(field: Any) -> None:
-    schema = parse_schema({"type": "record", "name": "Deep", "fields": [
-        {"name": "ok", "type": "string"}, {"name": "deep", "type": field}]})  # fmt: skip
+    schema = parse_schema(
+        {
+            "type": "record",
+            "name": "Deep",
+            "fields": [{"name": "ok", "type": "string"}, {"name": "deep", "type": field}],
+        }
+    )
     assert body_writer(schema) is None

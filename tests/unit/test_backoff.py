@@ -42,9 +42,9 @@ def test_a_floor_keeps_retries_spaced() -> None:
 
 
 @pytest.mark.parametrize(
-    ("attempt", "base", "cap", "least"), [(-1, 1.0, 1.0, 0.0), (0, -1.0, 1.0, 0.0),
-                                          (0, 1.0, -1.0, 0.0), (0, 1.0, 1.0, 1.5)],
-)  # fmt: skip
+    ("attempt", "base", "cap", "least"),
+    [(-1, 1.0, 1.0, 0.0), (0, -1.0, 1.0, 0.0), (0, 1.0, -1.0, 0.0), (0, 1.0, 1.0, 1.5)],
+)
 def test_nonsense_arguments_are_refused(
     attempt: int, base: float, cap: float, least: float
 ) -> None:

@@ -22,9 +22,11 @@ def fake(values: Iterator[float]) -> dict[str, Scenario]:
             scenario="fake",
             parameters={"seconds": options.seconds},
             figures=[Figure("accept", next(values), "settlements/s")],
-            breakdown=[Figure("writes outbox deleted", 0.0, "rows/settlement"),
-                       Figure("writes outbox inserted", 2.0, "rows/settlement")],
-        )  # fmt: skip
+            breakdown=[
+                Figure("writes outbox deleted", 0.0, "rows/settlement"),
+                Figure("writes outbox inserted", 2.0, "rows/settlement"),
+            ],
+        )
 
     return {"fake": run}
 

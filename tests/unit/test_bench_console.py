@@ -62,17 +62,28 @@ def test_each_page_reports_its_slowest_statement_slowest_first() -> None:
     plans = [judge(page, notice, ROWS) for page, notice in notices]
     worst = slowest([p for p in plans if p is not None])
     assert [(p.page, p.milliseconds) for p in worst] == [
-        ("review", 812.5), ("overview", 95.0), ("story", 0.21)
-    ]  # fmt: skip
+        ("review", 812.5),
+        ("overview", 95.0),
+        ("story", 0.21),
+    ]
 
 
 def test_every_page_asks_for_its_settlement_and_expects_its_page() -> None:
     timed = {name: (path, holds) for name, path, holds in pages(Seeded([SAMPLE], 4242))}
     assert set(timed) == {
-        "overview", "search by id", "search by reference", "search by payee",
-        "search by destination", "search by rail reference", "story", "review", "breaks",
-        "dead webhooks", "audit", "audit deep page",
-    }  # fmt: skip
+        "overview",
+        "search by id",
+        "search by reference",
+        "search by payee",
+        "search by destination",
+        "search by rail reference",
+        "story",
+        "review",
+        "breaks",
+        "dead webhooks",
+        "audit",
+        "audit deep page",
+    }
     path, holds = timed["search by reference"]
     assert path(0) == "/settlements?q=ref%207%268"
     assert holds(0) == ('data-page="settlements"', f'data-id="{SAMPLE.id}"')

@@ -94,8 +94,9 @@ def test_a_group_below_another_group_is_counted_once_in_its_own() -> None:
 
 def test_a_group_whose_processes_ended_counts_nothing() -> None:
     assert group_cpu(TREE, {"gone": ProcessGroup((99,)), "none": ProcessGroup(())}) == {
-        "gone": 0.0, "none": 0.0,
-    }  # fmt: skip
+        "gone": 0.0,
+        "none": 0.0,
+    }
 
 
 def test_rows_written_per_settlement_by_table_and_kind() -> None:
@@ -136,8 +137,11 @@ def test_statements_that_begin_alike_stay_apart_once_cut() -> None:
 
 
 def test_sessions_count_their_own_cpu_from_when_they_started() -> None:
-    later = {**TREE, 8: ProcessSample(8, 7, own_s=1.25, reaped_s=0.0),
-             9: ProcessSample(9, 7, own_s=0.5, reaped_s=0.0)}  # fmt: skip
+    later = {
+        **TREE,
+        8: ProcessSample(8, 7, own_s=1.25, reaped_s=0.0),
+        9: ProcessSample(9, 7, own_s=0.5, reaped_s=0.0),
+    }
     del later[4]  # ended in between: lost
     assert sessions_cpu(TREE, later, [8, 9, 4, 8]) == 0.5 + 0.5
     assert sessions_cpu(TREE, later, []) == 0.0

@@ -65,9 +65,11 @@ def test_each_path_is_legal_and_books_what_its_final_status_implies() -> None:
         for s in mine[1:]:
             assert is_transition_valid(SettlementStatus(s.source), SettlementStatus(s.target))
         postings = [
-            p for s in mine if s.credit and s.debit
+            p
+            for s in mine
+            if s.credit and s.debit
             for p in (Posting(s.credit, -100, "USD"), Posting(s.debit, 100, "USD"))
-        ]  # fmt: skip
+        ]
         assert is_balanced(postings)
         assert net_by_account(postings) == expected_net(100, "USD", "t", final)
         assert [s.after_s for s in mine] == sorted(s.after_s for s in mine)
@@ -82,9 +84,11 @@ COMPARED = ("100/s accepted rate", "100/s accepted->paid p99")
 
 
 def run(accepted: float, p99: float) -> list[Figure]:
-    return [Figure("100/s accepted rate", accepted, "settlements/s"),
-            Figure("100/s accepted->paid p99", p99, "ms"),
-            Figure("100/s paid", 2000, "settlements")]  # fmt: skip
+    return [
+        Figure("100/s accepted rate", accepted, "settlements/s"),
+        Figure("100/s accepted->paid p99", p99, "ms"),
+        Figure("100/s paid", 2000, "settlements"),
+    ]
 
 
 def test_figures_of_each_fill_are_named_and_compared_with_the_first_fill() -> None:

@@ -58,9 +58,15 @@ def test_json_has_parameters_machine_and_figures_with_units() -> None:
     assert doc["parameters"] == {"clients": 4}
     assert doc["machine"]["cores"] == 2
     assert doc["figures"] == [
-        {"name": "throughput", "value": 900.0, "unit": "settlements/s", "low": None,
-         "high": None, "runs": 1},
-    ]  # fmt: skip
+        {
+            "name": "throughput",
+            "value": 900.0,
+            "unit": "settlements/s",
+            "low": None,
+            "high": None,
+            "runs": 1,
+        },
+    ]
 
 
 def test_the_end_to_end_row_leads_the_table(tmp_path: Path) -> None:
@@ -69,8 +75,11 @@ def test_the_end_to_end_row_leads_the_table(tmp_path: Path) -> None:
         update_markdown(result(scenario, 1.0), md)
     rows = [line for line in md.read_text().splitlines() if line.startswith("| ")]
     assert [r.split("|")[1].strip() for r in rows if "---" not in r] == [
-        "scenario", "e2e", "baseline", "ingest",
-    ]  # fmt: skip
+        "scenario",
+        "e2e",
+        "baseline",
+        "ingest",
+    ]
 
 
 def test_one_run_reads_as_its_value_several_as_median_with_min_and_max() -> None:

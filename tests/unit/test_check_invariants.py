@@ -76,20 +76,26 @@ def world() -> tuple[DatabaseFacts, EventLogFacts, RailFacts]:
 def test_a_healthy_world_holds_every_guarantee() -> None:
     results = run_all(*world())
     assert [r.name for r in results] == [
-        "no_double_effect", "nothing_lost", "books_balance", "events_complete", "webhooks_once",
-    ]  # fmt: skip
+        "no_double_effect",
+        "nothing_lost",
+        "books_balance",
+        "events_complete",
+        "webhooks_once",
+    ]
     assert all(r.ok and r.count == 0 and r.offenders == () for r in results)
 
 
 def test_expected_nets_follow_the_shared_posting_rules() -> None:
     db, _, _ = world()
     assert expected_net_of(db.settlements["s-paid"]) == {
-        "acme:funding:EUR": -500, "acme:paid_out:EUR": 500,
-    }  # fmt: skip
+        "acme:funding:EUR": -500,
+        "acme:paid_out:EUR": 500,
+    }
     assert expected_net_of(db.settlements["s-failed"]) == {}
     assert expected_net_of(db.settlements["s-review"]) == {
-        "acme:funding:EUR": -500, "acme:in_transit:EUR": 500,
-    }  # fmt: skip
+        "acme:funding:EUR": -500,
+        "acme:in_transit:EUR": 500,
+    }
 
 
 def test_two_effects_for_one_settlement_break_no_double_effect() -> None:
@@ -129,11 +135,13 @@ def test_webhooks_lost_or_set_aside_without_a_reason_break_nothing_lost() -> Non
     lost = replace(db, unapplied_webhooks=Offenders(2, ("evt_1", "evt_2")))
     unexplained = replace(db, unexplained_webhooks=Offenders(1, ("evt_3",)))
     assert finding_of(nothing_lost(lost), "webhooks_unapplied_beyond_bound") == (
-        2, ("evt_1", "evt_2"),
-    )  # fmt: skip
+        2,
+        ("evt_1", "evt_2"),
+    )
     assert finding_of(nothing_lost(unexplained), "webhooks_set_aside_without_reason") == (
-        1, ("evt_3",),
-    )  # fmt: skip
+        1,
+        ("evt_3",),
+    )
     assert not nothing_lost(lost).ok and not nothing_lost(unexplained).ok
 
 
@@ -143,11 +151,13 @@ def test_events_of_unknown_settlements_or_undecodable_break_events_complete() ->
     strays = replace(log, by_settlement={**log.by_settlement, stray.id: events_of(stray)})
     garbled = replace(log, undecodable=("0:7", "2:1"))
     assert finding_of(events_complete(db, strays), "events_of_unknown_settlements") == (
-        1, ("s-stray",),
-    )  # fmt: skip
+        1,
+        ("s-stray",),
+    )
     assert finding_of(events_complete(db, garbled), "undecodable_messages") == (
-        2, ("0:7", "2:1"),
-    )  # fmt: skip
+        2,
+        ("0:7", "2:1"),
+    )
     assert events_complete(db, garbled).offenders == ("0:7", "2:1")
 
 

@@ -80,8 +80,9 @@ def test_any_page_size_gives_the_verdicts_of_one_pass(page_size: int) -> None:
         settlements={**db.settlements, **{s.id: s for s in extra}},
         unapplied_webhooks=Offenders(2, ("evt_1", "evt_2")),
     )
-    log = replace(log, by_settlement={**log.by_settlement, "a-stray": {}, "z-stray": {}},
-                  undecodable=("0:7",))  # fmt: skip
+    log = replace(
+        log, by_settlement={**log.by_settlement, "a-stray": {}, "z-stray": {}}, undecodable=("0:7",)
+    )
     rail = replace(rail, effects={**rail.effects, "s-03": 2, "s-paid": 3, "s-zz": 1})
 
     whole = run_all(db, log, rail)

@@ -41,8 +41,12 @@ async def served(app: ASGIApp) -> AsyncIterator[str]:
 
 def made(sim: RailSim, kind: Kind, settlement_id: str, n: int = 1) -> None:
     for _ in range(n):
-        pairs = [("amount", "100"), ("currency", "eur"), ("destination", "acct_1Q2w3E"),
-                 ("metadata[settlement_id]", settlement_id)]  # fmt: skip
+        pairs = [
+            ("amount", "100"),
+            ("currency", "eur"),
+            ("destination", "acct_1Q2w3E"),
+            ("metadata[settlement_id]", settlement_id),
+        ]
         assert sim.create(kind, pairs).status == 200
 
 

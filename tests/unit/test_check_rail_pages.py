@@ -31,8 +31,9 @@ async def test_pages_of_the_count_add_up_to_the_whole(sim: RailSim) -> None:
 
 async def test_a_page_past_the_last_says_there_is_no_next_one(sim: RailSim) -> None:
     made(sim, Kind.TRANSFER, "stl_late")
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(sim)),
-                                 base_url=BASE) as client:  # fmt: skip
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(sim)), base_url=BASE
+    ) as client:
         last = (await client.get("/_sim/effects", params={"offset": 121, "limit": 5})).json()
         assert list(last["by_settlement"]) == ["stl_late"] and last["next_offset"] is None
         first = (await client.get("/_sim/effects", params={"offset": 0, "limit": 5})).json()
@@ -43,8 +44,9 @@ async def test_a_page_past_the_last_says_there_is_no_next_one(sim: RailSim) -> N
 
 async def test_a_count_whose_next_page_does_not_move_on_is_no_verdict() -> None:
     def stuck(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"by_settlement": {"s-1": {"transfers": 1}},
-                                         "next_offset": 0})  # fmt: skip
+        return httpx.Response(
+            200, json={"by_settlement": {"s-1": {"transfers": 1}}, "next_offset": 0}
+        )
 
     source = SimulatorEffects(BASE, transport=httpx.MockTransport(stuck))
     with pytest.raises(SourceUnavailable) as raised:

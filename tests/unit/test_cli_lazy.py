@@ -28,8 +28,11 @@ def imported_by(*args: str) -> set[str]:
     """The settle modules a fresh interpreter has imported after `settle ARGS`."""
     done = subprocess.run(
         [sys.executable, "-c", SHOW_MODULES, *args],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return set(done.stderr.split())
 
 
@@ -41,10 +44,20 @@ def test_the_ledger_imports_nothing_of_the_tools_or_of_another_service() -> None
     modules = imported_by("ledger", "--help")
     assert "services.commands.ledger" in modules
     strangers = {
-        m for m in modules
-        if m.startswith(("tools.", "railsim", "services.relay", "services.inbox",
-                         "services.reconcile", "services.operations", "services.console"))
-    }  # fmt: skip
+        m
+        for m in modules
+        if m.startswith(
+            (
+                "tools.",
+                "railsim",
+                "services.relay",
+                "services.inbox",
+                "services.reconcile",
+                "services.operations",
+                "services.console",
+            )
+        )
+    }
     assert strangers == {"tools.cli"}
 
 

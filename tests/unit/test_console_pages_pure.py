@@ -48,9 +48,15 @@ def test_estimates_come_from_the_statistics_and_say_nothing_before_analyze() -> 
 
 @pytest.mark.parametrize(
     ("given", "kept"),
-    [("/review", "/review"), ("/audit?actor=erin", "/audit?actor=erin"),
-     ("//evil.example/x", "/"), ("https://evil.example/", "/"), ("/\\evil", "/"), ("", "/")],
-)  # fmt: skip
+    [
+        ("/review", "/review"),
+        ("/audit?actor=erin", "/audit?actor=erin"),
+        ("//evil.example/x", "/"),
+        ("https://evil.example/", "/"),
+        ("/\\evil", "/"),
+        ("", "/"),
+    ],
+)
 def test_after_sign_in_only_a_path_on_the_console_is_followed(given: str, kept: str) -> None:
     assert local_path(given) == kept
 
@@ -73,10 +79,15 @@ def test_a_form_token_belongs_to_one_session_and_is_checked_whole() -> None:
 
 @pytest.mark.parametrize(
     ("amount", "currency", "text"),
-    [(123456, "EUR", "1,234.56 EUR"), (5, "EUR", "0.05 EUR"), (700, "JPY", "700 JPY"),
-     (1234, "KWD", "1.234 KWD"), (-250, "USD", "-2.50 USD"),
-     (10**15, "EUR", "10,000,000,000,000.00 EUR")],
-)  # fmt: skip
+    [
+        (123456, "EUR", "1,234.56 EUR"),
+        (5, "EUR", "0.05 EUR"),
+        (700, "JPY", "700 JPY"),
+        (1234, "KWD", "1.234 KWD"),
+        (-250, "USD", "-2.50 USD"),
+        (10**15, "EUR", "10,000,000,000,000.00 EUR"),
+    ],
+)
 def test_amounts_are_written_in_major_units_from_integers(
     amount: int, currency: str, text: str
 ) -> None:

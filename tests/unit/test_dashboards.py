@@ -72,9 +72,12 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"groups": [{"name": "panels", "rules": rules}]}))
     promtool = tool("promtool", "prometheus", "the dashboards' queries are checked by promtool")
     done = subprocess.run(
-        [promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60,
+        [promtool, "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=False,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 

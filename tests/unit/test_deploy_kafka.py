@@ -38,8 +38,11 @@ def _workloads(kafka: bool = True) -> list[tuple[str, dict[str, Any], dict[str, 
 
 def _secret_keys(container: dict[str, Any]) -> dict[str, tuple[str, str]]:
     """Variable -> (Secret, key) of each variable the container takes from a Secret."""
-    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container.get("env", [])
-            if "valueFrom" in e}  # fmt: skip
+    refs = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in container.get("env", [])
+        if "valueFrom" in e
+    }
     return {name: (ref["name"], ref["key"]) for name, ref in refs.items()}
 
 
@@ -93,7 +96,10 @@ def test_compose_services_reach_kafka_only_over_sasl_ssl(service: str) -> None:
     env = compose["services"][service]["environment"]
     assert env["SETTLE_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
     brokers = compose["services"]["kafka-1"]["environment"]
-    secure = {int(a.rsplit(":", 1)[1]) for a in brokers["KAFKA_LISTENERS"].split(",")
-              if a.startswith("SASL_SSL://")}  # fmt: skip
+    secure = {
+        int(a.rsplit(":", 1)[1])
+        for a in brokers["KAFKA_LISTENERS"].split(",")
+        if a.startswith("SASL_SSL://")
+    }
     assert {int(s.rsplit(":", 1)[1]) for s in env["SETTLE_KAFKA_BOOTSTRAP"].split(",")} == secure
     assert env["SETTLE_KAFKA_SASL_PASSWORD"].startswith("${")  # from the environment, not here

@@ -133,8 +133,11 @@ def _compose_settle() -> dict[str, dict[str, Any]]:
 
 
 def test_every_image_is_pinned_and_settle_to_the_package_version() -> None:
-    images = [c["image"] for w in _workloads().values()
-              for c in w["spec"]["template"]["spec"]["containers"]]  # fmt: skip
+    images = [
+        c["image"]
+        for w in _workloads().values()
+        for c in w["spec"]["template"]["spec"]["containers"]
+    ]
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]
     images += [s["image"] for s in compose.values()]
     for image in images:

@@ -64,9 +64,13 @@ def test_prometheus_loads_the_alert_rules_and_its_config_is_valid() -> None:
         assert mounts[str(Path(config_path).parent / rules)] == f"./observability/{rules}"
     promtool = tool("promtool", "prometheus", "Prometheus's config is checked by promtool")
     done = subprocess.run(
-        [promtool, "check", "config", "prometheus.yml"], cwd=OBSERVABILITY, capture_output=True,
-        text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [promtool, "check", "config", "prometheus.yml"],
+        cwd=OBSERVABILITY,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 

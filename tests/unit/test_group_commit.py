@@ -148,8 +148,14 @@ async def test_many_items_of_one_caller_share_batches_and_each_gets_its_own_answ
     commits = group(books, workers=2, max_batch=3)
     answers = await commits.submit_many([1, -2, 3, 4, 5, 6, 7])
     assert [a if isinstance(a, int) else str(a) for a in answers] == [
-        10, "-2 refused", 30, 40, 50, 60, 70,
-    ]  # fmt: skip
+        10,
+        "-2 refused",
+        30,
+        40,
+        50,
+        60,
+        70,
+    ]
     assert sorted(n for batch in books.batches for n in batch) == [-2, 1, 3, 4, 5, 6, 7]
     assert max(map(len, books.batches)) == 3
 

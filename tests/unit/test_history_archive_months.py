@@ -24,9 +24,13 @@ def test_the_month_after_december_is_january_of_the_next_year() -> None:
 
 def test_months_before_take_history_partitions_older_than_the_month_oldest_first() -> None:
     names = [
-        "postings_y2019m03", "settlement_transitions_y2019m01", "operator_actions_y2019m03",
-        "postings_y2019m04", "postings_y2020m01", "postings_pkey",
-    ]  # fmt: skip
+        "postings_y2019m03",
+        "settlement_transitions_y2019m01",
+        "operator_actions_y2019m03",
+        "postings_y2019m04",
+        "postings_y2020m01",
+        "postings_pkey",
+    ]
     assert month_of("postings_pkey") is None
     assert months_before(names, date(2019, 4, 1)) == [date(2019, 1, 1), date(2019, 3, 1)]
     assert months_before(names, date(2019, 1, 1)) == []

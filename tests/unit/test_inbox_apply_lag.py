@@ -16,8 +16,9 @@ LAG = "settle_inbox_apply_lag_seconds"
 
 
 def stored(n: int, received_at: datetime = RECEIVED) -> StoredEvent:
-    return StoredEvent(n, f"evt_{n}", "transfer.paid", None, None, 0, InboxStatus.RECEIVED,
-                       received_at)  # fmt: skip
+    return StoredEvent(
+        n, f"evt_{n}", "transfer.paid", None, None, 0, InboxStatus.RECEIVED, received_at
+    )
 
 
 def test_an_applied_event_observes_the_time_since_its_webhook_was_received() -> None:
@@ -36,7 +37,9 @@ def test_an_applied_event_observes_the_time_since_its_webhook_was_received() -> 
 def test_events_not_applied_observe_no_apply_lag() -> None:
     metrics = create_metrics()
     worker = InboxWorker(None, metrics, clock=lambda: RECEIVED + timedelta(seconds=5))  # type: ignore[arg-type]
-    outcomes = [Outcome(InboxStatus.PARKED, "no settlement yet"),
-                Outcome(InboxStatus.IGNORED, "already there")]  # fmt: skip
+    outcomes = [
+        Outcome(InboxStatus.PARKED, "no settlement yet"),
+        Outcome(InboxStatus.IGNORED, "already there"),
+    ]
     worker.committed([stored(1), stored(2)], outcomes)
     assert metrics.registry.get_sample_value(f"{LAG}_count") == 0

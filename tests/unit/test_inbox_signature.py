@@ -44,12 +44,26 @@ def v1(body: bytes, secret: str, at: int) -> str:
 # and unreadable timestamps, items without values, unknown schemes, in any order.
 ITEMS = st.sampled_from(
     [
-        f"t={NOW}", f"t={NOW - 400}", f"t={NOW + 50}", "t=", "t", "t=abc", "t=1=2",
-        v1(BODY, SECRET, NOW), v1(BODY, SECRET, NOW - 400), v1(BODY, SECRET, NOW + 50),
-        v1(BODY, OTHER, NOW), "v1=deadbeef", "v1=", "v1", "v0=abc", "x=1", "",
+        f"t={NOW}",
+        f"t={NOW - 400}",
+        f"t={NOW + 50}",
+        "t=",
+        "t",
+        "t=abc",
+        "t=1=2",
+        v1(BODY, SECRET, NOW),
+        v1(BODY, SECRET, NOW - 400),
+        v1(BODY, SECRET, NOW + 50),
+        v1(BODY, OTHER, NOW),
+        "v1=deadbeef",
+        "v1=",
+        "v1",
+        "v0=abc",
+        "x=1",
+        "",
         v1(BODY, SECRET, NOW) + "=tail",
     ]
-)  # fmt: skip
+)
 
 
 @settings(max_examples=400, deadline=None)

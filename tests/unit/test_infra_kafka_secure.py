@@ -110,13 +110,16 @@ def test_clients_get_the_login_formatted_into_the_broker(tmp_path: Path, tls: Pa
     (directory / "ca.pem").write_bytes(ca_file(tls).read_bytes())
     password = new_password(directory)
     assert scram_format_args(password) == [
-        "--add-scram", f"SCRAM-SHA-512=[name={USERNAME},password={password}]"
-    ]  # fmt: skip
+        "--add-scram",
+        f"SCRAM-SHA-512=[name={USERNAME},password={password}]",
+    ]
     access = client_access(kafka_endpoint("127.0.0.1:40000"), directory)
     assert access == KafkaAccess(
-        "127.0.0.1:40002", KafkaProtocol.SASL_SSL,
-        SaslLogin(MECHANISM, USERNAME, SecretStr(password)), TlsFiles(str(ca_file(directory))),
-    )  # fmt: skip
+        "127.0.0.1:40002",
+        KafkaProtocol.SASL_SSL,
+        SaslLogin(MECHANISM, USERNAME, SecretStr(password)),
+        TlsFiles(str(ca_file(directory))),
+    )
     # What `settle infra env --kafka-security sasl_ssl` prints reads back as the same access.
     assert kafka_access(load_settings(client_env(access))) == access
 

@@ -44,8 +44,12 @@ SPEC = {
 
 def test_statuses_are_the_columns_values_and_the_table_is_spec_4_2() -> None:
     assert {str(s) for s in I} == {
-        "pending", "processing", "transferred", "failed", "needs_review",
-    }  # fmt: skip
+        "pending",
+        "processing",
+        "transferred",
+        "failed",
+        "needs_review",
+    }
     assert dict(NEXT) == SPEC
     assert {s for s in I if not any(src == s for src, _ in NEXT)} == TERMINAL
 

@@ -103,12 +103,16 @@ def test_ssl_without_a_ca_file_trusts_the_system_cas() -> None:
         ({"SASL_USERNAME": "u"}, "SASL_USERNAME"),
         ({"SECURITY_PROTOCOL": "SSL", "SASL_PASSWORD": "p"}, "SASL_PASSWORD"),
         (
-            {"SECURITY_PROTOCOL": "SASL_PLAINTEXT", "SASL_USERNAME": "u", "SASL_PASSWORD": "p",
-             "SSL_CAFILE": "{ca}"},
+            {
+                "SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+                "SASL_USERNAME": "u",
+                "SASL_PASSWORD": "p",
+                "SSL_CAFILE": "{ca}",
+            },
             "SSL_CAFILE",
         ),
     ],
-)  # fmt: skip
+)
 def test_a_setting_that_cannot_work_is_refused_naming_its_variable(
     given: dict[str, str], variable: str, ca_pem: str
 ) -> None:

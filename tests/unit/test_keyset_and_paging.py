@@ -11,9 +11,19 @@ from services.domain.rail import UnreadableRailObject
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("1", 1), ("007", 7), ("9" * 18, int("9" * 18)), ("9" * 19, None), ("", None),
-     ("-1", None), ("1.5", None), ("²", None), ("١٢", None), (" 1", None)],
-)  # fmt: skip
+    [
+        ("1", 1),
+        ("007", 7),
+        ("9" * 18, int("9" * 18)),
+        ("9" * 19, None),
+        ("", None),
+        ("-1", None),
+        ("1.5", None),
+        ("²", None),
+        ("١٢", None),
+        (" 1", None),
+    ],
+)
 def test_an_id_is_ascii_digits_that_fit_a_bigint(text: str, expected: int | None) -> None:
     assert parse_id(text) == expected
 
@@ -51,10 +61,15 @@ async def test_pages_stop_at_the_bound_and_the_last_page_says_more_were_there() 
 
 @pytest.mark.parametrize(
     "answer",
-    [{"data": [], "has_more": False}, {"object": "list", "data": {}, "has_more": False},
-     {"object": "list", "data": [], "has_more": "no"}, {"object": "list", "data": [1],
-     "has_more": False}, [], None],
-)  # fmt: skip
+    [
+        {"data": [], "has_more": False},
+        {"object": "list", "data": {}, "has_more": False},
+        {"object": "list", "data": [], "has_more": "no"},
+        {"object": "list", "data": [1], "has_more": False},
+        [],
+        None,
+    ],
+)
 def test_a_page_that_is_not_a_list_of_objects_is_unreadable(answer: object) -> None:
     with pytest.raises(UnreadableRailObject):
         page_of(answer)

@@ -64,12 +64,15 @@ def test_the_tree_keeps_every_contract() -> None:
         # one service's logic importing another's on the same floor
         ("services/relay/lease.py", "import services.inbox.store", "built in floors"),
         # one adapter leaning on another
-        ("services/adapters/kafka/poison.py", "import services.adapters.postgres.database",
-         "each adapter stands alone"),
+        (
+            "services/adapters/kafka/poison.py",
+            "import services.adapters.postgres.database",
+            "each adapter stands alone",
+        ),
         # the runtime importing the development tools
         ("services/platform/backoff.py", "import tools.chaos.schedule", "development tools"),
     ],
-)  # fmt: skip
+)
 def test_a_planted_import_breaks_a_contract(
     copy: Path, module: str, line: str, broken: str
 ) -> None:

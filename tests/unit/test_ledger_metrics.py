@@ -16,10 +16,15 @@ REQUESTS = "settle_ledger_requests_total"
 
 def request(key: str, tenant: str = "acme", amount: int = 100) -> SettlementRequest:
     return SettlementRequest(
-        tenant=tenant, idempotency_key=key, reference=f"ref-{key}-{amount}", payee="p",
-        destination="acct_1", amount=amount, currency="EUR",
+        tenant=tenant,
+        idempotency_key=key,
+        reference=f"ref-{key}-{amount}",
+        payee="p",
+        destination="acct_1",
+        amount=amount,
+        currency="EUR",
         fingerprint=f"{tenant}/{key}/{amount}".encode(),
-    )  # fmt: skip
+    )
 
 
 class SlowBooks:
@@ -60,9 +65,11 @@ def test_a_configured_tenant_has_its_own_series_and_any_other_counts_as_unknown(
     assert sample(REQUESTS, {"outcome": "unauthorized", "tenant": "unknown"}) == 1
     assert sample(REQUESTS, {"outcome": "created", "tenant": "intruder"}) is None
     tenants = {
-        s.labels["tenant"] for family in metrics.registry.collect() for s in family.samples
+        s.labels["tenant"]
+        for family in metrics.registry.collect()
+        for s in family.samples
         if "tenant" in s.labels
-    }  # fmt: skip
+    }
     assert tenants == {"acme", "globex", "unknown"}
 
 
@@ -90,8 +97,10 @@ async def test_same_key_requests_in_one_batch_count_claim_conflicts_and_their_wa
         await ledger.stop()
     assert books.batches[0] == ["k-1", "k-2"]  # the later k-1 requests folded onto the first
     assert (first.outcome, same.outcome, alone.outcome) == (
-        Outcome.CREATED, Outcome.REPLAYED, Outcome.CREATED,
-    )  # fmt: skip
+        Outcome.CREATED,
+        Outcome.REPLAYED,
+        Outcome.CREATED,
+    )
     assert books.batches[1] == ["k-1"]  # the other body: answered by the next batch
     sample = metrics.registry.get_sample_value
     assert sample("settle_ledger_claim_conflicts_total", {"tenant": "acme"}) == 2

@@ -49,8 +49,12 @@ async def test_the_relay_still_answers_healthz() -> None:
 
 
 def transfer(sim: RailSim, settlement: str, key: str) -> None:
-    form = [("amount", "700"), ("currency", "gbp"), ("destination", "acct_ok"),
-            ("metadata[settlement_id]", settlement)]  # fmt: skip
+    form = [
+        ("amount", "700"),
+        ("currency", "gbp"),
+        ("destination", "acct_ok"),
+        ("metadata[settlement_id]", settlement),
+    ]
     assert sim.create(Kind.TRANSFER, form, key).status == 200
 
 

@@ -35,8 +35,12 @@ def registered() -> dict[str, str]:
     ledger = ledger_metrics(tenants=["acme"])
     deleted_keys_counter(ledger.registry)  # app.py registers the cleanup's counter there
     names: dict[str, str] = {}
-    for registry in (ledger.registry, relay_metrics().registry, inbox_metrics().registry,
-                     reconcile_metrics().registry):  # fmt: skip
+    for registry in (
+        ledger.registry,
+        relay_metrics().registry,
+        inbox_metrics().registry,
+        reconcile_metrics().registry,
+    ):
         names.update(scraped_names(registry))
     return names
 

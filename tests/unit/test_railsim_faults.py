@@ -104,8 +104,9 @@ def test_rolls_while_a_fault_is_off_leave_its_later_decisions_as_a_fresh_run_mak
 async def test_the_faults_each_settlement_met_are_told_and_those_that_met_none_left_out() -> None:
     sim = RailSim(faults=Faults(fail_before=0.5, webhook_duplicate=0.5, seed=2))
     subjects = [f"s-{n}" for n in range(40)]
-    failed = [s for s, status in zip(subjects, outcomes_of(sim, subjects), strict=True)
-              if status == 500]  # fmt: skip
+    failed = [
+        s for s, status in zip(subjects, outcomes_of(sim, subjects), strict=True) if status == 500
+    ]
     transport = httpx.ASGITransport(app=create_app(sim))
     async with httpx.AsyncClient(transport=transport, base_url="http://sim") as client:
         answer = await client.post("/_sim/faults/met", json={"settlement_ids": subjects})

@@ -16,17 +16,30 @@ SID = "6f1c2b1e-2f7e-4c1a-9d1e-3f6a9b2c4d5e"
 
 
 def transfer(n: int, **extra: object) -> dict[str, object]:
-    return {"id": f"tr_seed{n}", "amount": 100 + n, "currency": "usd",
-            "destination": "acct_1", "created": 1_800_000_000 + n} | extra  # fmt: skip
+    return {
+        "id": f"tr_seed{n}",
+        "amount": 100 + n,
+        "currency": "usd",
+        "destination": "acct_1",
+        "created": 1_800_000_000 + n,
+    } | extra
 
 
 def test_seeded_objects_list_newest_first_and_count_as_effects() -> None:
     sim = RailSim()
     body = {
         "transfers": [transfer(2), transfer(1, metadata={"settlement_id": SID})],
-        "payouts": [{"id": "po_seed1", "amount": 7, "currency": "eur", "destination": "ba_1",
-                     "created": 1_800_000_001, "status": "failed"}],
-    }  # fmt: skip
+        "payouts": [
+            {
+                "id": "po_seed1",
+                "amount": 7,
+                "currency": "eur",
+                "destination": "ba_1",
+                "created": 1_800_000_001,
+                "status": "failed",
+            }
+        ],
+    }
     sim.seed(seeded(orjson.dumps(body)))
     listed = json.loads(sim.list_objects(Kind.TRANSFER, [("limit", "10")]).body)
     assert [t["id"] for t in listed["data"]] == ["tr_seed2", "tr_seed1"]

@@ -22,9 +22,13 @@ SID = sid(7)
 
 def sent(reversed_: int = 0) -> Transfer:
     transfer = Transfer(
-        "tr_7", 1_000, "eur", "acct_7", 1_800_000_000,
+        "tr_7",
+        1_000,
+        "eur",
+        "acct_7",
+        1_800_000_000,
         metadata={"settlement_id": SID, "tenant": "acme"},
-    )  # fmt: skip
+    )
     if reversed_:
         transfer.reversals.append(Reversal("trr_7", reversed_, 1_800_000_100))
     return transfer
@@ -71,8 +75,9 @@ def test_the_synthetic_event_is_read_by_the_inbox_under_the_real_webhooks_change
 
 
 def drift(n: int) -> Break:
-    return Break(BreakType.STATUS_DRIFT, sid(n), f"tr_{n}", "status", "submitted", "paid", None,
-                 "EUR")  # fmt: skip
+    return Break(
+        BreakType.STATUS_DRIFT, sid(n), f"tr_{n}", "status", "submitted", "paid", None, "EUR"
+    )
 
 
 def test_only_a_drift_that_is_its_settlements_one_break_is_healed() -> None:

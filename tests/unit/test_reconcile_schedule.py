@@ -86,8 +86,9 @@ def test_an_item_is_due_when_a_re_check_age_falls_after_the_last_re_check(
 
 def test_each_age_is_crossed_once_however_often_the_re_checks_run() -> None:
     ticks = [at(s) for s in range(0, 40 * DAY, 1800)]  # a re-check every half hour for 40 days
-    due_at = [now for last, now in itertools.pairwise(ticks)
-              if is_recheck_due(T0, last, now, SEED_AGES)]  # fmt: skip
+    due_at = [
+        now for last, now in itertools.pairwise(ticks) if is_recheck_due(T0, last, now, SEED_AGES)
+    ]
     assert due_at == [at(HOUR), at(DAY), at(7 * DAY), at(30 * DAY)]
 
 

@@ -50,17 +50,30 @@ def test_a_transfer_line_is_a_transfer_of_its_exact_amount_in_minor_units() -> N
     created = int(datetime(2026, 11, 26, 8, tzinfo=UTC).timestamp())
     assert objects == {
         "tr_1": RailObject(
-            "tr_1", PayoutMethod.TRANSFER, 123456789012345678, 0, "USD", "acct_1", None,
-            created, SID,
+            "tr_1",
+            PayoutMethod.TRANSFER,
+            123456789012345678,
+            0,
+            "USD",
+            "acct_1",
+            None,
+            created,
+            SID,
         )
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize(
     ("text", "currency", "minor"),
-    [("-0.10", "USD", -10), ("-12.5", "EUR", -1250), ("-1000", "JPY", -1000),
-     ("3", "USD", 300), ("-1.234", "KWD", -1234), ("0.01", "GBP", 1)],
-)  # fmt: skip
+    [
+        ("-0.10", "USD", -10),
+        ("-12.5", "EUR", -1250),
+        ("-1000", "JPY", -1000),
+        ("3", "USD", 300),
+        ("-1.234", "KWD", -1234),
+        ("0.01", "GBP", 1),
+    ],
+)
 def test_decimal_text_becomes_exact_minor_units_by_the_currency_exponent(
     text: str, currency: str, minor: int
 ) -> None:
@@ -140,12 +153,14 @@ def test_the_source_serves_objects_by_created_window_and_by_id(tmp_path: Path) -
     path = tmp_path / "statement.csv"
     path.write_text(
         "\n".join(
-            [HEADER,
-             line("transfer", "tr_1", "-1.00", created="2026-11-26 08:00:00"),
-             line("charge", "ch_1", "3.00", created="2026-11-26 08:00:01"),
-             line("transfer", "tr_2", "-2.00", created="2026-11-26 08:00:05", sid="b")]
+            [
+                HEADER,
+                line("transfer", "tr_1", "-1.00", created="2026-11-26 08:00:00"),
+                line("charge", "ch_1", "3.00", created="2026-11-26 08:00:01"),
+                line("transfer", "tr_2", "-2.00", created="2026-11-26 08:00:05", sid="b"),
+            ]
         )
-    )  # fmt: skip
+    )
     source = StatementSource.open(path)
     window = source.window()
     assert window.kind is RunKind.STATEMENT

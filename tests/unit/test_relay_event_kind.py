@@ -17,11 +17,19 @@ KINDS = ["created", "processing", "submitted", "paid", "failed", "x" * 200]
 
 def event(kind: str, **changes: Any) -> dict[str, Any]:
     return {
-        "event_id": str(uuid.uuid4()), "settlement_id": str(uuid.uuid4()), "tenant": "acme",
-        "reference": "payout-42", "type": kind, "sequence": 1, "amount": 12_345,
-        "currency": "EUR", "occurred_at": datetime(2026, 11, 26, tzinfo=UTC),
-        "rail_reference": None, "reason": None, "status": "accepted",
-    } | changes  # fmt: skip
+        "event_id": str(uuid.uuid4()),
+        "settlement_id": str(uuid.uuid4()),
+        "tenant": "acme",
+        "reference": "payout-42",
+        "type": kind,
+        "sequence": 1,
+        "amount": 12_345,
+        "currency": "EUR",
+        "occurred_at": datetime(2026, 11, 26, tzinfo=UTC),
+        "rail_reference": None,
+        "reason": None,
+        "status": "accepted",
+    } | changes
 
 
 def current() -> EventKinds:
@@ -66,9 +74,11 @@ def test_bytes_that_are_not_a_settlement_event_are_left_to_the_whole_decode() ->
 
 def test_a_schema_with_anything_but_strings_before_the_type_is_never_read_short() -> None:
     schema = {
-        "type": "record", "name": "SettlementEvent", "namespace": "settle.test",
+        "type": "record",
+        "name": "SettlementEvent",
+        "namespace": "settle.test",
         "fields": [{"name": "sequence", "type": "int"}, {"name": "type", "type": "string"}],
-    }  # fmt: skip
+    }
     writer = avro.Writer.of(schema)
     # A sequence of 0 is one zero byte, which read as a string is an empty one.
     message = avro.encode(writer, {"sequence": 0, "type": "created"})

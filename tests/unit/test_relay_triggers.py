@@ -25,13 +25,23 @@ def record(value: bytes, partition: int = 0, offset: int = 0) -> ConsumerRecord:
 
 
 def event(settlement_id: str, kind: str) -> bytes:
-    return avro.encode("SettlementEvent", {
-        "event_id": str(uuid.uuid4()), "settlement_id": settlement_id, "tenant": "acme",
-        "reference": "payout-42", "type": kind, "sequence": 1, "amount": 12_345,
-        "currency": "EUR", "occurred_at": datetime(2026, 11, 26, tzinfo=UTC),
-        "rail_reference": None, "reason": None,
-        "status": "accepted" if kind == "created" else kind,
-    })  # fmt: skip
+    return avro.encode(
+        "SettlementEvent",
+        {
+            "event_id": str(uuid.uuid4()),
+            "settlement_id": settlement_id,
+            "tenant": "acme",
+            "reference": "payout-42",
+            "type": kind,
+            "sequence": 1,
+            "amount": 12_345,
+            "currency": "EUR",
+            "occurred_at": datetime(2026, 11, 26, tzinfo=UTC),
+            "rail_reference": None,
+            "reason": None,
+            "status": "accepted" if kind == "created" else kind,
+        },
+    )
 
 
 def test_only_created_events_trigger_dispatch_and_garbage_is_skipped() -> None:
@@ -232,10 +242,12 @@ async def test_events_polled_while_a_batch_is_at_the_rail_are_dispatched_without
     monkeypatch.setattr(triggers, "POLL_MS", 10)
     monkeypatch.setattr(triggers, "COMMIT_SECONDS", 0.0)
     slow, quick = str(uuid.uuid4()), str(uuid.uuid4())
-    consumer = FakeConsumer([
-        {P0: [record(event(slow, "created"), 0, 41)]},
-        {P1: [record(event(quick, "created"), 1, 8)]},
-    ])  # fmt: skip
+    consumer = FakeConsumer(
+        [
+            {P0: [record(event(slow, "created"), 0, 41)]},
+            {P1: [record(event(quick, "created"), 1, 8)]},
+        ]
+    )
     dispatcher = HeldDispatcher(held=slow)
     running = asyncio.ensure_future(triggers.trigger_dispatch(lambda: consumer, dispatcher))  # type: ignore[arg-type, return-value]
     try:
@@ -255,10 +267,12 @@ async def test_the_triggers_report_how_far_behind_the_partition_ends_they_read()
     settlement = str(uuid.uuid4())
     # Fetched up to offset 41 of P0 (end 50) and 8 of P1 (end 12): 8 + 3 messages left.
     consumer = FakeConsumer(
-        [{P0: [record(event(settlement, "created"), 0, 41)]},
-         {P1: [record(event(settlement, "paid"), 1, 8)]}],
+        [
+            {P0: [record(event(settlement, "created"), 0, 41)]},
+            {P1: [record(event(settlement, "paid"), 1, 8)]},
+        ],
         ends={P0: 50, P1: 12},
-    )  # fmt: skip
+    )
     metrics = create_metrics()
     dispatcher = HeldDispatcher(held="none")
     running = asyncio.ensure_future(

@@ -30,7 +30,9 @@ def test_settlements_that_met_a_fault_are_kept_out_of_the_no_fault_figures() -> 
     assert figures.no_fault.count == 3 and figures.no_fault.p50 == 0.3
     assert figures.no_fault.worst == 0.4
     assert {name: f.count for name, f in figures.by_fault.items()} == {
-        "fail_before": 1, "webhook_drop": 1, "webhook_twin": 1,
-    }  # fmt: skip
+        "fail_before": 1,
+        "webhook_drop": 1,
+        "webhook_twin": 1,
+    }
     assert figures.by_fault["webhook_drop"].p50 == 15.0
     assert figures.met_fault == 3  # the refused one never reached paid, yet it met a fault

@@ -39,8 +39,16 @@ def test_the_ledger_and_the_inbox_get_their_admin_ports_and_keep_their_public_on
 
 def test_ports_from_a_base_are_distinct_and_keep_the_public_ones_in_place() -> None:
     ports = Ports.from_base(23000)
-    every = [ports.ledger, ports.inbox, ports.railsim, *ports.relays, ports.reconciler,
-             ports.ledger_admin, ports.inbox_admin, ports.console]  # fmt: skip
+    every = [
+        ports.ledger,
+        ports.inbox,
+        ports.railsim,
+        *ports.relays,
+        ports.reconciler,
+        ports.ledger_admin,
+        ports.inbox_admin,
+        ports.console,
+    ]
     assert every == list(range(23000, 23000 + Ports.SPAN))
     specs = {s.name: s for s in service_specs(ports, {}, StackOptions())}
     assert specs["ledger"].args[-4:] == ["--port", "23000", "--admin-port", "23006"]
@@ -81,6 +89,13 @@ def test_the_console_runs_on_its_own_default_port_with_the_stacks_rail() -> None
     assert console.args == ["console", "--host", "127.0.0.1", "--port", "9085"]
     assert console.health_url == "http://127.0.0.1:9085/healthz"
     assert console.env["STRIPE_API_BASE"] == ports.url(ports.railsim)
-    taken = [ports.ledger, ports.inbox, ports.railsim, *ports.relays, ports.reconciler,
-             ports.ledger_admin, ports.inbox_admin]  # fmt: skip
+    taken = [
+        ports.ledger,
+        ports.inbox,
+        ports.railsim,
+        *ports.relays,
+        ports.reconciler,
+        ports.ledger_admin,
+        ports.inbox_admin,
+    ]
     assert ports.console not in taken

@@ -33,8 +33,11 @@ BOOKING = _relative(ledger_sql.__file__)
 # statement, `--prefill` books finished settlements of history in batches, and the check's
 # memory probe fills a throwaway ledger: fixtures of bench databases, no product code path
 # writes settlements so.
-BENCH_FIXTURES = {"tools/bench/reconcile_seed.py": 1, "tools/bench/prefill.py": 1,
-                  "tools/check/memory_fill.py": 1}  # fmt: skip
+BENCH_FIXTURES = {
+    "tools/bench/reconcile_seed.py": 1,
+    "tools/bench/prefill.py": 1,
+    "tools/check/memory_fill.py": 1,
+}
 
 
 def statements(pattern: re.Pattern[str], *roots: Path) -> dict[str, int]:

@@ -347,24 +347,34 @@ async def test_a_closed_rail_sends_nothing() -> None:
 @pytest.mark.parametrize(
     ("status", "body", "outcome", "detail"),
     [
-        (400, stripe_error("invalid_request_error", "balance_insufficient"), "refused",
-         "balance_insufficient"),
-        (400, stripe_error("invalid_request_error", "transfers_not_allowed"), "refused",
-         "transfers_not_allowed"),
-        (400, stripe_error("invalid_request_error", "account_closed"), "refused",
-         "account_closed"),
+        (
+            400,
+            stripe_error("invalid_request_error", "balance_insufficient"),
+            "refused",
+            "balance_insufficient",
+        ),
+        (
+            400,
+            stripe_error("invalid_request_error", "transfers_not_allowed"),
+            "refused",
+            "transfers_not_allowed",
+        ),
+        (400, stripe_error("invalid_request_error", "account_closed"), "refused", "account_closed"),
         (400, stripe_error("invalid_request_error"), "refused", "invalid_request_error"),
         (402, stripe_error("card_error", "card_declined"), "refused", "card_declined"),
-        (404, stripe_error("invalid_request_error", "resource_missing"), "refused",
-         "resource_missing"),
+        (
+            404,
+            stripe_error("invalid_request_error", "resource_missing"),
+            "refused",
+            "resource_missing",
+        ),
         (400, stripe_error("idempotency_error"), "ambiguous", "idempotency_error"),
         (401, stripe_error("invalid_request_error"), "retryable", "authentication_error"),
         (403, stripe_error("invalid_request_error"), "retryable", "permission_error"),
         (409, stripe_error("idempotency_error"), "retryable", "conflict"),
         (429, stripe_error("invalid_request_error", "rate_limit"), "retryable", "rate_limit"),
         (400, stripe_error("invalid_request_error", "rate_limit"), "retryable", "rate_limit"),
-        (429, stripe_error("invalid_request_error", "lock_timeout"), "retryable",
-         "lock_timeout"),
+        (429, stripe_error("invalid_request_error", "lock_timeout"), "retryable", "lock_timeout"),
         (500, stripe_error("api_error"), "ambiguous", "api_error"),
         (502, None, "ambiguous", "http_502"),
         (503, stripe_error("api_error"), "ambiguous", "api_error"),
@@ -373,7 +383,7 @@ async def test_a_closed_rail_sends_nothing() -> None:
         (200, {"object": "transfer"}, "ambiguous", "malformed_response"),
         (302, None, "ambiguous", "http_302"),  # a redirect is not followed
     ],
-)  # fmt: skip
+)
 async def test_each_answer_is_classified_after_exactly_one_request(
     status: int, body: object, outcome: str, detail: str
 ) -> None:

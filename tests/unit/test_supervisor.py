@@ -117,9 +117,13 @@ async def test_children_are_terminated_when_the_supervisor_itself_is_killed(
     tmp_path: Path,
 ) -> None:
     parent = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", ORPHANING_PARENT, str(tmp_path / "logs"), *SLEEPER,
+        sys.executable,
+        "-c",
+        ORPHANING_PARENT,
+        str(tmp_path / "logs"),
+        *SLEEPER,
         stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     assert parent.stdout is not None
     child = int(await asyncio.wait_for(parent.stdout.readline(), 10))
     assert alive(child)

@@ -23,8 +23,10 @@ def test_a_valid_callers_trace_is_continued_with_its_state() -> None:
         pass
     assert trace_id_of(context) == CALLER_TRACE
     assert context.tracestate == "vendor=a1"
-    assert headers_of(context) == [("traceparent", context.traceparent.encode()),
-                                   ("tracestate", b"vendor=a1")]  # fmt: skip
+    assert headers_of(context) == [
+        ("traceparent", context.traceparent.encode()),
+        ("tracestate", b"vendor=a1"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -90,8 +92,11 @@ print("context", context.traceparent, flush=True)
 def run_with_exporter(exporter: str) -> str:
     return subprocess.run(
         [sys.executable, "-c", RECORD_A_SPAN, exporter],
-        capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
 
 
 def test_with_the_console_exporter_a_span_child_of_the_callers_is_recorded() -> None:
@@ -113,5 +118,5 @@ def test_with_no_exporter_nothing_is_recorded_and_the_sdk_is_not_loaded() -> Non
     )
     out = subprocess.run(
         [sys.executable, "-c", probe, "none"], capture_output=True, text=True, check=True
-    ).stdout.splitlines()  # fmt: skip
+    ).stdout.splitlines()
     assert out == [f"context {CALLER}", "sdk False"]

@@ -31,8 +31,9 @@ SID = uuid.UUID("01a21600-0000-7000-8000-000000000001")
 
 def batch(status: S = S.ACCEPTED, reference: str | None = None) -> TransitionBatch:
     held = AccountKind.PAYABLE if status in (S.ACCEPTED, S.DISPATCHING) else AccountKind.PAID_OUT
-    locked = LockedSettlement(SID, "acme", "ref-1", 700, "EUR", status, 2, reference, held,
-                              status, 2)  # fmt: skip
+    locked = LockedSettlement(
+        SID, "acme", "ref-1", 700, "EUR", status, 2, reference, held, status, 2
+    )
     return TransitionBatch({SID: locked})
 
 
@@ -43,21 +44,27 @@ def test_chained_moves_are_one_guarded_update_and_a_row_per_step_and_table() -> 
     rows = b.rows(NOW)
     (move,) = rows.moves
     assert (move.from_status, move.from_version, move.status, move.version) == (
-        "accepted", 2, "submitted", 4,
-    )  # fmt: skip
+        "accepted",
+        2,
+        "submitted",
+        4,
+    )
     assert move.rail_reference == "tr_1"
     assert [(t.sequence, t.from_status, t.to_status) for t in rows.transitions] == [
-        (3, "accepted", "dispatching"), (4, "dispatching", "submitted"),
-    ]  # fmt: skip
+        (3, "accepted", "dispatching"),
+        (4, "dispatching", "submitted"),
+    ]
     (entry,) = rows.entries  # dispatching moves no money
     assert entry.kind == "submitted" and {p.entry_id for p in rows.postings} == {entry.id}
     assert [(d.account_id, d.delta) for d in rows.deltas] == [
-        ("acme:in_transit:EUR", 700), ("acme:payable:EUR", -700),
-    ]  # fmt: skip
+        ("acme:in_transit:EUR", 700),
+        ("acme:payable:EUR", -700),
+    ]
     events = [avro.decode(e.payload, "SettlementEvent") for e in rows.events]
     assert [(e["sequence"], e["type"], e["rail_reference"]) for e in events] == [
-        (3, "dispatching", None), (4, "submitted", "tr_1"),
-    ]  # fmt: skip
+        (3, "dispatching", None),
+        (4, "submitted", "tr_1"),
+    ]
 
 
 def test_needs_review_without_a_reason_is_refused_before_anything_is_planned() -> None:
@@ -84,8 +91,10 @@ def test_a_rail_reference_is_a_step_that_keeps_the_status_and_moves_no_money() -
     assert rows.entries == [] and rows.postings == [] and rows.deltas == []
     event = avro.decode(rows.events[0].payload, "SettlementEvent")
     assert (event["type"], event["status"], event["rail_reference"]) == (
-        "rail_reference_recorded", "paid", "tr_late",
-    )  # fmt: skip
+        "rail_reference_recorded",
+        "paid",
+        "tr_late",
+    )
 
 
 def test_a_known_step_is_stored_as_exactly_these_rows_and_event_bytes(
@@ -103,15 +112,21 @@ def test_a_known_step_is_stored_as_exactly_these_rows_and_event_bytes(
     entry = uuid.UUID(f"{ID_STEM}0102")
     assert rows == Rows(
         [SettlementMove(SID, "accepted", 2, "submitted", 4, None, "tr_1", 0)],
-        [TransitionRow(SID, 3, "accepted", "dispatching", None, "relay-1"),
-         TransitionRow(SID, 4, "dispatching", "submitted", None, "relay-1")],
+        [
+            TransitionRow(SID, 3, "accepted", "dispatching", None, "relay-1"),
+            TransitionRow(SID, 4, "dispatching", "submitted", None, "relay-1"),
+        ],
         [EntryRow(entry, "acme", SID, "submitted")],
-        [PostingRow(entry, "acme:payable:EUR", -700, "EUR"),
-         PostingRow(entry, "acme:in_transit:EUR", 700, "EUR")],
+        [
+            PostingRow(entry, "acme:payable:EUR", -700, "EUR"),
+            PostingRow(entry, "acme:in_transit:EUR", 700, "EUR"),
+        ],
         [BalanceDelta("acme:in_transit:EUR", 700), BalanceDelta("acme:payable:EUR", -700)],
-        [EventRow(f"{ID_STEM}0201", SID, 3, DISPATCHING_EVENT),
-         EventRow(f"{ID_STEM}0203", SID, 4, SUBMITTED_EVENT)],
-    )  # fmt: skip
+        [
+            EventRow(f"{ID_STEM}0201", SID, 3, DISPATCHING_EVENT),
+            EventRow(f"{ID_STEM}0203", SID, 4, SUBMITTED_EVENT),
+        ],
+    )
 
 
 ID_STEM = "01a21600-0000-7000-8000-00000000"
@@ -122,10 +137,16 @@ _HEADER = bytes.fromhex("c301 b576c0c877baae6e")
 _IDS = b"H01a21600-0000-7000-8000-0000000002%02dH01a21600-0000-7000-8000-000000000001"
 _AFTER_TYPE = bytes.fromhex("f80a 06") + b"EUR" + bytes.fromhex("ced7d0fbc268")
 DISPATCHING_EVENT = (
-    _HEADER + _IDS % 1 + b"\x08acme\nref-1\x16dispatching\x06" + _AFTER_TYPE
+    _HEADER
+    + _IDS % 1
+    + b"\x08acme\nref-1\x16dispatching\x06"
+    + _AFTER_TYPE
     + b"\x02\x16dispatching\x00\x00"
-)  # fmt: skip
+)
 SUBMITTED_EVENT = (
-    _HEADER + _IDS % 3 + b"\x08acme\nref-1\x12submitted\x08" + _AFTER_TYPE
+    _HEADER
+    + _IDS % 3
+    + b"\x08acme\nref-1\x12submitted\x08"
+    + _AFTER_TYPE
     + b"\x02\x12submitted\x02\x08tr_1\x00"
-)  # fmt: skip
+)

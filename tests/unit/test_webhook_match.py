@@ -95,8 +95,12 @@ def test_a_stored_body_that_no_longer_reads_reports_nothing() -> None:
 def test_the_simulators_events_match_what_the_relay_sent(kind: Kind) -> None:
     clock = ManualClock()
     sim = RailSim(clock=clock)
-    form = [("amount", "900"), ("currency", "usd"), ("destination", "acct_1Q2w3E"),
-            ("metadata[settlement_id]", "s-1")]  # fmt: skip
+    form = [
+        ("amount", "900"),
+        ("currency", "usd"),
+        ("destination", "acct_1Q2w3E"),
+        ("metadata[settlement_id]", "s-1"),
+    ]
     reply = sim.create(kind, form, idempotency_key="k" * 64)
     clock.advance(3 * 86400)
     deliveries = [*reply.webhooks, *sim.take_webhooks()]
@@ -111,35 +115,76 @@ def test_the_simulators_events_match_what_the_relay_sent(kind: Kind) -> None:
 # Stripe's own rendering of the platform's events (API reference shapes): no `account`, the
 # object as the API returns it.
 STRIPE_TRANSFER = {
-    "id": "tr_1", "object": "transfer", "amount": 900, "amount_reversed": 0,
-    "balance_transaction": "txn_1", "created": 1, "currency": "usd", "description": None,
-    "destination": "acct_1Q2w3E", "destination_payment": "py_1", "livemode": False,
-    "metadata": {"settlement_id": "s-1", "tenant": "acme"}, "reversed": False,
-    "source_transaction": None, "source_type": "card", "transfer_group": "s-1",
-    "reversals": {"object": "list", "data": [], "has_more": False, "total_count": 0,
-                  "url": "/v1/transfers/tr_1/reversals"},
-}  # fmt: skip
+    "id": "tr_1",
+    "object": "transfer",
+    "amount": 900,
+    "amount_reversed": 0,
+    "balance_transaction": "txn_1",
+    "created": 1,
+    "currency": "usd",
+    "description": None,
+    "destination": "acct_1Q2w3E",
+    "destination_payment": "py_1",
+    "livemode": False,
+    "metadata": {"settlement_id": "s-1", "tenant": "acme"},
+    "reversed": False,
+    "source_transaction": None,
+    "source_type": "card",
+    "transfer_group": "s-1",
+    "reversals": {
+        "object": "list",
+        "data": [],
+        "has_more": False,
+        "total_count": 0,
+        "url": "/v1/transfers/tr_1/reversals",
+    },
+}
 STRIPE_PAYOUT = {
-    "id": "po_1", "object": "payout", "amount": 900, "arrival_date": 2, "automatic": False,
-    "balance_transaction": "txn_1", "created": 1, "currency": "usd", "description": None,
-    "destination": "ba_1Q2w3E", "failure_balance_transaction": None, "failure_code": None,
-    "failure_message": None, "livemode": False, "metadata": {"settlement_id": "s-1"},
-    "method": "standard", "source_type": "card", "statement_descriptor": None,
-    "status": "paid", "type": "bank_account",
-}  # fmt: skip
+    "id": "po_1",
+    "object": "payout",
+    "amount": 900,
+    "arrival_date": 2,
+    "automatic": False,
+    "balance_transaction": "txn_1",
+    "created": 1,
+    "currency": "usd",
+    "description": None,
+    "destination": "ba_1Q2w3E",
+    "failure_balance_transaction": None,
+    "failure_code": None,
+    "failure_message": None,
+    "livemode": False,
+    "metadata": {"settlement_id": "s-1"},
+    "method": "standard",
+    "source_type": "card",
+    "statement_descriptor": None,
+    "status": "paid",
+    "type": "bank_account",
+}
 
 
 @pytest.mark.parametrize(
     ("event_type", "obj"),
-    [("transfer.created", STRIPE_TRANSFER), ("payout.paid", STRIPE_PAYOUT),
-     ("transfer.reversed", {**STRIPE_TRANSFER, "amount_reversed": 300})],
-)  # fmt: skip
+    [
+        ("transfer.created", STRIPE_TRANSFER),
+        ("payout.paid", STRIPE_PAYOUT),
+        ("transfer.reversed", {**STRIPE_TRANSFER, "amount_reversed": 300}),
+    ],
+)
 def test_stripes_own_events_of_the_platform_match_what_was_sent(
     event_type: str, obj: dict[str, object]
 ) -> None:
-    body = {"id": "evt_1", "object": "event", "api_version": "2024-06-20", "created": 1,
-            "data": {"object": obj}, "livemode": False, "pending_webhooks": 1,
-            "request": {"id": "req_1", "idempotency_key": "k"}, "type": event_type}  # fmt: skip
+    body = {
+        "id": "evt_1",
+        "object": "event",
+        "api_version": "2024-06-20",
+        "created": 1,
+        "data": {"object": obj},
+        "livemode": False,
+        "pending_webhooks": 1,
+        "request": {"id": "req_1", "idempotency_key": "k"},
+        "type": event_type,
+    }
     # A transfer goes to the connected account, a payout to the platform's bank account.
     sent = SENT._replace(rail_reference=obj["id"], destination=obj["destination"])
     reported = parse_event(orjson.dumps(body)).reported
