@@ -13,6 +13,7 @@ from services.adapters.kafka.access import KafkaAccess
 from services.adapters.kafka.clients import idempotent_producer
 from services.contracts import avro
 from tests.conftest import unique
+from tests.events import settlement_event
 from tests.integration.check_support import TENANT, World, broken_only, finding, template, world
 
 pytestmark = pytest.mark.integration
@@ -77,18 +78,9 @@ async def send_to_events(world: World, *values: bytes | None) -> list[str]:
 async def plant_unknown_settlement(world: World) -> str:
     """A well-formed event of a settlement the database has never held; its id."""
     stray = str(uuid.uuid4())
-    event = {
-        "event_id": str(uuid.uuid4()),
-        "settlement_id": stray,
-        "tenant": TENANT,
-        "reference": "ref-stray",
-        "type": "paid",
-        "sequence": 1,
-        "amount": 700,
-        "currency": "EUR",
-        "occurred_at": datetime.now(UTC),
-        "status": "paid",
-    }
+    event = settlement_event(
+        "paid", settlement_id=stray, tenant=TENANT, amount=700, occurred_at=datetime.now(UTC)
+    )
     await send_to_events(world, avro.encode("SettlementEvent", event))
     return stray
 
@@ -96,18 +88,9 @@ async def plant_unknown_settlement(world: World) -> str:
 async def plant_undecodable(world: World) -> list[str]:
     """A message that is not Avro, a tombstone (no value) and an event of no settlement (its
     settlement_id not a UUID); where they are."""
-    event = {
-        "event_id": str(uuid.uuid4()),
-        "settlement_id": "settlement-42",
-        "tenant": TENANT,
-        "reference": "ref-poison",
-        "type": "created",
-        "sequence": 1,
-        "amount": 700,
-        "currency": "EUR",
-        "occurred_at": datetime.now(UTC),
-        "status": "accepted",
-    }
+    event = settlement_event(
+        settlement_id="settlement-42", tenant=TENANT, amount=700, occurred_at=datetime.now(UTC)
+    )
     poison = avro.encode("SettlementEvent", event)
     return await send_to_events(world, b"not an Avro message", None, poison)
 

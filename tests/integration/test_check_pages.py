@@ -10,6 +10,7 @@ import pytest
 
 from railsim.params import Kind
 from services.contracts import avro
+from tests.events import settlement_event
 from tests.integration.check_support import TENANT, World, finding, results, template, world
 from tests.integration.test_check_findings import plant_unapplied, send_to_events
 from tools.check.report import as_json
@@ -40,18 +41,9 @@ async def plant_strays(world: World, *sids: str) -> None:
     values = [
         avro.encode(
             "SettlementEvent",
-            {
-                "event_id": str(uuid.uuid4()),
-                "settlement_id": sid,
-                "tenant": TENANT,
-                "reference": "ref-stray",
-                "type": "paid",
-                "sequence": 1,
-                "amount": 700,
-                "currency": "EUR",
-                "occurred_at": datetime.now(UTC),
-                "status": "paid",
-            },
+            settlement_event(
+                "paid", settlement_id=sid, tenant=TENANT, amount=700, occurred_at=datetime.now(UTC)
+            ),
         )
         for sid in sids
     ]

@@ -3,33 +3,19 @@ message, and None, meaning "decode it whole", whenever the head cannot be truste
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from services.contracts import avro
 from services.relay.event_kind import EVENT, EventKinds
+from tests.events import settlement_event
 
 KINDS = ["created", "processing", "submitted", "paid", "failed", "x" * 200]
 
 
 def event(kind: str, **changes: Any) -> dict[str, Any]:
-    return {
-        "event_id": str(uuid.uuid4()),
-        "settlement_id": str(uuid.uuid4()),
-        "tenant": "acme",
-        "reference": "payout-42",
-        "type": kind,
-        "sequence": 1,
-        "amount": 12_345,
-        "currency": "EUR",
-        "occurred_at": datetime(2026, 11, 26, tzinfo=UTC),
-        "rail_reference": None,
-        "reason": None,
-        "status": "accepted",
-    } | changes
+    return settlement_event(kind, status="accepted", **changes)
 
 
 def current() -> EventKinds:

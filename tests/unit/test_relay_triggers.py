@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 import pytest
 from aiokafka import ConsumerRecord, TopicPartition
@@ -15,6 +14,7 @@ from services.contracts import avro
 from services.relay import triggers
 from services.relay.metrics import create_metrics
 from services.relay.triggers import DispatchesInOrder, OffsetCommits, created_settlements
+from tests.events import settlement_event
 from tests.waiting import eventually
 
 
@@ -25,23 +25,7 @@ def record(value: bytes, partition: int = 0, offset: int = 0) -> ConsumerRecord:
 
 
 def event(settlement_id: str, kind: str) -> bytes:
-    return avro.encode(
-        "SettlementEvent",
-        {
-            "event_id": str(uuid.uuid4()),
-            "settlement_id": settlement_id,
-            "tenant": "acme",
-            "reference": "payout-42",
-            "type": kind,
-            "sequence": 1,
-            "amount": 12_345,
-            "currency": "EUR",
-            "occurred_at": datetime(2026, 11, 26, tzinfo=UTC),
-            "rail_reference": None,
-            "reason": None,
-            "status": "accepted" if kind == "created" else kind,
-        },
-    )
+    return avro.encode("SettlementEvent", settlement_event(kind, settlement_id=settlement_id))
 
 
 def test_only_created_events_trigger_dispatch_and_garbage_is_skipped() -> None:
