@@ -18,7 +18,7 @@ from services.adapters.postgres.database import create_pool
 from services.adapters.postgres.store_errors import is_retriable
 from services.contracts.topics import COMMANDS, COMMANDS_DLQ
 from services.ledger.acceptor import Ledger
-from services.ledger.admission import Admission
+from services.ledger.admission import admission_of
 from services.ledger.booking import Books, Windows
 from services.ledger.command_auth import command_authority
 from services.ledger.commands import CONSUMER_GROUP, CommandIntake, consume_commands
@@ -57,7 +57,7 @@ async def serve(
     books = Books(windows(settings), settings.stripe_method, limits=settings.tenant_limits)
     ledger = Ledger(pool, books, metrics=metrics)
     # One admission for both ingress paths: Kafka commands count in the HTTP backlog.
-    admission = Admission(settings.tenant_limits, settings.accept_backlog)
+    admission = admission_of(settings)
     readiness = Readiness(pool, settings.kafka_bootstrap)
     apps = Listeners(
         create_app(ledger, SettlementReads(pool), settings, metrics=metrics, admission=admission),

@@ -9,9 +9,12 @@
                     commands are not counted: the intake books one fetched batch at a time, so
                     the consumer's pace bounds them.
     check           the tenant's per-currency maximum amount and destination allow-list:
-                    422 `amount_over_limit` / `destination_not_allowed` (Kafka: dead-lettered
-                    with that code). Like every validation error, raised before the
-                    idempotency key is claimed, so the key of a refused request stays unused.
+                    422 `amount_over_limit` / `destination_not_allowed`; then the rail that
+                    will pay (`domain.rail_routing`): 422 `rail_unavailable`,
+                    `currency_not_supported` or `destination_not_supported` when no rail here
+                    can (Kafka: dead-lettered with that code). Like every validation error,
+                    raised before the idempotency key is claimed, so the key of a refused
+                    request stays unused.
 
 The funding check of pre-funded tenants needs the balance under lock, so the books make it
 (`services.ledger.funding`).
@@ -22,12 +25,15 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
+from services.domain.rail_routing import RailReach, RailRefused, TenantRails, route
 from services.domain.tenant_limits import NO_LIMITS, Rate, TenantLimits
 from services.ledger.errors import InvalidRequest, Overloaded, RateLimited
 from services.ledger.model import SettlementRequest
+from services.platform.service_settings import LedgerSettings
 
 DEFAULT_BACKLOG = 10_000
 
@@ -105,8 +111,12 @@ class Admission:
         limits: TenantLimits = NO_LIMITS,
         backlog: int = DEFAULT_BACKLOG,
         clock: Callable[[], float] = time.monotonic,
+        rails: Sequence[RailReach] = (RailReach("sim"),),
+        tenant_rails: TenantRails | None = None,
     ) -> None:
         self.limits = limits
+        self.rails = tuple(rails)
+        self.tenant_rails = tenant_rails or {}
         self.backlog = Backlog(backlog)
         self._clock = clock
         self._buckets: dict[str, TokenBucket] = {}  # only tenants with a configured rate
@@ -124,9 +134,10 @@ class Admission:
         if wait > 0:
             raise RateLimited(max(1, math.ceil(wait)))
 
-    def check(self, request: SettlementRequest) -> None:
-        """InvalidRequest (422) when `request` is over its tenant's amount cap for its
-        currency or pays a destination the tenant may not pay."""
+    def check(self, request: SettlementRequest) -> SettlementRequest:
+        """`request` with the rail that will pay it; InvalidRequest (422) when it is over its
+        tenant's amount cap for its currency, pays a destination the tenant may not pay, or
+        no rail here can pay it."""
         policy = self.limits.of(request.tenant)
         cap = policy.max_amount.get(request.currency)
         if cap is not None and request.amount > cap:
@@ -143,3 +154,22 @@ class Admission:
                 field="destination",
                 status=422,
             )
+        try:
+            rail = route(
+                request.rail,
+                request.tenant,
+                request.currency,
+                request.destination,
+                self.rails,
+                self.tenant_rails,
+            )
+        except RailRefused as e:
+            raise InvalidRequest(e.message, code=e.code, field="rail", status=422) from e
+        return replace(request, rail=rail)
+
+
+def admission_of(settings: LedgerSettings) -> Admission:
+    """The admission the settings configure: the tenants' limits, the backlog, and the rail
+    this deployment drives."""
+    rails = (RailReach(settings.rail.value),)
+    return Admission(settings.tenant_limits, settings.accept_backlog, rails=rails)

@@ -141,8 +141,7 @@ class CommandIntake:
             self.metrics.count_request("unauthorized", None)
             return DeadLetter(record, refusal.code, refusal.message)
         try:
-            request = parse_settlement_command(command, trace)
-            self.admission.check(request)
+            request = self.admission.check(parse_settlement_command(command, trace))
         except InvalidRequest as e:
             self.metrics.count_request("invalid", _tenant_named(command))
             where = f" ({e.field})" if e.field else ""

@@ -154,10 +154,11 @@ async def test_commands_over_limits_are_dead_lettered_and_a_full_backlog_stops_f
     )
     over = command(tenant, "k-over", "r-over", amount=1_001)
     elsewhere = {**command(tenant, "k-else", "r-else"), "destination": "acct_other"}
+    unrailed = {**command(tenant, "k-rail", "r-rail"), "rail": "stripe"}  # not driven here
     # Each within the caps, more than the rate would let through HTTP (Kafka is not rate
     # limited), and together over the deposit: two of the three are booked, whichever come first.
     funded = [command(tenant, f"k{n}", f"r{n}", amount=700) for n in range(3)]
-    values = [avro.encode("SettlementCommand", c) for c in (over, elsewhere, *funded)]
+    values = [avro.encode("SettlementCommand", c) for c in (over, elsewhere, unrailed, *funded)]
 
     admission = Admission(limits, backlog=10)
     ledger = Ledger(pool, Books(WINDOWS, limits=limits), max_batch=1)
@@ -188,7 +189,7 @@ async def test_commands_over_limits_are_dead_lettered_and_a_full_backlog_stops_f
                 )
                 is None
             )
-        dead = await drain(kafka_bootstrap, dlq_topic, 3)
+        dead = await drain(kafka_bootstrap, dlq_topic, 4)
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -199,9 +200,13 @@ async def test_commands_over_limits_are_dead_lettered_and_a_full_backlog_stops_f
 
     reasons = {h["reason"]: value for value, h in dead}
     poor = reasons.pop(b"insufficient_funds")
-    assert reasons == {b"amount_over_limit": values[0], b"destination_not_allowed": values[1]}
+    assert reasons == {
+        b"amount_over_limit": values[0],
+        b"destination_not_allowed": values[1],
+        b"rail_unavailable": values[2],
+    }
     async with pool.acquire() as db:
         rows = await db.fetch("SELECT reference FROM settlements WHERE tenant = $1", tenant)
     booked = {r["reference"] for r in rows}
-    assert len(booked) == 2 and poor in values[2:]
-    assert booked == {f"r{n}" for n in range(3)} - {f"r{values.index(poor) - 2}"}
+    assert len(booked) == 2 and poor in values[3:]
+    assert booked == {f"r{n}" for n in range(3)} - {f"r{values.index(poor) - 3}"}

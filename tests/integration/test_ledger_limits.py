@@ -75,6 +75,28 @@ async def test_caps_and_allow_lists_answer_422_with_their_codes_and_burn_no_key(
         assert len(await api.settlements_of(api.a)) == 3
 
 
+async def test_a_settlement_goes_to_the_rail_driven_here_and_no_other(
+    database_url: str, kafka_bootstrap: str
+) -> None:
+    # A deployment that pays through Stripe (a local fake of it: no real money).
+    stripe = {"SETTLE_RAIL": "stripe", "STRIPE_API_BASE": "http://127.0.0.1:9"}
+    settings = ledger_settings(database_url, kafka_bootstrap, unique("ta"), unique("tb"), **stripe)
+    async with running_ledger(settings) as api:
+        key = unique("key-")
+        refused = await api.post(api.a, key, settlement(rail="sim"))
+        assert refused.status_code == 422
+        assert (error_of(refused)["code"], error_of(refused)["field"]) == (
+            "rail_unavailable",
+            "rail",
+        )
+        assert await api.settlements_of(api.a) == []
+        # Booked on the rail that pays here, named or not; the refused key is still unused.
+        named = await api.post(api.a, key, settlement(rail="stripe"))
+        unnamed = await api.post(api.a, unique("key-"), settlement())
+        assert [named.status_code, unnamed.status_code] == [201, 201]
+        assert [named.json()["rail"], unnamed.json()["rail"]] == ["stripe", "stripe"]
+
+
 async def test_a_full_backlog_answers_503_and_every_201_is_booked_and_no_503(
     database_url: str, kafka_bootstrap: str
 ) -> None:

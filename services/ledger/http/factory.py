@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from services.ledger.admission import Admission
+from services.ledger.admission import Admission, admission_of
 from services.ledger.http.accounts import account_routes
 from services.ledger.http.fast_path import SettlementFastPath
 from services.ledger.http.ops import readiness_routes
@@ -43,7 +43,7 @@ def create_app(
     to the limits and backlog `settings` configure."""
     metrics = metrics if metrics is not None else create_metrics()
     if admission is None:
-        admission = Admission(settings.tenant_limits, settings.accept_backlog)
+        admission = admission_of(settings)
     auth = BearerAuth(settings.tenant_by_token)
     app = public_api("settle ledger", DESCRIPTION, openapi=True)
     create = CreateSettlement(acceptor, auth, metrics, admission)

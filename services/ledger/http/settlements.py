@@ -134,8 +134,8 @@ class CreateSettlement:
                     admission.throttle(tenant)
                     key = validate_idempotency_key(idempotency_key)
                     raw = await read_capped(body, content_length, MAX_BODY_BYTES)
-                    settlement = parse_settlement_body(tenant, key, raw, accepted)
-                    admission.check(settlement)
+                    parsed = parse_settlement_body(tenant, key, raw, accepted)
+                    settlement = admission.check(parsed)
                     with metrics.accept_seconds.time():
                         result = await self._acceptor.accept(settlement)
         except ApiError as e:
