@@ -29,8 +29,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
-from services.domain.rail_routing import RailReach, RailRefused, TenantRails, route
+from services.domain.rail_routing import RailReach, RailRefused, route
 from services.domain.tenant_limits import NO_LIMITS, Rate, TenantLimits
+from services.ledger.booking import DEFAULT_RAIL
 from services.ledger.errors import InvalidRequest, Overloaded, RateLimited
 from services.ledger.model import SettlementRequest
 from services.platform.service_settings import LedgerSettings
@@ -111,12 +112,10 @@ class Admission:
         limits: TenantLimits = NO_LIMITS,
         backlog: int = DEFAULT_BACKLOG,
         clock: Callable[[], float] = time.monotonic,
-        rails: Sequence[RailReach] = (RailReach("sim"),),
-        tenant_rails: TenantRails | None = None,
+        rails: Sequence[RailReach] = (RailReach(DEFAULT_RAIL),),
     ) -> None:
         self.limits = limits
         self.rails = tuple(rails)
-        self.tenant_rails = tenant_rails or {}
         self.backlog = Backlog(backlog)
         self._clock = clock
         self._buckets: dict[str, TokenBucket] = {}  # only tenants with a configured rate
@@ -161,7 +160,7 @@ class Admission:
                 request.currency,
                 request.destination,
                 self.rails,
-                self.tenant_rails,
+                defaults={},  # no tenant picks a rail of its own while one rail is driven
             )
         except RailRefused as e:
             raise InvalidRequest(e.message, code=e.code, field="rail", status=422) from e
