@@ -54,8 +54,8 @@ test: install stripe-mock
 # The fast tier for a developer's loop: lint, types (incremental), import floors, the unit
 # tests and the money rules' integration tests (on `settle infra up`, started if it is not).
 check: install
-	$(BIN)/ruff format --check services railsim tools tests deploy/observability
-	$(BIN)/ruff check services railsim tools tests deploy/observability
+	$(BIN)/ruff format --check services railsim banksim tools tests deploy/observability
+	$(BIN)/ruff check services railsim banksim tools tests deploy/observability
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest -n 2 --dist loadfile $(MONEY_RULES) $(PYTEST_ARGS)
@@ -67,14 +67,14 @@ integration: install stripe-mock
 	$(BIN)/pytest tests/integration tests/e2e $(PYTEST_ARGS)
 
 lint: install
-	$(BIN)/ruff format --check services railsim tools tests deploy/observability
-	$(BIN)/ruff check services railsim tools tests deploy/observability
+	$(BIN)/ruff format --check services railsim banksim tools tests deploy/observability
+	$(BIN)/ruff check services railsim banksim tools tests deploy/observability
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
 format: install
-	$(BIN)/ruff format services railsim tools tests deploy/observability
-	$(BIN)/ruff check --fix services railsim tools tests deploy/observability
+	$(BIN)/ruff format services railsim banksim tools tests deploy/observability
+	$(BIN)/ruff check --fix services railsim banksim tools tests deploy/observability
 
 infra-up: install
 	$(SETTLE) infra up

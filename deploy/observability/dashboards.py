@@ -85,9 +85,9 @@ def funnel() -> Dashboard:
         (rate(f"settle_inbox_applied_total{{{REVERSED}}}"), "reversed"),
     )
     refused = panel(
-        "Rail calls by outcome",
+        "Rail calls by rail and outcome",
         "ops",
-        (rate("settle_relay_rail_calls_total", "outcome"), "{{outcome}}"),
+        (rate("settle_relay_rail_calls_total", "rail, outcome"), "{{rail}} {{outcome}}"),
     )
     waits = panel(
         "Waiting between stages",

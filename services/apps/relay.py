@@ -22,10 +22,12 @@ from services.adapters.postgres.store_errors import is_retriable
 from services.adapters.stripe.address import rail_api_base
 from services.adapters.stripe.rail import stripe_rail
 from services.contracts.topics import EVENTS
+from services.domain.rail import Rail
+from services.platform.config import RailKind
 from services.platform.running import every, run_until_first_exits
 from services.platform.service_settings import RelaySettings
 from services.relay.dispatch import Dispatcher
-from services.relay.metrics import create_metrics, metrics_app
+from services.relay.metrics import RelayMetrics, create_metrics, metrics_app
 from services.relay.outbox import (
     PUBLISH_BATCH_BYTES,
     OutboxPublisher,
@@ -72,6 +74,28 @@ def dispatch_policy(settings: RelaySettings) -> DispatchPolicy:
     )
 
 
+def api_dispatcher(
+    pool: asyncpg.Pool,
+    rail: Rail,
+    metrics: RelayMetrics,
+    settings: RelaySettings,
+    policy: DispatchPolicy,
+) -> Dispatcher:
+    """The dispatcher of the rail that speaks Stripe's API. The relay runs one dispatcher per
+    rail, each picking its own rail's instructions only; this one is started as soon as a
+    settlement's `created` event arrives."""
+    api_rail = settings.api_rail or RailKind.SIM
+    return Dispatcher(
+        pool,
+        rail,
+        metrics,
+        worker_name(),
+        settings.rail_idempotent,
+        policy,
+        rail_name=api_rail.value,
+    )
+
+
 async def serve(settings: RelaySettings, host: str, port: int) -> None:
     """Run the relay until cancelled, with /metrics on `port`."""
     stripe.enable_telemetry = False  # nothing about our calls leaves but the calls
@@ -81,7 +105,7 @@ async def serve(settings: RelaySettings, host: str, port: int) -> None:
     settings = settings.model_copy(update={"stripe_api_base": rail_api_base(settings)})
     policy = dispatch_policy(settings)
     rail = stripe_rail(settings, timeout=policy.call_seconds, connections=policy.concurrent_calls)
-    dispatcher = Dispatcher(pool, rail, metrics, worker_name(), settings.rail_idempotent, policy)
+    dispatcher = api_dispatcher(pool, rail, metrics, settings, policy)
 
     def producer() -> AIOKafkaProducer:
         return idempotent_producer(

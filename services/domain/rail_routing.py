@@ -10,6 +10,11 @@ why:
     rail_unavailable            the rail it names (or its tenant's default) is not driven here
     currency_not_supported      no rail it may go to pays its currency
     destination_not_supported   the rail pays the currency, but not to such a destination
+    payee_too_long              the rail pays there, but cannot carry a payee name that long
+
+What each rail pays is `REACHES`: Stripe's API (and the simulator that speaks it) pays any
+currency to a connected account, which Stripe itself checks; SEPA credit transfers pay euros
+to an IBAN in the SEPA zone, naming the payee in at most ISO 20022's 70 characters.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from services.domain.money import is_currency
+from services.domain.sepa import MAX_CREDITOR_NAME, SEPA_CURRENCY, is_sepa_iban
 
 RAIL_UNAVAILABLE = "rail_unavailable"
 CURRENCY_NOT_SUPPORTED = "currency_not_supported"
 DESTINATION_NOT_SUPPORTED = "destination_not_supported"
+PAYEE_TOO_LONG = "payee_too_long"
 
 
 def any_destination(_: str) -> bool:
@@ -37,6 +44,7 @@ class RailReach:
     name: str
     currencies: frozenset[str] | None = None
     pays_to: Callable[[str], bool] = any_destination
+    max_payee: int | None = None  # characters of the payee's name the rail carries
 
     def pays(self, currency: str) -> bool:
         return self.currencies is None or currency in self.currencies
@@ -49,6 +57,13 @@ class RailRefused(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+REACHES: Mapping[str, RailReach] = {
+    "sim": RailReach("sim"),
+    "stripe": RailReach("stripe"),
+    "sepa": RailReach("sepa", frozenset({SEPA_CURRENCY}), is_sepa_iban, MAX_CREDITOR_NAME),
+}
 
 
 # (tenant, currency) to the rail that pays it by default.
@@ -75,6 +90,7 @@ def route(
     tenant: str,
     currency: str,
     destination: str,
+    payee: str,
     rails: Sequence[RailReach],
     defaults: TenantRails,
 ) -> str:
@@ -93,8 +109,13 @@ def route(
     if not paying:
         names = ", ".join(rail.name for rail in candidates)
         raise RailRefused(CURRENCY_NOT_SUPPORTED, f"no rail here pays {currency} ({names})")
-    for rail in paying:
-        if rail.pays_to(destination):
+    reaching = [rail for rail in paying if rail.pays_to(destination)]
+    if not reaching:
+        names = ", ".join(rail.name for rail in paying)
+        raise RailRefused(DESTINATION_NOT_SUPPORTED, f"{names} cannot pay to this destination")
+    for rail in reaching:
+        if rail.max_payee is None or len(payee) <= rail.max_payee:
             return rail.name
-    names = ", ".join(rail.name for rail in paying)
-    raise RailRefused(DESTINATION_NOT_SUPPORTED, f"{names} cannot pay to this destination")
+    limit = max(rail.max_payee or 0 for rail in reaching)
+    names = ", ".join(rail.name for rail in reaching)
+    raise RailRefused(PAYEE_TOO_LONG, f"{names} carries a payee of at most {limit} characters")

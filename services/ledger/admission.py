@@ -11,10 +11,10 @@
     check           the tenant's per-currency maximum amount and destination allow-list:
                     422 `amount_over_limit` / `destination_not_allowed`; then the rail that
                     will pay (`domain.rail_routing`): 422 `rail_unavailable`,
-                    `currency_not_supported` or `destination_not_supported` when no rail here
-                    can (Kafka: dead-lettered with that code). Like every validation error,
-                    raised before the idempotency key is claimed, so the key of a refused
-                    request stays unused.
+                    `currency_not_supported`, `destination_not_supported` or `payee_too_long`
+                    when no rail here can (Kafka: dead-lettered with that code). Like every
+                    validation error, raised before the idempotency key is claimed, so the
+                    key of a refused request stays unused.
 
 The funding check of pre-funded tenants needs the balance under lock, so the books make it
 (`services.ledger.funding`).
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
-from services.domain.rail_routing import RailReach, RailRefused, route
+from services.domain.rail_routing import REACHES, RailReach, RailRefused, TenantRails, route
 from services.domain.tenant_limits import NO_LIMITS, Rate, TenantLimits
 from services.ledger.booking import DEFAULT_RAIL
 from services.ledger.errors import InvalidRequest, Overloaded, RateLimited
@@ -112,10 +112,12 @@ class Admission:
         limits: TenantLimits = NO_LIMITS,
         backlog: int = DEFAULT_BACKLOG,
         clock: Callable[[], float] = time.monotonic,
-        rails: Sequence[RailReach] = (RailReach(DEFAULT_RAIL),),
+        rails: Sequence[RailReach] = (REACHES[DEFAULT_RAIL],),
+        tenant_rails: TenantRails | None = None,
     ) -> None:
         self.limits = limits
         self.rails = tuple(rails)
+        self.tenant_rails = tenant_rails or {}
         self.backlog = Backlog(backlog)
         self._clock = clock
         self._buckets: dict[str, TokenBucket] = {}  # only tenants with a configured rate
@@ -159,8 +161,9 @@ class Admission:
                 request.tenant,
                 request.currency,
                 request.destination,
+                request.payee,
                 self.rails,
-                defaults={},  # no tenant picks a rail of its own while one rail is driven
+                self.tenant_rails,
             )
         except RailRefused as e:
             raise InvalidRequest(e.message, code=e.code, field="rail", status=422) from e
@@ -168,7 +171,12 @@ class Admission:
 
 
 def admission_of(settings: LedgerSettings) -> Admission:
-    """The admission the settings configure: the tenants' limits, the backlog, and the rail
-    this deployment drives."""
-    rails = (RailReach(settings.rail.value),)
-    return Admission(settings.tenant_limits, settings.accept_backlog, rails=rails)
+    """The admission the settings configure: the tenants' limits, the backlog, the rails
+    this deployment drives and each tenant's default rail per currency."""
+    rails = [REACHES[rail.value] for rail in settings.rails]
+    return Admission(
+        settings.tenant_limits,
+        settings.accept_backlog,
+        rails=rails,
+        tenant_rails=settings.tenant_rails,
+    )

@@ -250,6 +250,7 @@ def _mint(r: SettlementRequest, now: datetime) -> _Minted:
         rail_reference=None,
         reason=None,
         occurred_at=now,
+        rail=rail,
     )
     postings, _ = accept_postings(r.amount, r.currency, r.tenant)
     return _Minted(sid, key, body, uuid7_text(), event_id, event, postings)

@@ -18,6 +18,8 @@ books by the same rules: postings from `accept_postings`, the event from `settle
 
 from services.domain.balance_shards import free_shards
 from services.domain.instruction import InstructionStatus
+from services.domain.payout import PayoutMethod
+from services.platform.config import RailKind
 
 # Every account the legs post to, once each, in code point order as balance shards are locked.
 LEG_ACCOUNTS = (
@@ -87,8 +89,10 @@ WITH input AS (
     INSERT INTO rail_instructions (settlement_id, tenant, rail, method, idempotency_key,
                                    destination, amount, currency, status, created_at,
                                    updated_at)
-    SELECT sid, tenant, rail, $24, rkey, dest, amount, cur, '{InstructionStatus.PENDING}', $17,
-           $17
+    -- The Stripe method ($24) is for the rails that speak Stripe's API; SEPA pays by transfer.
+    SELECT sid, tenant, rail,
+           CASE WHEN rail = '{RailKind.SEPA}' THEN '{PayoutMethod.TRANSFER}' ELSE $24 END,
+           rkey, dest, amount, cur, '{InstructionStatus.PENDING}', $17, $17
       FROM booked
 ), events AS (
     INSERT INTO outbox (event_id, settlement_id, sequence, topic, message_key, payload)

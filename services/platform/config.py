@@ -28,6 +28,7 @@ from services.platform.tokens import parse_signing_secrets, parse_tokens
 
 LOCAL_DATABASE_URL = "postgresql+asyncpg://settle@127.0.0.1:55432/settle"
 LOCAL_KAFKA_BOOTSTRAP = "127.0.0.1:59092"
+LOCAL_SEPA_BANK_URL = "http://127.0.0.1:12112"  # `settle banksim`'s default address
 # The secrets `make run` starts with, printed in the README: production refuses every one.
 LOCAL_SECRETS = {
     "STRIPE_API_KEY": "sk_test_settle_local",
@@ -48,10 +49,17 @@ class Deployment(StrEnum):
 
 
 class RailKind(StrEnum):
-    """Which payment rail the relay drives."""
+    """A payment rail settle drives: Stripe's API (`stripe`, or the local simulator that
+    speaks it, `sim`), or SEPA credit transfers through a bank's file interface (`sepa`)."""
 
     SIM = "sim"
     STRIPE = "stripe"
+    SEPA = "sepa"
+
+    @property
+    def speaks_stripe(self) -> bool:
+        """Whether the Stripe adapter drives this rail."""
+        return self is not RailKind.SEPA
 
 
 class KafkaProtocol(StrEnum):

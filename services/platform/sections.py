@@ -1,14 +1,17 @@
-"""The sections that say where things are: the database, Kafka, the rail, telemetry."""
+"""The sections that say where things are: the database, Kafka, the rails, telemetry."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from services.domain.errors import ConfigError
 from services.domain.payout import PayoutMethod
+from services.domain.rail_routing import parse_tenant_rails
+from services.platform.bank import BankSection
 from services.platform.config import (
     LOCAL_DATABASE_URL,
     LOCAL_KAFKA_BOOTSTRAP,
@@ -24,6 +27,19 @@ from services.platform.tracing import TraceExporter
 
 VERIFYING_SSLMODES = ("verify-full", "verify-ca")
 KAFKA_AUTH = "SASL_SSL with a user and password, or SSL with a client certificate and key"
+
+
+def _rail_list(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if len(set(names)) != len(names):
+        raise ValueError("names a rail twice")
+    return tuple(names)
+
+
+def _defaults(value: object) -> object:
+    return parse_tenant_rails(value) if isinstance(value, str) else value
 
 
 class DatabaseSection(Section):
@@ -112,11 +128,19 @@ class KafkaSection(Section):
         return None if problem is None else ConfigError("SETTLE_KAFKA_SASL_PASSWORD", problem)
 
 
-class RailSection(Section):
-    """Which rail pays and how: the rail, its API's address (unset: Stripe's own API, or the
-    local simulator for `sim`), the Stripe method, and whether the rail honours keys."""
+class RailSection(BankSection):
+    """Which rails pay and how: the rails this deployment drives (`SETTLE_RAILS`, or the one
+    `SETTLE_RAIL` names), each tenant's default rail per currency, the Stripe API's address
+    (unset: Stripe's own API, or the local simulator for `sim`), the Stripe method, whether
+    that rail honours keys, and the bank of the SEPA rail (`BankSection`)."""
 
     rail: RailKind = Field(RailKind.SIM, alias="SETTLE_RAIL")
+    rails_named: Annotated[tuple[RailKind, ...], NoDecode, BeforeValidator(_rail_list)] = Field(
+        (), alias="SETTLE_RAILS"
+    )
+    tenant_rails: Annotated[dict[tuple[str, str], str], NoDecode, BeforeValidator(_defaults)] = (
+        Field({}, alias="SETTLE_TENANT_RAILS")
+    )
     stripe_api_base: str | None = Field(None, alias="STRIPE_API_BASE")
     stripe_method: PayoutMethod = Field(PayoutMethod.TRANSFER, alias="SETTLE_STRIPE_METHOD")
     rail_idempotent: bool = Field(True, alias="SETTLE_RAIL_IDEMPOTENT")
@@ -128,9 +152,32 @@ class RailSection(Section):
             raise ValueError("must be an http:// or https:// URL")
         return value
 
+    @model_validator(mode="after")
+    def _rails_agree(self) -> RailSection:
+        speaking = [rail for rail in self.rails if rail.speaks_stripe]
+        if len(speaking) > 1:
+            raise ConfigError("SETTLE_RAILS", "names both sim and stripe; drive one of them")
+        for (tenant, currency), rail in self.tenant_rails.items():
+            if rail not in self.rails:
+                raise ConfigError(
+                    "SETTLE_TENANT_RAILS",
+                    f"sends {tenant}'s {currency} to {rail}, which SETTLE_RAILS does not name",
+                )
+        return self
+
+    @property
+    def rails(self) -> tuple[RailKind, ...]:
+        """The rails driven here, in order of preference: SETTLE_RAILS, else SETTLE_RAIL."""
+        return self.rails_named or (self.rail,)
+
+    @property
+    def api_rail(self) -> RailKind | None:
+        """The rail that speaks Stripe's API (`sim` or `stripe`), if one is driven here."""
+        return next((rail for rail in self.rails if rail.speaks_stripe), None)
+
     @property
     def moves_real_money(self) -> bool:
-        return self.rail is RailKind.STRIPE and self.stripe_api_base is None
+        return self.api_rail is RailKind.STRIPE and self.stripe_api_base is None
 
     def production_refusal(self) -> ConfigError | None:
         base = self.stripe_api_base
@@ -139,6 +186,8 @@ class RailSection(Section):
                 "STRIPE_API_BASE",
                 "must be https:// in production mode: the secret key goes with every request",
             )
+        if RailKind.SEPA in self.rails:
+            return self.bank_refusal()
         return None
 
 

@@ -18,6 +18,10 @@ first, of a lease that ran out mid-call, waits until the holder's last possible 
 `ambiguous_pause_seconds` past that end (RECLAIM_DUE holds such rows back). Only a stall
 between the last check and the write itself that outlasts `call_seconds` plus that pause,
 less the rail's own processing time, escapes both.
+
+A dispatcher drives one rail (`rail_name`) and picks only that rail's instructions, with its
+own concurrency, retry budget (its policy) and circuit breaker (relay/breaker.py): a rail
+that stops answering makes its own instructions wait, and no other rail's.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from services.domain.trace_context import carried
 from services.platform.clock import utc_now
 from services.platform.failpoints import failpoint
 from services.relay import dispatch_sql as sql
+from services.relay.breaker import CircuitBreaker
 from services.relay.lease import LeaseClock
 from services.relay.metrics import RelayMetrics
 from services.relay.policy import DispatchPolicy
@@ -64,15 +69,20 @@ class Dispatcher:
         worker: str,
         rail_idempotent: bool = True,
         policy: DispatchPolicy | None = None,
+        rail_name: str = "sim",
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self.pool = pool
         self.rail = rail
+        self.rail_name = rail_name  # the instructions of this rail only are this dispatcher's
         self.metrics = metrics
+        self.counts = metrics.of_rail(rail_name)
         self.worker = worker
         self.rail_idempotent = rail_idempotent
         self.policy = policy or DispatchPolicy()
         self._calls = asyncio.Semaphore(self.policy.concurrent_calls)
-        self.records = OutcomeRecords(pool, metrics, worker, self.policy, rail_idempotent)
+        self.breaker = breaker or CircuitBreaker()
+        self.records = OutcomeRecords(pool, self.counts, worker, self.policy, rail_idempotent)
 
     async def dispatch(self, settlement_id: str) -> None:
         """Pass 1 for one settlement: claim its pending instruction, if any, and send it."""
@@ -83,10 +93,14 @@ class Dispatcher:
         side by side while the lease leaves time for a call, and record the accepted ones
         together; what the rail did not accept is handled one by one. Instructions already
         claimed, done, or not pending are skipped."""
+        if self.breaker.is_open:
+            return  # the rail is not answering: the instructions wait, pending, for pass 2
         ids = [uuid.UUID(sid) for sid in settlement_ids]
         lease = LeaseClock(self.policy.lease_seconds, self.policy.call_seconds)
         async with self.pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(sql.CLAIM_PENDING, ids, self.policy.lease_seconds, self.worker)
+            rows = await conn.fetch(
+                sql.CLAIM_PENDING, ids, self.policy.lease_seconds, self.worker, self.rail_name
+            )
             if not rows:
                 return
             moves = [Move(r["settlement_id"], SETTLEMENT_AFTER[E.CLAIM]) for r in rows]
@@ -94,7 +108,7 @@ class Dispatcher:
         failpoint("dispatch.after_claim")  # claimed, nothing sent yet
         answers = await asyncio.gather(*(self._send(_instruction(r), lease) for r in rows))
         sent = [(row, result) for row, result in zip(rows, answers, strict=True) if result]
-        self.metrics.fence_rejections.inc(len(rows) - len(sent))
+        self.counts.fence_rejections.inc(len(rows) - len(sent))
         accepted = [(row, result) for row, result in sent if result.outcome is RailOutcome.ACCEPTED]
         for _ in accepted:
             failpoint("dispatch.after_accept")  # the rail paid; nothing of it is recorded
@@ -122,8 +136,9 @@ class Dispatcher:
             result = await call_rail(self.rail, instruction, lease.time_for_a_call)
             if result is None:
                 return None  # the lease ran out on the way to the rail; nothing went out
-        self.metrics.rail_seconds.observe(time.monotonic() - started)
-        self.metrics.rail_calls.labels(outcome=str(result.outcome)).inc()
+        self.counts.rail_seconds.observe(time.monotonic() - started)
+        self.counts.called(result.outcome)
+        self.breaker.record(result.outcome)
         return result
 
     async def sweep(self) -> int:
@@ -131,6 +146,8 @@ class Dispatcher:
         p = self.policy
         async with self.pool.acquire() as conn:
             await conn.fetchval(sql.END_STALLED_RELAY_SESSIONS, p.lease_seconds)
+        if self.breaker.is_open:
+            return 0
         lease = LeaseClock(p.lease_seconds, p.call_seconds)
         async with self.pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(
@@ -142,6 +159,7 @@ class Dispatcher:
                 not self.rail_idempotent,
                 p.rail_key_window_seconds,
                 p.ambiguous_pause_seconds,
+                self.rail_name,
             )
             moves = [
                 Move(r["settlement_id"], SETTLEMENT_AFTER[E.RECLAIM])
@@ -149,13 +167,13 @@ class Dispatcher:
                 if r["was"] == I.PENDING
             ]
             await apply_transitions(conn, moves, actor=self.worker, now=utc_now())
-        self.metrics.reclaims.inc(sum(1 for r in rows if r["was"] == I.PROCESSING))
+        self.counts.reclaims.inc(sum(1 for r in rows if r["was"] == I.PROCESSING))
         # Taken-over instructions are sent side by side: a slow rail must not serialise them.
         await asyncio.gather(*(self._attempt(row, lease) for row in rows))
         async with self.pool.acquire() as conn:
-            gauges = await conn.fetchrow(sql.GAUGES)
-        self.metrics.in_flight.set(gauges["in_flight"])
-        self.metrics.stuck.set(gauges["stuck"])
+            gauges = await conn.fetchrow(sql.GAUGES, self.rail_name)
+        self.counts.in_flight.set(gauges["in_flight"])
+        self.counts.stuck.set(gauges["stuck"])
         return len(rows)
 
     async def _attempt(self, row: asyncpg.Record, lease: LeaseClock) -> None:
@@ -168,7 +186,7 @@ class Dispatcher:
             try:
                 found = await self.rail.find(instruction)
             except SettleError as e:
-                self.metrics.lookups.labels(found="false").inc()
+                self.counts.looked(found=False)
                 if not e.retriable:
                     # The rail cannot rule a transfer out (the search ran past its pages):
                     # sending again could pay twice, so an operator decides.
@@ -185,7 +203,7 @@ class Dispatcher:
                     RailResult(RailOutcome.RETRYABLE, detail=f"lookup failed: {e}"),
                 )
                 return
-            self.metrics.lookups.labels(found=str(found is not None).lower()).inc()
+            self.counts.looked(found=found is not None)
             if found is not None:
                 await self.records.record(
                     instruction,
@@ -197,7 +215,7 @@ class Dispatcher:
             failpoint("dispatch.after_lookup")  # the rail holds nothing yet; about to send
         result = await self._send(instruction, lease)
         if result is None:  # the lease ran out before the write: nothing was sent
-            self.metrics.fence_rejections.inc()
+            self.counts.fence_rejections.inc()
             return
         if result.outcome is RailOutcome.ACCEPTED:
             failpoint("dispatch.after_accept")  # the rail paid; nothing of it is recorded

@@ -17,6 +17,9 @@ def _among(event: E) -> str:
     return ", ".join(f"'{status}'" for status in sorted(sources_of(event)))
 
 
+# Every statement that picks instructions picks those of one rail: each rail has its own
+# dispatcher, so one rail's outage or backlog never holds another's instructions.
+#
 # Pass 1: pending instructions never sent, claimed with a new fence and a lease; with each, the
 # trace context its settlement was accepted under, which the rail call's span continues. One
 # sent before and re-armed by an operator is pass 2's: it looks at the rail before sending.
@@ -28,7 +31,7 @@ UPDATE rail_instructions AS r
        first_sent_at = now(), updated_at = now()
   FROM settlements s
  WHERE r.settlement_id = ANY($1::uuid[]) AND r.status IN ({_among(E.CLAIM)})
-   AND r.first_sent_at IS NULL AND s.id = r.settlement_id
+   AND r.first_sent_at IS NULL AND r.rail = $4 AND s.id = r.settlement_id
 RETURNING r.settlement_id, r.tenant, r.idempotency_key, r.destination, r.amount, r.currency,
           r.method, r.fence, r.attempts, false AS sent_before, 0::float8 AS sent_age,
           s.traceparent, s.tracestate
@@ -48,10 +51,11 @@ WITH due AS (
       FROM rail_instructions,
            LATERAL (SELECT CASE WHEN $5 OR first_sent_at < now() - make_interval(secs => $6)
                                 THEN make_interval(secs => $7) ELSE interval '0' END AS hold) h
-     WHERE (status = '{I.PROCESSING}' AND lease_until < now()
-            AND (next_attempt_at >= lease_until OR lease_until < now() - h.hold))
-        OR (status = '{I.PENDING}' AND created_at < now() - make_interval(secs => $3)
-            AND (first_sent_at IS NULL OR updated_at < now() - h.hold))
+     WHERE rail = $8
+       AND ((status = '{I.PROCESSING}' AND lease_until < now()
+             AND (next_attempt_at >= lease_until OR lease_until < now() - h.hold))
+         OR (status = '{I.PENDING}' AND created_at < now() - make_interval(secs => $3)
+             AND (first_sent_at IS NULL OR updated_at < now() - h.hold)))
      ORDER BY lease_until NULLS FIRST
      LIMIT $4
        FOR UPDATE OF rail_instructions SKIP LOCKED
@@ -120,7 +124,7 @@ WRITES: Mapping[E, str] = {
 GAUGES = f"""
 SELECT count(*) FILTER (WHERE lease_until >= now()) AS in_flight,
        count(*) FILTER (WHERE lease_until < now()) AS stuck
-  FROM rail_instructions WHERE status = '{I.PROCESSING}'
+  FROM rail_instructions WHERE status = '{I.PROCESSING}' AND rail = $1
 """
 
 # A replica paused in the middle of sending a statement leaves its session waiting for the

@@ -18,7 +18,7 @@ from services.domain.rail import RailInstruction, RailOutcome, RailResult
 from services.platform.backoff import backoff
 from services.platform.clock import utc_now
 from services.relay import dispatch_sql as sql
-from services.relay.metrics import RelayMetrics
+from services.relay.metrics import RailMetrics
 from services.relay.policy import DispatchPolicy
 from services.settlement.transitions import TransitionBatch, apply_transition
 
@@ -29,7 +29,7 @@ class OutcomeRecords:
     def __init__(
         self,
         pool: asyncpg.Pool,
-        metrics: RelayMetrics,
+        metrics: RailMetrics,
         worker: str,
         policy: DispatchPolicy,
         rail_idempotent: bool,

@@ -105,6 +105,7 @@ def settlement_event(
     rail_reference: str | None,
     reason: str | None,
     occurred_at: datetime,
+    rail: str | None = None,
 ) -> bytes:
     """The Avro SettlementEvent of a settlement's `sequence`-th step, as the outbox holds it."""
     return avro.encode(
@@ -122,6 +123,7 @@ def settlement_event(
             "rail_reference": rail_reference,
             "reason": reason,
             "status": str(status),
+            "rail": rail,
         },
     )
 
@@ -156,6 +158,7 @@ class LockedSettlement:
     reason: str | None = None  # the latest step's reason, if any gave one
     amount_reversed: int = 0  # minor units come back so far, after the steps planned so far
     destination: str | None = None  # where the money was sent (the inbox matches webhooks to it)
+    rail: str | None = None  # the rail that pays it
     trace: TraceContext | None = None  # the trace it was accepted under, for log lines
     accepted_at: datetime | None = None  # when it was booked (`created_at`), as locked
 
@@ -218,6 +221,7 @@ def rows_of(
             rail_reference=m.published_reference,
             reason=m.step.reason,
             occurred_at=now,
+            rail=s.rail,
         )
         events.append(EventRow(event_id, s.id, done.sequence, payload))
     balance = [BalanceDelta(a, deltas[a]) for a in sorted(deltas) if deltas[a] != 0]

@@ -8,7 +8,7 @@ from services.domain.balance_shards import free_shards
 
 LOCK_SETTLEMENTS = """
 SELECT id, tenant, reference, amount, currency, status, version, rail_reference, amount_reversed,
-       destination, traceparent, tracestate, created_at
+       destination, rail, traceparent, tracestate, created_at
   FROM settlements WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
 """
 # A settlement under review keeps its money where it was; its postings say where that is.

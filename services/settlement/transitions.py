@@ -95,6 +95,7 @@ class TransitionBatch:
                 r["version"],
                 amount_reversed=r["amount_reversed"],
                 destination=r["destination"],
+                rail=r["rail"],
                 accepted_at=r["created_at"],
                 trace=carried(r["traceparent"], r["tracestate"]),
             )

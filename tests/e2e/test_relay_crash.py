@@ -121,5 +121,5 @@ def fence_rejections(metrics: str) -> float:
     return next(
         float(line.split()[-1])
         for line in metrics.splitlines()
-        if line.startswith("settle_relay_fence_rejections_total ")
+        if line.startswith('settle_relay_fence_rejections_total{rail="sim"} ')
     )

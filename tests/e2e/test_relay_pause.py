@@ -52,7 +52,7 @@ async def fence_rejections(metrics_port: int) -> float:
     return next(
         float(line.split()[-1])
         for line in text.splitlines()
-        if line.startswith("settle_relay_fence_rejections_total ")
+        if line.startswith('settle_relay_fence_rejections_total{rail="sim"} ')
     )
 
 

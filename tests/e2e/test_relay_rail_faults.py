@@ -135,15 +135,15 @@ async def test_rail_trouble_ends_with_one_transfer_each(
     # The fault met every settlement's first call: its answer lost (ambiguous), or, on a
     # loaded machine, the call not sent at all (retryable: the connection pool's wait ran out).
     failed_calls = sum(
-        calls("settle_relay_rail_calls_total", {"outcome": outcome}) or 0
+        calls("settle_relay_rail_calls_total", {"rail": "sim", "outcome": outcome}) or 0
         for outcome in ("ambiguous", "retryable")
     )
     assert failed_calls >= COUNT
     if not honours_keys:
         # No re-issue without looking at the rail first; a transfer made behind a lost
         # answer was found there and adopted.
-        found = calls("settle_relay_lookups_total", {"found": "true"})
-        missed = calls("settle_relay_lookups_total", {"found": "false"})
+        found = calls("settle_relay_lookups_total", {"rail": "sim", "found": "true"})
+        missed = calls("settle_relay_lookups_total", {"rail": "sim", "found": "false"})
         assert found + missed >= COUNT
         if fault.endswith("after-accept"):
             assert found >= COUNT

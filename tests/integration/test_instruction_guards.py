@@ -62,9 +62,9 @@ async def one_per_status(pool: asyncpg.Pool) -> dict[InstructionStatus, uuid.UUI
 async def write(conn: asyncpg.Connection, event: InstructionEvent, sids: list[uuid.UUID]) -> None:
     """What the dispatcher runs for `event` on these instructions, each under FENCE."""
     if event is InstructionEvent.CLAIM:
-        await conn.fetch(sql.CLAIM_PENDING, sids, 30.0, "w")
+        await conn.fetch(sql.CLAIM_PENDING, sids, 30.0, "w", "sim")
     elif event is InstructionEvent.RECLAIM:
-        await conn.fetch(sql.RECLAIM_DUE, 30.0, "w", 0.0, 1_000, False, 86_400.0, 0.0)
+        await conn.fetch(sql.RECLAIM_DUE, 30.0, "w", 0.0, 1_000, False, 86_400.0, 0.0, "sim")
     elif event is InstructionEvent.ACCEPT:
         await conn.fetch(
             sql.RECORD_TRANSFERRED_MANY,

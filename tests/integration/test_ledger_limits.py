@@ -97,6 +97,40 @@ async def test_a_settlement_goes_to_the_rail_driven_here_and_no_other(
         assert [named.json()["rail"], unnamed.json()["rail"]] == ["stripe", "stripe"]
 
 
+async def test_a_settlement_is_routed_by_its_name_its_tenants_default_or_what_pays_it(
+    database_url: str, kafka_bootstrap: str
+) -> None:
+    a, b = unique("ta"), unique("tb")
+    rails = {"SETTLE_RAILS": "sim,sepa", "SETTLE_TENANT_RAILS": f"{a}:EUR=sepa"}
+    settings = ledger_settings(database_url, kafka_bootstrap, a, b, **rails)
+    iban = "DE89370400440532013000"
+    async with running_ledger(settings) as api:
+
+        async def rail_of(token: str, **change: Any) -> str:
+            answer = await api.post(token, unique("key-"), settlement(**change))
+            assert answer.status_code == 201, answer.text
+            return str(answer.json()["rail"])
+
+        assert await rail_of(api.a, destination=iban) == "sepa"  # the tenant's EUR default
+        assert await rail_of(api.a, destination=iban, currency="USD") == "sim"
+        assert await rail_of(api.b, destination=iban) == "sim"  # the first rail that pays
+        assert await rail_of(api.b, destination=iban, rail="sepa") == "sepa"
+        booked = len(await api.settlements_of(api.a))
+
+        refusals = [
+            (dict(rail="sepa", currency="USD", destination=iban), "currency_not_supported"),
+            (dict(rail="sepa", destination="acct_1Q2w3E"), "destination_not_supported"),
+            (dict(rail="sepa", destination=iban[:-1] + "1"), "destination_not_supported"),
+            (dict(destination="acct_1Q2w3E"), "destination_not_supported"),  # a's default
+            (dict(rail="sepa", destination=iban, payee="p" * 71), "payee_too_long"),
+            (dict(rail="stripe", destination=iban), "rail_unavailable"),
+        ]
+        for change, code in refusals:
+            refused = await api.post(api.a, unique("key-"), settlement(**change))
+            assert (refused.status_code, error_of(refused)["code"]) == (422, code), change
+        assert len(await api.settlements_of(api.a)) == booked  # nothing of them was booked
+
+
 async def test_a_full_backlog_answers_503_and_every_201_is_booked_and_no_503(
     database_url: str, kafka_bootstrap: str
 ) -> None:

@@ -151,7 +151,9 @@ async def test_rail_ignoring_keys_is_searched_and_the_transfer_adopted(
     await d.sweep()
     assert (await state(pool, sid))[:2] == ("submitted", "transferred")
     assert rail.sends == 1 and rail.effects[sid] == 1  # found at the rail, not sent again
-    assert d.metrics.registry.get_sample_value("settle_relay_lookups_total", {"found": "true"})
+    assert d.metrics.registry.get_sample_value(
+        "settle_relay_lookups_total", {"rail": "sim", "found": "true"}
+    )
 
 
 async def test_budget_spent_on_refusals_to_act_fails_the_settlement(pool: asyncpg.Pool) -> None:
@@ -198,7 +200,12 @@ async def test_a_stale_worker_is_fenced_off_and_sends_nothing(pool: asyncpg.Pool
     lease = LeaseClock(30.0, 10.0, clock=lambda: next(moments))
     await stale._attempt(claimed, lease)  # wakes up with its old fence
     assert rail.sends == 1 and rail.effects[sid] == 1
-    assert stale.metrics.registry.get_sample_value("settle_relay_fence_rejections_total") == 1
+    assert (
+        stale.metrics.registry.get_sample_value(
+            "settle_relay_fence_rejections_total", {"rail": "sim"}
+        )
+        == 1
+    )
 
 
 async def test_forgotten_pending_instruction_is_picked_up_by_the_sweep(
@@ -277,7 +284,10 @@ async def test_a_batch_write_refused_by_the_fence_records_nothing_for_that_row(
     d.rail = TakenOver([])
     await d.dispatch_many([sid])
     assert (await state(pool, sid))[:2] == ("dispatching", "processing")
-    assert d.metrics.registry.get_sample_value("settle_relay_fence_rejections_total") == 1
+    assert (
+        d.metrics.registry.get_sample_value("settle_relay_fence_rejections_total", {"rail": "sim"})
+        == 1
+    )
 
 
 async def test_a_holder_lost_mid_attempt_makes_the_budget_end_in_review(

@@ -75,4 +75,7 @@ async def test_a_claim_whose_lease_leaves_no_time_for_a_call_is_not_sent(
     await d.dispatch_many([sid])
     assert rail.sends == 0
     assert (await state(pool, sid))[:2] == ("dispatching", "processing")  # pass 2's, later
-    assert d.metrics.registry.get_sample_value("settle_relay_fence_rejections_total") == 1
+    assert (
+        d.metrics.registry.get_sample_value("settle_relay_fence_rejections_total", {"rail": "sim"})
+        == 1
+    )

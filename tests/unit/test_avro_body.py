@@ -75,6 +75,7 @@ EVENTS = st.fixed_dictionaries(
         "status": OPTIONAL_TEXT,
         "rail_reference": OPTIONAL_TEXT,
         "reason": OPTIONAL_TEXT,
+        "rail": OPTIONAL_TEXT,
     }
 )
 

@@ -41,6 +41,7 @@ EVENT: dict[str, Any] = {
     "status": "paid",
     "rail_reference": "tr_1Q2w3E4r5T6y",
     "reason": None,
+    "rail": "stripe",
 }
 COMMAND: dict[str, Any] = {
     "tenant": "acme",
@@ -169,7 +170,9 @@ def test_round_trip(name: str) -> None:
 
 def test_defaulted_fields_may_be_left_out() -> None:
     command = {k: v for k, v in COMMAND.items() if k not in ("rail", "metadata")}
-    event = {k: v for k, v in EVENT.items() if k not in ("status", "rail_reference", "reason")}
+    event = {
+        k: v for k, v in EVENT.items() if k not in ("status", "rail_reference", "reason", "rail")
+    }
     assert decode(encode("SettlementCommand", command), "SettlementCommand") == {
         **command,
         "rail": None,
@@ -180,6 +183,7 @@ def test_defaulted_fields_may_be_left_out() -> None:
         "status": None,
         "rail_reference": None,
         "reason": None,
+        "rail": None,
     }
 
 
@@ -323,6 +327,7 @@ EVENTS = st.fixed_dictionaries(
         "status": MAYBE_TEXT,
         "rail_reference": MAYBE_TEXT,
         "reason": MAYBE_TEXT,
+        "rail": MAYBE_TEXT,
     }
 )
 COMMANDS = st.fixed_dictionaries(

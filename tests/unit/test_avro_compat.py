@@ -119,7 +119,7 @@ def _v2_compatible() -> dict[str, Any]:
     v2 = _event()
     _field(v2, "sequence")["type"] = "long"  # a promotion
     v2["fields"].append(
-        {"name": "rail", "type": ["null", "string"], "default": None, "doc": "The rail."}
+        {"name": "fee", "type": ["null", "long"], "default": None, "doc": "The rail's fee."}
     )
     return v2
 
@@ -131,7 +131,7 @@ def test_a_compatible_second_version_reads_first_version_messages(tmp_path: Path
     catalog = SchemaCatalog(tmp_path)
     old = next(generate_many(v1, 1))
     decoded = catalog.decode(catalog.encode(v1, old), "SettlementEvent")
-    assert decoded["rail"] is None
+    assert decoded["fee"] is None
     assert decoded["sequence"] == old["sequence"]
     assert catalog.decode(catalog.encode("SettlementEvent", decoded), "SettlementEvent") == decoded
 

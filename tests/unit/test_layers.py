@@ -13,7 +13,7 @@ import pytest
 
 from tools.infra.paths import repo_root
 
-PACKAGES = ("services", "railsim", "tools")
+PACKAGES = ("services", "railsim", "banksim", "tools")
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:

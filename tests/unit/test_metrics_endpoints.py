@@ -34,11 +34,20 @@ async def scrape(app: ASGIApp) -> Samples:
 async def test_the_relays_metrics_show_what_it_counted() -> None:
     metrics = create_metrics()
     metrics.published.inc(3)
-    metrics.rail_calls.labels(outcome="ambiguous").inc()
+    metrics.of_rail("stripe").called("ambiguous")
+    metrics.of_rail("sepa")
     samples = await scrape(metrics_app(metrics))
     assert samples[("settle_relay_published_total", ())] == 3
-    assert samples[("settle_relay_rail_calls_total", (("outcome", "ambiguous"),))] == 1
-    assert samples[("settle_relay_rail_calls_total", (("outcome", "accepted"),))] == 0
+    stripe_ambiguous = (("outcome", "ambiguous"), ("rail", "stripe"))
+    assert samples[("settle_relay_rail_calls_total", stripe_ambiguous)] == 1
+    assert (
+        samples[("settle_relay_rail_calls_total", (("outcome", "ambiguous"), ("rail", "sepa")))]
+        == 0
+    )
+    assert (
+        samples[("settle_relay_rail_calls_total", (("outcome", "accepted"), ("rail", "stripe")))]
+        == 0
+    )
 
 
 async def test_the_relay_still_answers_healthz() -> None:

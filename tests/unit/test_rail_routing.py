@@ -8,26 +8,32 @@ import pytest
 from services.domain.rail_routing import (
     CURRENCY_NOT_SUPPORTED,
     DESTINATION_NOT_SUPPORTED,
+    PAYEE_TOO_LONG,
     RAIL_UNAVAILABLE,
-    RailReach,
+    REACHES,
     RailRefused,
     parse_tenant_rails,
     route,
 )
 
-STRIPE = RailReach("stripe")
-SEPA = RailReach("sepa", frozenset({"EUR"}), lambda destination: destination.startswith("DE"))
+STRIPE, SEPA = REACHES["stripe"], REACHES["sepa"]
 IBAN, ACCOUNT = "DE89370400440532013000", "acct_1Q2w3E"
+BAD_CHECKSUM = "DE89370400440532013001"
+NOT_SEPA = "BR1800360305000010009795493C1"  # a valid IBAN, outside the SEPA zone
 
 
-def routed(requested: str | None, currency: str, destination: str, **defaults: str) -> str:
+def routed(
+    requested: str | None, currency: str, destination: str, payee: str = "Ada", **defaults: str
+) -> str:
     tenant_rails = parse_tenant_rails(",".join(f"acme:{c}={r}" for c, r in defaults.items()))
-    return route(requested, "acme", currency, destination, [SEPA, STRIPE], tenant_rails)
+    return route(requested, "acme", currency, destination, payee, [SEPA, STRIPE], tenant_rails)
 
 
-def refused(requested: str | None, currency: str, destination: str, **defaults: str) -> str:
+def refused(
+    requested: str | None, currency: str, destination: str, payee: str = "Ada", **defaults: str
+) -> str:
     with pytest.raises(RailRefused) as caught:
-        routed(requested, currency, destination, **defaults)
+        routed(requested, currency, destination, payee, **defaults)
     return caught.value.code
 
 
@@ -50,8 +56,13 @@ def test_each_refusal_has_its_code() -> None:
     assert refused("sepa", "USD", IBAN) == CURRENCY_NOT_SUPPORTED
     assert refused(None, "USD", IBAN, USD="sepa") == CURRENCY_NOT_SUPPORTED
     assert refused("sepa", "EUR", ACCOUNT) == DESTINATION_NOT_SUPPORTED
+    assert refused("sepa", "EUR", BAD_CHECKSUM) == DESTINATION_NOT_SUPPORTED
+    assert refused("sepa", "EUR", NOT_SEPA) == DESTINATION_NOT_SUPPORTED
+    assert refused("sepa", "EUR", IBAN, "x" * 71) == PAYEE_TOO_LONG
+    assert routed("sepa", "EUR", IBAN, "x" * 70) == "sepa"
+    assert routed(None, "EUR", IBAN, "x" * 71) == "stripe"  # the next rail carries the name
     with pytest.raises(RailRefused) as caught:
-        route(None, "acme", "USD", ACCOUNT, [SEPA], {})
+        route(None, "acme", "USD", ACCOUNT, "Ada", [SEPA], {})
     assert caught.value.code == CURRENCY_NOT_SUPPORTED and "USD" in caught.value.message
 
 

@@ -32,7 +32,7 @@ SID = uuid.UUID("01a21600-0000-7000-8000-000000000001")
 def batch(status: S = S.ACCEPTED, reference: str | None = None) -> TransitionBatch:
     held = AccountKind.PAYABLE if status in (S.ACCEPTED, S.DISPATCHING) else AccountKind.PAID_OUT
     locked = LockedSettlement(
-        SID, "acme", "ref-1", 700, "EUR", status, 2, reference, held, status, 2
+        SID, "acme", "ref-1", 700, "EUR", status, 2, reference, held, status, 2, rail="sepa"
     )
     return TransitionBatch({SID: locked})
 
@@ -132,8 +132,8 @@ def test_a_known_step_is_stored_as_exactly_these_rows_and_event_bytes(
 ID_STEM = "01a21600-0000-7000-8000-00000000"
 # The outbox payloads as published, byte for byte: marker and fingerprint, then event_id,
 # settlement_id, tenant, reference, type, sequence, amount, currency, occurred_at (millis,
-# the microseconds cut off), status, rail_reference and reason.
-_HEADER = bytes.fromhex("c301 b576c0c877baae6e")
+# the microseconds cut off), status, rail_reference, reason and rail.
+_HEADER = bytes.fromhex("c301 476e9a5262646b91")
 _IDS = b"H01a21600-0000-7000-8000-0000000002%02dH01a21600-0000-7000-8000-000000000001"
 _AFTER_TYPE = bytes.fromhex("f80a 06") + b"EUR" + bytes.fromhex("ced7d0fbc268")
 DISPATCHING_EVENT = (
@@ -141,12 +141,12 @@ DISPATCHING_EVENT = (
     + _IDS % 1
     + b"\x08acme\nref-1\x16dispatching\x06"
     + _AFTER_TYPE
-    + b"\x02\x16dispatching\x00\x00"
+    + b"\x02\x16dispatching\x00\x00\x02\x08sepa"
 )
 SUBMITTED_EVENT = (
     _HEADER
     + _IDS % 3
     + b"\x08acme\nref-1\x12submitted\x08"
     + _AFTER_TYPE
-    + b"\x02\x12submitted\x02\x08tr_1\x00"
+    + b"\x02\x12submitted\x02\x08tr_1\x00\x02\x08sepa"
 )

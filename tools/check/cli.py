@@ -108,11 +108,11 @@ def check(
 
 
 def effect_source(settings: Settings, rail_url: str | None) -> EffectSource:
-    """Stripe's list API for SETTLE_RAIL=stripe, else the simulator's effect counts."""
+    """Stripe's list API when the rails include stripe, else the simulator's effect counts."""
     from tools.check.rail import SimulatorEffects, StripeEffects
 
     base = rail_url or settings.stripe_api_base
-    if settings.rail is RailKind.STRIPE:
+    if settings.api_rail is RailKind.STRIPE:
         return StripeEffects(settings.stripe_api_key.get_secret_value(), api_base=base)
     return SimulatorEffects(base or SIMULATOR_API)
 

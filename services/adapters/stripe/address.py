@@ -17,4 +17,4 @@ def rail_api_base(settings: RailSection, rail_url: str | None = None) -> str | N
         return rail_url
     if settings.stripe_api_base:
         return settings.stripe_api_base
-    return SIMULATOR_API if settings.rail is RailKind.SIM else None
+    return SIMULATOR_API if settings.api_rail is RailKind.SIM else None

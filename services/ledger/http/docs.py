@@ -26,7 +26,13 @@ class SettlementBody(BaseModel):
         description="Minor units; 100 and 100.0 are equal, 100.5 invalid.",
     )
     currency: str = Field(pattern="^[A-Z]{3}$", description="ISO 4217 code.")
-    rail: Literal["sim", "stripe"] | None = Field(None, description="Omitted: the default rail.")
+    rail: Literal["sim", "stripe", "sepa"] | None = Field(
+        None,
+        description=(
+            "Omitted: the tenant's default rail for the currency, else the first rail here "
+            "that pays it."
+        ),
+    )
     metadata: dict[str, str] = Field(
         default_factory=dict,
         max_length=50,
