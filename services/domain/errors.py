@@ -30,6 +30,10 @@
     ├── RailReadError                   the rail could not be read (domain.rail)
     │   ├── UnreadableRailObject        a rail object that cannot be read; never retried
     │   └── RailUnreadable              the rail did not answer a read; retriable
+    ├── SepaFileError                   an ISO 20022 file settle cannot use (adapters.sepa)
+    │   ├── HostileFile                 XML from a bank that tries entities, a DOCTYPE, size
+    │   ├── MalformedFile               a bank's report that cannot be read whole
+    │   └── Pain001Refused              a payment file that fails its rules or the XSD
     ├── ReconcileError                  reconciliation (reconcile.errors)
     │   ├── RunNotRunning               a finished reconciliation run's record is final
     │   ├── BreakNotFound               no stored break has that id

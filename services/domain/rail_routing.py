@@ -10,11 +10,14 @@ why:
     rail_unavailable            the rail it names (or its tenant's default) is not driven here
     currency_not_supported      no rail it may go to pays its currency
     destination_not_supported   the rail pays the currency, but not to such a destination
-    payee_too_long              the rail pays there, but cannot carry a payee name that long
+    payee_not_supported         the rail pays there, but cannot carry the payee's name (too
+                                long, or in characters the rail's files may not hold)
 
 What each rail pays is `REACHES`: Stripe's API (and the simulator that speaks it) pays any
 currency to a connected account, which Stripe itself checks; SEPA credit transfers pay euros
-to an IBAN in the SEPA zone, naming the payee in at most ISO 20022's 70 characters.
+to an IBAN in the SEPA zone, naming the payee in at most ISO 20022's 70 characters of the
+SEPA character set (a Latin letter with an accent is written as its base letter; a name in
+another script cannot be written at all).
 """
 
 from __future__ import annotations
@@ -23,12 +26,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from services.domain.money import is_currency
-from services.domain.sepa import MAX_CREDITOR_NAME, SEPA_CURRENCY, is_sepa_iban
+from services.domain.sepa import MAX_CREDITOR_NAME, SEPA_CURRENCY, is_sepa_iban, is_sepa_text
 
 RAIL_UNAVAILABLE = "rail_unavailable"
 CURRENCY_NOT_SUPPORTED = "currency_not_supported"
 DESTINATION_NOT_SUPPORTED = "destination_not_supported"
-PAYEE_TOO_LONG = "payee_too_long"
+PAYEE_NOT_SUPPORTED = "payee_not_supported"
 
 
 def any_destination(_: str) -> bool:
@@ -44,7 +47,7 @@ class RailReach:
     name: str
     currencies: frozenset[str] | None = None
     pays_to: Callable[[str], bool] = any_destination
-    max_payee: int | None = None  # characters of the payee's name the rail carries
+    carries_payee: Callable[[str], bool] = any_destination  # whether its files hold the name
 
     def pays(self, currency: str) -> bool:
         return self.currencies is None or currency in self.currencies
@@ -62,7 +65,12 @@ class RailRefused(Exception):
 REACHES: Mapping[str, RailReach] = {
     "sim": RailReach("sim"),
     "stripe": RailReach("stripe"),
-    "sepa": RailReach("sepa", frozenset({SEPA_CURRENCY}), is_sepa_iban, MAX_CREDITOR_NAME),
+    "sepa": RailReach(
+        "sepa",
+        frozenset({SEPA_CURRENCY}),
+        is_sepa_iban,
+        lambda payee: is_sepa_text(payee, MAX_CREDITOR_NAME),
+    ),
 }
 
 
@@ -114,8 +122,7 @@ def route(
         names = ", ".join(rail.name for rail in paying)
         raise RailRefused(DESTINATION_NOT_SUPPORTED, f"{names} cannot pay to this destination")
     for rail in reaching:
-        if rail.max_payee is None or len(payee) <= rail.max_payee:
+        if rail.carries_payee(payee):
             return rail.name
-    limit = max(rail.max_payee or 0 for rail in reaching)
     names = ", ".join(rail.name for rail in reaching)
-    raise RailRefused(PAYEE_TOO_LONG, f"{names} carries a payee of at most {limit} characters")
+    raise RailRefused(PAYEE_NOT_SUPPORTED, f"{names} cannot carry this payee's name")

@@ -11,7 +11,7 @@
     check           the tenant's per-currency maximum amount and destination allow-list:
                     422 `amount_over_limit` / `destination_not_allowed`; then the rail that
                     will pay (`domain.rail_routing`): 422 `rail_unavailable`,
-                    `currency_not_supported`, `destination_not_supported` or `payee_too_long`
+                    `currency_not_supported`, `destination_not_supported` or `payee_not_supported`
                     when no rail here can (Kafka: dead-lettered with that code). Like every
                     validation error, raised before the idempotency key is claimed, so the
                     key of a refused request stays unused.

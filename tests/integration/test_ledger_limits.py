@@ -122,7 +122,7 @@ async def test_a_settlement_is_routed_by_its_name_its_tenants_default_or_what_pa
             (dict(rail="sepa", destination="acct_1Q2w3E"), "destination_not_supported"),
             (dict(rail="sepa", destination=iban[:-1] + "1"), "destination_not_supported"),
             (dict(destination="acct_1Q2w3E"), "destination_not_supported"),  # a's default
-            (dict(rail="sepa", destination=iban, payee="p" * 71), "payee_too_long"),
+            (dict(rail="sepa", destination=iban, payee="p" * 71), "payee_not_supported"),
             (dict(rail="stripe", destination=iban), "rail_unavailable"),
         ]
         for change, code in refusals:

@@ -8,7 +8,7 @@ import pytest
 from services.domain.rail_routing import (
     CURRENCY_NOT_SUPPORTED,
     DESTINATION_NOT_SUPPORTED,
-    PAYEE_TOO_LONG,
+    PAYEE_NOT_SUPPORTED,
     RAIL_UNAVAILABLE,
     REACHES,
     RailRefused,
@@ -58,7 +58,9 @@ def test_each_refusal_has_its_code() -> None:
     assert refused("sepa", "EUR", ACCOUNT) == DESTINATION_NOT_SUPPORTED
     assert refused("sepa", "EUR", BAD_CHECKSUM) == DESTINATION_NOT_SUPPORTED
     assert refused("sepa", "EUR", NOT_SEPA) == DESTINATION_NOT_SUPPORTED
-    assert refused("sepa", "EUR", IBAN, "x" * 71) == PAYEE_TOO_LONG
+    assert refused("sepa", "EUR", IBAN, "x" * 71) == PAYEE_NOT_SUPPORTED
+    assert refused("sepa", "EUR", IBAN, "Дмитрий") == PAYEE_NOT_SUPPORTED
+    assert routed("sepa", "EUR", IBAN, "Zoë Müller") == "sepa"  # written Zoe Muller
     assert routed("sepa", "EUR", IBAN, "x" * 70) == "sepa"
     assert routed(None, "EUR", IBAN, "x" * 71) == "stripe"  # the next rail carries the name
     with pytest.raises(RailRefused) as caught:
