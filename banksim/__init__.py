@@ -1,0 +1,1 @@
+"""The bank simulator: a SEPA bank's host-to-host file API, for local runs, tests and chaos."""
