@@ -41,6 +41,10 @@ DEVELOPMENT: dict[str, Lazy] = {
         "railsim.cli:railsim",
         "Run the rail simulator: Stripe's transfers and payouts API, signed webhooks, faults.",
     ),
+    "banksim": Lazy(
+        "banksim.cli:banksim",
+        "Run the bank simulator: a SEPA bank's host-to-host file API, statements, faults.",
+    ),
 }
 SECTIONS: dict[str, Mapping[str, Lazy]] = {
     "Production commands": PRODUCTION,

@@ -11,6 +11,10 @@ settlement's lock past a short timeout, is rolled back alone, so its rows commit
 and the worker (this replica's or another's) claims them. The worker also polls, for parked
 events coming due and rows stored by other replicas.
 
+Where the deployment pays by SEPA, the inbox also polls the bank for its reports
+(`bank_poller`): each is stored before it is read, and its transactions become inbox rows
+that the same worker applies.
+
 Nothing connects at import time; the server starts even when PostgreSQL is down (webhooks
 then answer 503 and the rail redelivers).
 """
@@ -23,6 +27,10 @@ import asyncpg
 from fastapi import FastAPI
 
 from services.adapters.postgres.database import create_pool
+from services.adapters.postgres.store_errors import is_retriable
+from services.adapters.sepa.bank import Bank
+from services.domain.rail import RailReadError
+from services.inbox.bank_poller import BankReportPoller
 from services.inbox.http import create_app, readiness_routes
 from services.inbox.metrics import InboxMetrics, create_metrics
 from services.inbox.signature import SignatureCheck
@@ -30,13 +38,16 @@ from services.inbox.worker import InboxWorker, RetryPolicy
 from services.operations.approval_policy import ONE_PERSON, Policy, policy_of
 from services.operations.inbox_http import inbox_routes
 from services.platform.clock import Clock, utc_now
+from services.platform.config import RailKind
 from services.platform.edge import BearerAuth
 from services.platform.listeners import Listeners, ListeningServer, admin_api
-from services.platform.running import run_until_first_exits
+from services.platform.running import every, run_until_first_exits
 from services.platform.service_settings import InboxSettings
 from services.platform.tuning import InboxSection
 
 HTTP_CONNECTIONS = 8
+BANK_POLL_SECONDS = 1.0  # how often the bank's report listing is read
+BANK_SECONDS = 10.0  # the bound of one call to the bank
 ADMIN_DESCRIPTION = """The inbox's admin port: the operator view of inbox events (taking
 `Authorization: Bearer <operator token>`, SETTLE_OPERATOR_TOKENS), readiness and metrics.
 Reachable by operators and Prometheus only, never by the rail."""
@@ -88,7 +99,23 @@ async def serve(settings: InboxSettings, host: str, port: int, admin_port: int) 
         create_admin_app(pool, operators, metrics, policy=policy_of(settings)),
     )
     server = ListeningServer(apps, host, port, admin_port)
+    tasks = [server.serve(), worker.run(settings.inbox_workers)]
+    bank = (
+        Bank(settings.sepa_bank_url, timeout=BANK_SECONDS)
+        if RailKind.SEPA in settings.rails
+        else None
+    )
+    if bank is not None:
+        poller = BankReportPoller(pool, bank, RailKind.SEPA.value, wake=worker.wake)
+        tasks.append(every(BANK_POLL_SECONDS, poller.poll, "bank reports", _bank_retriable))
     try:
-        await run_until_first_exits(server.serve(), worker.run(settings.inbox_workers))
+        await run_until_first_exits(*tasks)
     finally:
+        if bank is not None:
+            await bank.aclose()
         await pool.close()
+
+
+def _bank_retriable(error: BaseException) -> bool:
+    # The bank not answering, or the database away, is waited out; anything else stops.
+    return isinstance(error, RailReadError) or is_retriable(error)

@@ -1,14 +1,13 @@
-"""Composition root of the relay: pool, producer, rail, publisher, dispatcher; runs them all.
+"""Composition root of the relay: pool, producer, publisher, a dispatcher per rail
+(services/apps/relay_rails.py); runs them all.
 
 The relay's work is driven three ways, so nothing depends on one of them alone: PostgreSQL
 notifications wake the outbox publisher, settlement `created` events on Kafka trigger pass 1
-of the dispatcher, and a timer runs pass 2 (reclaim and forgotten pending rows) and pruning.
+of the Stripe adapter's dispatcher, and timers run pass 2 (reclaim and forgotten pending
+rows), the SEPA rail's files and pruning.
 """
 
 from __future__ import annotations
-
-import os
-import socket
 
 import asyncpg
 import stripe
@@ -20,14 +19,11 @@ from services.adapters.kafka.clients import idempotent_producer, manual_commit_c
 from services.adapters.postgres.database import create_pool
 from services.adapters.postgres.store_errors import is_retriable
 from services.adapters.stripe.address import rail_api_base
-from services.adapters.stripe.rail import stripe_rail
+from services.apps.relay_rails import rail_dispatch, worker_name
 from services.contracts.topics import EVENTS
-from services.domain.rail import Rail
-from services.platform.config import RailKind
 from services.platform.running import every, run_until_first_exits
 from services.platform.service_settings import RelaySettings
-from services.relay.dispatch import Dispatcher
-from services.relay.metrics import RelayMetrics, create_metrics, metrics_app
+from services.relay.metrics import create_metrics, metrics_app
 from services.relay.outbox import (
     PUBLISH_BATCH_BYTES,
     OutboxPublisher,
@@ -35,16 +31,11 @@ from services.relay.outbox import (
     publish_forever,
 )
 from services.relay.policy import DispatchPolicy
-from services.relay.triggers import CONSUMER_GROUP, trigger_dispatch
+from services.relay.triggers import CONSUMER_GROUP
 
 SWEEP_SECONDS = 1.0
 PRUNE_SECONDS = 60.0
 RETENTION_SECONDS = 3_600.0
-
-
-def worker_name() -> str:
-    """A name for this relay process in claims and audit rows."""
-    return f"settle-relay-{socket.gethostname()}-{os.getpid()}"
 
 
 async def relay_pool(settings: RelaySettings) -> asyncpg.Pool:
@@ -74,28 +65,6 @@ def dispatch_policy(settings: RelaySettings) -> DispatchPolicy:
     )
 
 
-def api_dispatcher(
-    pool: asyncpg.Pool,
-    rail: Rail,
-    metrics: RelayMetrics,
-    settings: RelaySettings,
-    policy: DispatchPolicy,
-) -> Dispatcher:
-    """The dispatcher of the rail that speaks Stripe's API. The relay runs one dispatcher per
-    rail, each picking its own rail's instructions only; this one is started as soon as a
-    settlement's `created` event arrives."""
-    api_rail = settings.api_rail or RailKind.SIM
-    return Dispatcher(
-        pool,
-        rail,
-        metrics,
-        worker_name(),
-        settings.rail_idempotent,
-        policy,
-        rail_name=api_rail.value,
-    )
-
-
 async def serve(settings: RelaySettings, host: str, port: int) -> None:
     """Run the relay until cancelled, with /metrics on `port`."""
     stripe.enable_telemetry = False  # nothing about our calls leaves but the calls
@@ -104,8 +73,6 @@ async def serve(settings: RelaySettings, host: str, port: int) -> None:
     pool = await relay_pool(settings)
     settings = settings.model_copy(update={"stripe_api_base": rail_api_base(settings)})
     policy = dispatch_policy(settings)
-    rail = stripe_rail(settings, timeout=policy.call_seconds, connections=policy.concurrent_calls)
-    dispatcher = api_dispatcher(pool, rail, metrics, settings, policy)
 
     def producer() -> AIOKafkaProducer:
         return idempotent_producer(
@@ -129,6 +96,8 @@ async def serve(settings: RelaySettings, host: str, port: int) -> None:
     async def prune() -> int:
         return await prune_published(pool, metrics, RETENTION_SECONDS)
 
+    rails = rail_dispatch(settings, pool, metrics, policy, consumer)
+
     server = uvicorn.Server(
         uvicorn.Config(
             metrics_app(metrics), host=host, port=port, log_level="warning", log_config=None
@@ -138,11 +107,11 @@ async def serve(settings: RelaySettings, host: str, port: int) -> None:
         await run_until_first_exits(
             server.serve(),
             publish_forever(producer, outbox_of),
-            trigger_dispatch(consumer, dispatcher, metrics),
-            every(SWEEP_SECONDS, dispatcher.sweep, "pass 2", is_retriable),
             every(PRUNE_SECONDS, prune, "pruning published outbox rows", is_retriable),
+            *rails.loops,
         )
     finally:
         server.should_exit = True
-        await rail.aclose()
+        for close in rails.closers:
+            await close()
         await pool.close()

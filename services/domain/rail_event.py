@@ -8,6 +8,11 @@ A rail event is one of three signals about the money:
     payout.failed, after arrival     reversed   as transfer.reversed, for the whole amount
     transfer.reversed                reversed   pre-terminal -> paid -> (partly_)reversed;
                                                 paid|partly_reversed -> (partly_)reversed
+    sepa.booked                      confirmed  the bank debited the transfer (pain.002 ACSC,
+                                                a camt.054 or camt.053 DBIT entry)
+    sepa.rejected                    failed     the bank rejected the transfer (pain.002 RJCT)
+    sepa.returned                    reversed   the payee's bank sent it back (a CRDT entry,
+                                                PMNT/ICDT/RRTN), for the amount returned
     payout.created, *.updated        (none)     row `ignored`: informational, confirms nothing
     anything else                    (none)     row `ignored`: unknown type
 
@@ -82,6 +87,9 @@ SIGNALS: dict[str, Signal] = {
     "payout.failed": Signal.FAILED,
     "payout.canceled": Signal.FAILED,
     "transfer.reversed": Signal.REVERSED,
+    "sepa.booked": Signal.CONFIRMED,
+    "sepa.rejected": Signal.FAILED,
+    "sepa.returned": Signal.REVERSED,
 }
 INFORMATIONAL = frozenset({"payout.created", "payout.updated", "transfer.updated"})
 

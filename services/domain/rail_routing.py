@@ -74,6 +74,10 @@ REACHES: Mapping[str, RailReach] = {
 }
 
 
+# The rails whose money moves through Stripe's API: reconciled against that API's records.
+SPEAKS_STRIPE = frozenset({"sim", "stripe"})
+
+
 # (tenant, currency) to the rail that pays it by default.
 TenantRails = Mapping[tuple[str, str], str]
 

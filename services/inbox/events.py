@@ -96,6 +96,8 @@ def _value(value: object) -> Value:
 
 def _amount_back(event_type: str, obj: dict[str, Any], created: int) -> int | None:
     """What the event reports as come back in all (see `RailEvent.amount_reversed`)."""
+    if event_type == "sepa.returned":
+        return _positive(obj, "amount_reversed")  # what the payee's bank sent back
     if event_type == "transfer.reversed":
         # Without the field (an old body), the reversal is read as one of the whole amount.
         if "amount_reversed" not in obj:

@@ -111,16 +111,20 @@ class Arrival(NamedTuple):
     now: datetime
 
 
-async def insert_events(conn: asyncpg.Connection, rows: Sequence[Arrival]) -> dict[str, int]:
-    """Insert `rows` in the caller's transaction, skipping any whose id or change is stored
-    already (in the months since `REDELIVERY_HORIZON` before the earliest); the event ids
-    stored now, with their row ids."""
-    return (await insert_found(conn, rows)).ids
+async def insert_events(
+    conn: asyncpg.Connection, rows: Sequence[Arrival], rail: str = RAIL
+) -> dict[str, int]:
+    """Insert `rows` (events of `rail`) in the caller's transaction, skipping any whose id or
+    change is stored already (in the months since `REDELIVERY_HORIZON` before the earliest);
+    the event ids stored now, with their row ids."""
+    return (await insert_found(conn, rows, rail)).ids
 
 
-async def insert_found(conn: asyncpg.Connection, rows: Sequence[Arrival]) -> Inserted:
+async def insert_found(
+    conn: asyncpg.Connection, rows: Sequence[Arrival], rail: str = RAIL
+) -> Inserted:
     """`insert_events`, with the settlements the new rows may be about (`Inserted`)."""
-    new = await conn.fetch(INSERT_EVENTS, RAIL, *_columns(rows))
+    new = await conn.fetch(INSERT_EVENTS, rail, *_columns(rows))
     return Inserted(
         {r["rail_event_id"]: r["id"] for r in new},
         {sid for r in new for sid in r["settlements"] or ()},

@@ -89,9 +89,9 @@ WITH input AS (
     INSERT INTO rail_instructions (settlement_id, tenant, rail, method, idempotency_key,
                                    destination, amount, currency, status, created_at,
                                    updated_at)
-    -- The Stripe method ($24) is for the rails that speak Stripe's API; SEPA pays by transfer.
+    -- The Stripe method is for the rails that speak Stripe's API; SEPA pays by transfer.
     SELECT sid, tenant, rail,
-           CASE WHEN rail = '{RailKind.SEPA}' THEN '{PayoutMethod.TRANSFER}' ELSE $24 END,
+           CASE WHEN rail = '{RailKind.SEPA}' THEN '{PayoutMethod.TRANSFER}' ELSE $24::text END,
            rkey, dest, amount, cur, '{InstructionStatus.PENDING}', $17, $17
       FROM booked
 ), events AS (

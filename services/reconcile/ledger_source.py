@@ -16,10 +16,14 @@ from datetime import datetime
 import asyncpg
 
 from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.rail_routing import SPEAKS_STRIPE
 from services.domain.reconciliation import LedgerRecord
 from services.domain.settlement import SettlementStatus
 
 PAGE_SIZE = 1000
+# The settlements this reconciliation reads: those of the rails that speak Stripe's API (the
+# SEPA rail's are the bank statement's to prove), as an SQL list.
+RAILS_READ = "(" + ", ".join(f"'{rail}'" for rail in sorted(SPEAKS_STRIPE)) + ")"
 _STATUSES = {s.value: s for s in SettlementStatus}  # a lookup: an Enum call costs more than a row
 
 # sent_at: the first move out of `accepted`, i.e. when the settlement was first handed on to
@@ -31,7 +35,7 @@ SELECT s.id, s.tenant, s.amount, s.currency, s.destination, s.status, s.rail_ref
          WHERE t.settlement_id = s.id AND t.to_status <> 'accepted') AS sent_at
   FROM settlements AS s
 """
-BY_IDS = _COLUMNS + " WHERE s.id = ANY($1::uuid[]) ORDER BY s.id"
+BY_IDS = _COLUMNS + f" WHERE s.id = ANY($1::uuid[]) AND s.rail IN {RAILS_READ} ORDER BY s.id"
 
 
 def ledger_record(row: asyncpg.Record) -> LedgerRecord:

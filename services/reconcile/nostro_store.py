@@ -17,6 +17,7 @@ import asyncpg
 from services.adapters.postgres.store_errors import unavailable_when_down
 from services.domain.instruction import InstructionStatus as I
 from services.domain.postings import Posting
+from services.reconcile.ledger_source import RAILS_READ
 
 RECORD_BALANCE = """
 INSERT INTO reconciliation_balances (run_id, currency, as_of, balance, quiet)
@@ -34,18 +35,26 @@ SELECT b.as_of, b.currency, b.balance
 """
 # Summed in the database per account: a window's postings never come into memory one by one.
 # bigint: sum() of bigint is numeric, which asyncpg would hand over as a Decimal.
-POSTINGS_BETWEEN = """
+# Only the money of the rails that move it through this Stripe account (and entries of no
+# settlement): the SEPA rail's moves are on the bank account, not on this balance.
+POSTINGS_BETWEEN = f"""
 SELECT p.account_id, p.currency, sum(p.amount)::bigint AS amount
   FROM journal_entries AS e
   JOIN postings AS p ON p.entry_id = e.id
  WHERE e.occurred_at >= $1 AND e.occurred_at < $2
+   AND (e.settlement_id IS NULL
+        OR EXISTS (SELECT 1 FROM settlements AS s
+                    WHERE s.id = e.settlement_id AND s.rail IN {RAILS_READ}))
  GROUP BY p.account_id, p.currency
  ORDER BY p.account_id, p.currency
 """
 
 
 # Any rail instruction mid-dispatch (read through the index of pending and processing rows).
-MID_DISPATCH = f"SELECT EXISTS (SELECT 1 FROM rail_instructions WHERE status = '{I.PROCESSING}')"
+MID_DISPATCH = f"""
+SELECT EXISTS (SELECT 1 FROM rail_instructions
+                WHERE status = '{I.PROCESSING}' AND rail IN {RAILS_READ})
+"""
 
 
 class Balance(NamedTuple):

@@ -14,6 +14,7 @@ import uuid
 import asyncpg
 
 from services.adapters.postgres.store_errors import unavailable_when_down
+from services.reconcile.ledger_source import RAILS_READ
 from services.reconcile.outcome import ById
 from services.reconcile.schedule import AgeBounds
 
@@ -23,7 +24,8 @@ _CROSSED = """EXISTS (SELECT 1 FROM unnest($1::timestamptz[], $2::timestamptz[])
                 WHERE {origin} > b.after AND {origin} <= b.until)"""
 DUE_SETTLEMENTS = f"""
 SELECT id FROM settlements
- WHERE status = 'submitted' AND id > $3 AND {_CROSSED.format(origin="updated_at")}
+ WHERE status = 'submitted' AND rail IN {RAILS_READ} AND id > $3
+   AND {_CROSSED.format(origin="updated_at")}
  ORDER BY id LIMIT $4
 """
 DUE_BREAKS = f"""

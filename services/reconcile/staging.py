@@ -36,7 +36,7 @@ from services.adapters.postgres.store_errors import unavailable_when_down
 from services.domain.payout import PayoutMethod
 from services.domain.reconciliation import LedgerRecord, RailObject
 from services.reconcile.errors import StagedRowsLost
-from services.reconcile.ledger_source import ledger_record
+from services.reconcile.ledger_source import RAILS_READ, ledger_record
 
 TABLE = "reconciliation_rail_staging"
 BATCH_ROWS = 5000  # objects copied at a time: the most a run holds before they are staged
@@ -71,13 +71,13 @@ _OBJECT = """st.object_id, st.kind, st.amount, st.amount_reversed, st.currency, 
 # $1 run, [$2, $3) the window. sent_at as ledger_source reads it.
 # Settlements changed since $2 (`updated_at >= $2`): each change writes a transition stamped
 # as `updated_at`, and their index (0011) reads the window's rows, not every settlement.
-_WINDOW = """
+_WINDOW = f"""
 w AS (SELECT s.id, s.tenant, s.amount, s.currency, s.destination, s.status, s.rail_reference,
              s.amount_reversed
         FROM settlements AS s
        WHERE s.id IN (SELECT c.settlement_id FROM settlement_transitions AS c
                        WHERE c.occurred_at >= $2)
-         AND s.created_at < $3)"""
+         AND s.created_at < $3 AND s.rail IN {RAILS_READ})"""
 OWNED = f"""
 WITH {_WINDOW},
 sent AS (SELECT t.settlement_id, min(t.occurred_at) AS sent_at FROM settlement_transitions AS t

@@ -37,6 +37,17 @@ UPDATE rail_instructions
 RETURNING settlement_id
 """
 
+# Instructions that cannot be written in a file (a name the SEPA character set cannot spell):
+# claimed in no file, for their refusal to be recorded under the fence.
+CLAIM_UNWRITABLE = f"""
+UPDATE rail_instructions
+   SET status = '{target_of(E.CLAIM)}', fence = fence + 1,
+       lease_until = now() + interval '1 minute', claimed_by = $2, attempts = attempts + 1,
+       first_sent_at = now(), updated_at = now()
+ WHERE settlement_id = ANY($1::uuid[]) AND status = '{I.PENDING}' AND bank_file IS NULL
+RETURNING settlement_id, tenant, idempotency_key, destination, amount, currency, method, fence
+"""
+
 # Files to upload: built, not held by a live lease, their retry (if any) due.
 CLAIM_UPLOADS = """
 UPDATE bank_files AS f

@@ -23,13 +23,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import date, datetime, time
+from datetime import UTC, date, datetime, time
 
 import asyncpg
 
 from services.adapters.sepa.bank import Bank, Upload
+from services.adapters.sepa.errors import Pain001Refused
 from services.adapters.sepa.pain001 import CreditTransfer, Debtor, build_pain001
 from services.domain.business_days import execution_date
 from services.domain.instruction import SETTLEMENT_AFTER
@@ -50,6 +52,10 @@ from services.relay.records import OutcomeRecords
 from services.settlement.transitions import Move, apply_transitions
 
 log = logging.getLogger(__name__)
+
+# A transfer is tried alone in a file of this debtor's, to find what in it cannot be written.
+UNWRITTEN_DEBTOR = Debtor("settle", "DE89370400440532013000")
+NOON = datetime(2000, 1, 3, 12, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -100,38 +106,55 @@ class FileDispatcher:
         return uploaded
 
     async def build(self) -> str | None:
-        """Store one file of the pending instructions (and put them in it); its MsgId."""
+        """Store one file of the pending instructions (and put them in it); its MsgId. A
+        transfer that cannot be written in a file fails its settlement alone, with why."""
         now = await self.today()
         day = execution_date(now, self.files.cutoff)
         async with self.pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(sql.DUE_FOR_A_FILE, self.rail_name, self.files.file_size)
-            if not rows:
-                return None
-            transfers = [_transfer(row, day) for row in rows]
-            built = build_pain001(
-                self.files.debtor,
-                transfers,
-                batch_booking=self.files.batch_booking,
-                created_at=now,
-            )
-            digest = hashlib.sha256(built.data).hexdigest()
-            total = sum(t.amount for t in transfers)
-            await conn.execute(
-                sql.STORE_FILE,
-                built.msg_id,
-                self.rail_name,
-                built.data,
-                digest,
-                len(rows),
-                total,
-                utc_now(),
-            )
-            sids = [row["settlement_id"] for row in rows]
-            await conn.fetch(sql.PUT_IN_FILE, sids, built.msg_id, self.worker)
+            writable = await conn.fetch(sql.DUE_FOR_A_FILE, self.rail_name, self.files.file_size)
+            unwritable: dict[uuid.UUID, str] = {}
+            try:
+                msg_id = await self._store(conn, writable, day, now) if writable else None
+            except Pain001Refused:  # built before anything is written: try each one alone
+                unwritable = {r["settlement_id"]: w for r in writable if (w := _unwritable(r, day))}
+                writable = [row for row in writable if row["settlement_id"] not in unwritable]
+                msg_id = await self._store(conn, writable, day, now) if writable else None
+            claimed = await conn.fetch(sql.CLAIM_UNWRITABLE, list(unwritable), self.worker)
+            sids = [r["settlement_id"] for r in claimed] + [r["settlement_id"] for r in writable]
             moves = [Move(sid, SETTLEMENT_AFTER[E.CLAIM]) for sid in sids]
             await apply_transitions(conn, moves, actor=self.worker, now=utc_now())
-        log.info("payment file %s stored: %d transfers for %s", built.msg_id, len(rows), day)
-        failpoint("files.after_build")  # stored, nothing uploaded yet
+        for row in claimed:
+            why = f"cannot be paid by SEPA credit transfer: {unwritable[row['settlement_id']]}"
+            result = RailResult(RailOutcome.REFUSED, detail=why)
+            await self.records.refused(_instruction(row), int(row["fence"]), result)
+        if msg_id is not None:
+            log.info("payment file %s stored: %d transfers for %s", msg_id, len(writable), day)
+            failpoint("files.after_build")  # stored, nothing uploaded yet
+        return msg_id
+
+    async def _store(
+        self, conn: asyncpg.Connection, rows: list[asyncpg.Record], day: date, now: datetime
+    ) -> str:
+        """Build the file of `rows` (Pain001Refused, having written nothing, if it cannot be
+        written), store it and put the instructions in it."""
+        transfers = [_transfer(row, day) for row in rows]
+        built = build_pain001(
+            self.files.debtor, transfers, batch_booking=self.files.batch_booking, created_at=now
+        )
+        digest = hashlib.sha256(built.data).hexdigest()
+        total = sum(t.amount for t in transfers)
+        await conn.execute(
+            sql.STORE_FILE,
+            built.msg_id,
+            self.rail_name,
+            built.data,
+            digest,
+            len(rows),
+            total,
+            utc_now(),
+        )
+        sids = [row["settlement_id"] for row in rows]
+        await conn.fetch(sql.PUT_IN_FILE, sids, built.msg_id, self.worker)
         return built.msg_id
 
     async def upload_due(self) -> int:
@@ -213,6 +236,15 @@ class FileDispatcher:
         if marked is None:
             self.counts.fence_rejections.inc()
         log.info("payment file %s: %s, uploaded again in %.1f s", msg_id, upload.detail, delay)
+
+
+def _unwritable(row: asyncpg.Record, day: date) -> str | None:
+    """Why this instruction cannot be written in a payment file, if it cannot."""
+    try:
+        build_pain001(UNWRITTEN_DEBTOR, [_transfer(row, day)], batch_booking=False, created_at=NOON)
+    except Pain001Refused as e:
+        return "; ".join(e.reasons)
+    return None
 
 
 def _transfer(row: asyncpg.Record, day: date) -> CreditTransfer:

@@ -38,6 +38,7 @@ def settlement_event(settlement_id: str, sequence: int, kind: str) -> dict[str, 
         "rail_reference": None if kind == "created" else "tr_123",
         "reason": None,
         "status": kind if kind != "created" else "accepted",
+        "rail": "sepa",
     }
 
 

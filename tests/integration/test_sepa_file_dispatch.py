@@ -74,13 +74,13 @@ async def pool(infra: Servers) -> AsyncIterator[asyncpg.Pool]:
         await pool.close()
 
 
-async def accept_sepa(pool: asyncpg.Pool, count: int) -> list[str]:
+async def accept_sepa(pool: asyncpg.Pool, count: int, payee: str = "Zoë Müller") -> list[str]:
     tenant = unique("t")
     requests = []
     for n in range(count):
         body = {
             "reference": unique("ref-"),
-            "payee": f"Zoë Müller {n}",
+            "payee": f"{payee} {n}",
             "destination": IBAN,
             "amount": 1_000 + n,
             "currency": "EUR",
@@ -200,3 +200,24 @@ async def test_a_file_the_bank_refuses_fails_its_settlements_with_the_reason(
     reasons = await pool.fetch("SELECT reason FROM settlements WHERE id = ANY($1::uuid[])", sids)
     assert all("FF01" in r["reason"] for r in reasons)
     assert bank.debits() == Counter()
+
+
+async def test_a_transfer_that_cannot_be_written_fails_alone_and_the_rest_are_filed(
+    pool: asyncpg.Pool,
+) -> None:
+    # Admission refuses such a payee; one booked before that rule must not hold up a file.
+    good = await accept_sepa(pool, 2)
+    bad = await accept_sepa(pool, 1, payee="Дмитрий")
+    bank = ScriptedBank([])
+    d = dispatcher(pool, bank)
+    msg_id = await d.build()
+    assert msg_id is not None
+    assert await pool.fetchval(
+        "SELECT array_agg(settlement_id::text ORDER BY settlement_id) FROM rail_instructions "
+        "WHERE bank_file = $1",
+        msg_id,
+    ) == sorted(good)
+    (status, reason) = await pool.fetchrow(
+        "SELECT status, reason FROM settlements WHERE id = $1::uuid", bad[0]
+    )
+    assert status == "failed" and "cannot be paid by SEPA credit transfer" in reason

@@ -19,7 +19,7 @@ try:
     cli.main(sys.argv[1:], prog_name="settle")
 except SystemExit:
     pass
-ours = ("services", "tools", "railsim")
+ours = ("services", "tools", "railsim", "banksim")
 print("\\n".join(sorted(m for m in sys.modules if m.split(".")[0] in ours)), file=sys.stderr)
 """
 
@@ -50,6 +50,7 @@ def test_the_ledger_imports_nothing_of_the_tools_or_of_another_service() -> None
             (
                 "tools.",
                 "railsim",
+                "banksim",
                 "services.relay",
                 "services.inbox",
                 "services.reconcile",
@@ -74,7 +75,9 @@ def test_each_command_loads_and_its_summary_is_its_own_help(name: str, section: 
 
 def test_production_commands_live_in_the_runtime_and_development_ones_apart() -> None:
     assert all(lazy.target.startswith("services.commands.") for lazy in PRODUCTION.values())
-    assert all(lazy.target.startswith(("tools.", "railsim.")) for lazy in DEVELOPMENT.values())
+    assert all(
+        lazy.target.startswith(("tools.", "railsim.", "banksim.")) for lazy in DEVELOPMENT.values()
+    )
     assert not PRODUCTION.keys() & DEVELOPMENT.keys()
 
 

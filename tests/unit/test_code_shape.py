@@ -13,7 +13,7 @@ from tools.infra.paths import repo_root
 
 MAX_MODULE_LINES = 300
 MAX_FUNCTION_LINES = 60
-PACKAGES = ("services", "railsim", "tools")
+PACKAGES = ("services", "railsim", "banksim", "tools")
 
 
 def modules(*packages: str) -> Iterator[Path]:

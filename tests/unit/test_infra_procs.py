@@ -40,8 +40,10 @@ def test_read_pid_rejects_missing_garbled_and_non_positive(tmp_path: Path) -> No
 
 def test_live_pid_for_a_running_process_and_its_marker(tmp_path: Path) -> None:
     marker = f"settle-test-marker-{os.getpid()}"
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", marker])
+    program = "import time; print('up', flush=True); time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", program, marker], stdout=subprocess.PIPE)
     try:
+        assert child.stdout is not None and child.stdout.readline() == b"up\n"  # running
         pid_file = tmp_path / "child.pid"
         pid_file.write_text(f"{child.pid}\n")
         assert live_pid(pid_file) == child.pid

@@ -48,12 +48,27 @@ def test_ports_from_a_base_are_distinct_and_keep_the_public_ones_in_place() -> N
         ports.ledger_admin,
         ports.inbox_admin,
         ports.console,
+        ports.banksim,
     ]
     assert every == list(range(23000, 23000 + Ports.SPAN))
     specs = {s.name: s for s in service_specs(ports, {}, StackOptions())}
     assert specs["ledger"].args[-4:] == ["--port", "23000", "--admin-port", "23006"]
     assert specs["inbox"].args[-4:] == ["--port", "23001", "--admin-port", "23007"]
     assert specs["console"].args[-2:] == ["--port", "23008"]
+
+
+def test_a_stack_that_pays_by_sepa_runs_the_bank_and_tells_every_service_where_it_is() -> None:
+    ports = Ports.from_base(23000)
+    assert "banksim" not in {s.name for s in service_specs(ports, {}, StackOptions())}
+    options = StackOptions(rails=("sim", "sepa"), bank_state=Path("/state/bank"), seed=7)
+    specs = {s.name: s for s in service_specs(ports, {}, options)}
+    bank = specs["banksim"]
+    assert bank.args[bank.args.index("--port") + 1] == "23009"
+    assert bank.args[bank.args.index("--state-dir") + 1] == "/state/bank"
+    assert bank.args[bank.args.index("--seed") + 1] == "7"
+    for name in ("ledger", "relay-1", "inbox", "reconciler"):
+        assert specs[name].env["SETTLE_RAILS"] == "sim,sepa"
+        assert specs[name].env["SETTLE_SEPA_BANK_URL"] == "http://127.0.0.1:23009"
 
 
 class Started:

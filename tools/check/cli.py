@@ -108,13 +108,20 @@ def check(
 
 
 def effect_source(settings: Settings, rail_url: str | None) -> EffectSource:
-    """Stripe's list API when the rails include stripe, else the simulator's effect counts."""
+    """The effects at every rail driven here: Stripe's list API for stripe, the simulator's
+    count for sim, the bank's count of debits for sepa."""
     from tools.check.rail import SimulatorEffects, StripeEffects
+    from tools.check.rail_bank import AllRails, BankEffects
 
     base = rail_url or settings.stripe_api_base
+    sources: list[EffectSource] = []
     if settings.api_rail is RailKind.STRIPE:
-        return StripeEffects(settings.stripe_api_key.get_secret_value(), api_base=base)
-    return SimulatorEffects(base or SIMULATOR_API)
+        sources.append(StripeEffects(settings.stripe_api_key.get_secret_value(), api_base=base))
+    elif settings.api_rail is RailKind.SIM:
+        sources.append(SimulatorEffects(base or SIMULATOR_API))
+    if RailKind.SEPA in settings.rails:
+        sources.append(BankEffects(settings.sepa_bank_url))
+    return sources[0] if len(sources) == 1 else AllRails(sources)
 
 
 def _fail(as_json: bool, source: str, detail: str) -> NoReturn:

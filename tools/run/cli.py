@@ -10,147 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import signal
-from collections.abc import Coroutine
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 
 from railsim.faults import PROFILES
 from tools.run.pace import DEFAULT_RATE
+from tools.run.serve import DemoBatch, serve, settings_or_exit
 from tools.run.topology import LOCAL_RELAY_LEASE_SECONDS, Ports, StackOptions
 
-if TYPE_CHECKING:
-    from services.platform.service_settings import Settings
-
-T = TypeVar("T")
 RATE_HELP = "Settlements per second the batch is offered at; 0 offers it all at once."
 PORTS_ENV = "SETTLE_RUN_PORTS_FROM"
-STOP_GRACE_S = 10.0
-
-
-def _settings() -> Settings:
-    from services.adapters.kafka.access import kafka_access
-    from services.domain.errors import ConfigError
-    from services.platform.settings import load_settings
-
-    try:
-        settings = load_settings()
-        kafka_access(settings)  # refused here, before any server starts, not by the demo
-        return settings
-    except ConfigError as e:
-        raise click.ClickException(str(e)) from e
-
-
-async def _until(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> tuple[bool, T | None]:
-    """Run `work` unless `stop` is set first (then cancel it): (finished, its result)."""
-    task = asyncio.ensure_future(work)
-    stopped = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopped.cancel()
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-    if task.cancelled():
-        return False, None
-    return True, task.result()
-
-
-async def _serve(
-    ports: Ports,
-    options: StackOptions,
-    demo: DemoBatch,
-    log_dir: Path,
-    console: Console,
-    started_infra: frozenset[str],
-) -> int:
-    from tools.run.report import print_services
-    from tools.run.supervisor import Supervisor, SupervisorError
-    from tools.run.topology import service_specs
-
-    settings = _settings()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    supervisor = Supervisor(log_dir)
-    status = 0
-    try:
-        console.print(
-            f"starting ledger, 2 relays, inbox, reconciler, console, railsim (logs in {log_dir})"
-        )
-        specs = service_specs(ports, dict(os.environ), options)
-        started, _ = await _until(supervisor.start_all(specs), stop)
-        if started:
-            print_services(supervisor, console)
-            console.print(
-                f"operator console: {ports.url(ports.console)}/ "
-                "(sign in with a token of SETTLE_OPERATOR_TOKENS)"
-            )
-        if started and demo.count:
-            status = await _demo(settings, ports, demo, console, stop)
-        if started:
-            console.print(f"serving; Ctrl-C stops the services{_and_infra(started_infra)}.")
-            await stop.wait()
-    except SupervisorError as e:
-        console.print(f"[red]{e}[/]")
-        status = 1
-    finally:
-        console.print("stopping the services")
-        await supervisor.stop_all(grace=STOP_GRACE_S)
-        console.print("all services stopped")
-    return status
-
-
-async def _demo(
-    settings: Settings, ports: Ports, demo: DemoBatch, console: Console, stop: asyncio.Event
-) -> int:
-    """Send the demo batch, follow it and print its report; the exit status it earns."""
-    import asyncpg
-    import httpx
-    from aiokafka.errors import KafkaError
-
-    from tools.check.errors import SourceUnavailable
-    from tools.run.demo import DemoOptions, run_demo
-    from tools.run.report import print_demo
-
-    batch = DemoOptions(
-        ports.url(ports.ledger),
-        ports.url(ports.railsim),
-        demo.count,
-        None,
-        demo.rate,
-        relays=len(ports.relays),
-    )
-    failures = (SourceUnavailable, httpx.HTTPError, OSError, asyncpg.PostgresError, KafkaError)
-    try:
-        finished, report = await _until(run_demo(settings, batch, console), stop)
-    except failures as e:
-        console.print(f"[red]demo could not finish: {e}[/]")
-        return 1
-    if finished and report is not None:
-        print_demo(report, console)
-        return 0 if report.ok else 1
-    return 0
-
-
-@dataclass(frozen=True)
-class DemoBatch:
-    """The demo batch `settle run` sends once the stack is up."""
-
-    count: int  # 0: no demo
-    rate: int | None  # settlements offered per second; None: all at once
-
-
-def _and_infra(started: frozenset[str]) -> str:
-    names = " and ".join(n for n in ("postgres", "kafka") if n in started)
-    return f" and the {names} this run started" if names else ""
 
 
 @click.command()
@@ -182,9 +52,17 @@ def _and_infra(started: frozenset[str]) -> str:
     type=click.IntRange(1024, 65530),
     envvar=PORTS_ENV,
     default=None,
-    help=f"Ports P..P+8 instead of the defaults (env {PORTS_ENV}).",
+    help=f"Ports P..P+9 instead of the defaults (env {PORTS_ENV}).",
 )
 @click.option("--seed", type=int, default=None, help="Seed of the simulator's fault dice.")
+@click.option(
+    "--rails",
+    default="sim,sepa",
+    show_default=True,
+    type=click.Choice(["sim", "sim,sepa"]),
+    help="The rails the stack drives; with sepa, the bank simulator runs too and the demo "
+    "pays its euro settlements by SEPA credit transfer.",
+)
 def run(
     count: int,
     no_demo: bool,
@@ -193,6 +71,7 @@ def run(
     rail_ignores_keys: bool,
     ports_from: int | None,
     seed: int | None,
+    rails: str,
 ) -> None:
     """Start infrastructure and every service, run a demo batch, serve until Ctrl-C."""
     from services.adapters.postgres.migrate import upgrade
@@ -201,7 +80,7 @@ def run(
     from tools.infra.paths import run_paths
 
     console = Console()
-    settings = _settings()
+    settings = settings_or_exit()
     idle = stack.not_running()
     status = 1
     try:
@@ -218,9 +97,16 @@ def run(
         logs = run_paths().run / "logs"
         log_dir = logs if ports_from is None else logs / f"ports-{ports_from}"
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-        options = StackOptions(fault_profile, rail_ignores_keys, seed, LOCAL_RELAY_LEASE_SECONDS)
+        options = StackOptions(
+            fault_profile,
+            rail_ignores_keys,
+            seed,
+            LOCAL_RELAY_LEASE_SECONDS,
+            rails=tuple(rails.split(",")),
+            bank_state=run_paths().run / f"banksim-{ports.banksim}",
+        )
         demo = DemoBatch(0 if no_demo else count, rate or None)
-        status = asyncio.run(_serve(ports, options, demo, log_dir, console, idle))
+        status = asyncio.run(serve(ports, options, demo, log_dir, console, idle))
     finally:
         _stop_started_infra(idle, console)
     raise SystemExit(status)
@@ -279,7 +165,7 @@ def demo(
     from tools.run.demo import DemoOptions, run_demo
     from tools.run.report import print_demo
 
-    settings = _settings()
+    settings = settings_or_exit()
     rail = rail_url or settings.stripe_api_base or SIMULATOR_API
     options = DemoOptions(
         ledger_url, rail, count, fault_profile, rate or None, settle_timeout_s=timeout_s

@@ -14,7 +14,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 import httpx
@@ -30,7 +30,7 @@ from rich.progress import (
 
 from services.adapters.kafka.access import kafka_access
 from services.contracts.topics import COMMANDS, EVENTS
-from services.platform.config import libpq_dsn
+from services.platform.config import RailKind, libpq_dsn
 from services.platform.service_settings import Settings
 from services.relay.triggers import CONSUMER_GROUP
 from tools.check.cli import effect_source
@@ -46,8 +46,8 @@ POLL_SECONDS = 0.5
 NOTHING_BOOKED_S = 30.0
 RELAYS_READY_S = 30.0  # how long the batch waits for the relays to join their group
 STATUS_COUNTS = """
-SELECT status, count(*) AS n FROM settlements
- WHERE tenant = $1 AND reference LIKE $2 GROUP BY status
+SELECT rail, status, count(*) AS n FROM settlements
+ WHERE tenant = $1 AND reference LIKE $2 GROUP BY rail, status
 """
 # From the settlement's first transition (booked as `accepted`) to its transition to `paid`;
 # reversed settlements count too, they were paid first.
@@ -96,6 +96,7 @@ class DemoReport:
     seconds: float
     rate: int | None  # settlements offered per second; None: all at once
     booked_over: float  # seconds from the batch's first booking to its last
+    by_rail: dict[str, dict[str, int]] = field(default_factory=dict)  # statuses per rail
 
     @property
     def settled(self) -> int:
@@ -115,9 +116,20 @@ async def set_fault_profile(rail_url: str, profile: str) -> None:
         answer.raise_for_status()
 
 
-async def _statuses(conn: asyncpg.Connection, batch: Batch) -> dict[str, int]:
+async def _statuses(conn: asyncpg.Connection, batch: Batch) -> dict[str, dict[str, int]]:
+    """The batch's settlements per rail and status."""
     rows = await conn.fetch(STATUS_COUNTS, batch.tenant, batch.reference_pattern)
-    return {str(r["status"]): int(r["n"]) for r in rows}
+    by_rail: dict[str, dict[str, int]] = {}
+    for r in rows:
+        by_rail.setdefault(str(r["rail"]), {})[str(r["status"])] = int(r["n"])
+    return by_rail
+
+
+def _total(by_rail: dict[str, dict[str, int]]) -> dict[str, int]:
+    totals: Counter[str] = Counter()
+    for statuses in by_rail.values():
+        totals.update(statuses)
+    return dict(totals)
 
 
 async def faults_met(rail_url: str, settlement_ids: list[str]) -> dict[str, list[str]]:
@@ -153,7 +165,7 @@ async def _follow(
     deadline = time.monotonic() + timeout_s
     sent_at: float | None = None
     while time.monotonic() < deadline:
-        statuses = await _statuses(conn, batch)
+        statuses = _total(await _statuses(conn, batch))
         done = sum(statuses.get(s, 0) for s in FINAL)
         bar.update(booked, completed=sum(statuses.values()))
         bar.update(settled, completed=done, states=_describe(statuses))
@@ -218,7 +230,12 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
     began = time.monotonic()
     token, tenant = next(iter(settings.tenant_by_token.items()))
     batch = Batch(
-        uuid.uuid4().hex[:8], tenant, token, options.count, signing_secrets(settings, tenant)
+        uuid.uuid4().hex[:8],
+        tenant,
+        token,
+        options.count,
+        signing_secrets(settings, tenant),
+        sepa=RailKind.SEPA in settings.rails,
     )
     if options.fault_profile is not None:
         await set_fault_profile(options.rail_url, options.fault_profile)
@@ -238,7 +255,7 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
             CheckOptions(wait_quiet_s=options.quiet_timeout_s),
         )
         # Read after the wait for quiet: late reversals and reviews have landed.
-        statuses = await _statuses(conn, batch)
+        by_rail = await _statuses(conn, batch)
         latency = await _latency(conn, batch, options.rail_url)
         booked_over = await conn.fetchval(BOOKED_OVER, batch.tenant, batch.reference_pattern)
     finally:
@@ -246,7 +263,7 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
     seconds = time.monotonic() - began
     return DemoReport(
         batch,
-        statuses,
+        _total(by_rail),
         http,
         commands_sent,
         latency,
@@ -254,4 +271,5 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
         seconds,
         options.rate,
         booked_over or 0.0,
+        by_rail,
     )

@@ -49,11 +49,16 @@ def print_demo(report: DemoReport, console: Console) -> None:
     batch = report.batch
     states = Table(title=f"demo batch {batch.run_id}: {batch.count} settlements")
     states.add_column("final state")
+    rails = sorted(report.by_rail) if len(report.by_rail) > 1 else []
+    for rail in rails:
+        states.add_column(f"on {rail}", justify="right")
     states.add_column("settlements", justify="right")
     for status in STATES:
         if report.statuses.get(status):
-            states.add_row(status, str(report.statuses[status]))
-    states.add_row("[bold]total[/]", str(sum(report.statuses.values())))
+            each = [str(report.by_rail[rail].get(status, 0)) for rail in rails]
+            states.add_row(status, *each, str(report.statuses[status]))
+    each = [str(sum(report.by_rail[rail].values())) for rail in rails]
+    states.add_row("[bold]total[/]", *each, str(sum(report.statuses.values())))
     console.print(states)
     answers = ", ".join(f"{k} {v}" for k, v in sorted(report.http.items()))
     console.print(f"Kafka commands sent: {report.commands_sent}; HTTP answers: {answers}")

@@ -28,6 +28,16 @@ from services.platform.service_settings import Settings
 from tools.run.pace import AT_ONCE, Pace
 
 CURRENCIES = ("USD", "EUR", "GBP")
+# Accounts of the SEPA share of a batch: documented example IBANs, one per country.
+IBANS = (
+    "DE89370400440532013000",
+    "FR1420041010050500013M02606",
+    "ES9121000418450200051332",
+    "IT60X0542811101000000123456",
+    "NL91ABNA0417164300",
+    "BE68539007547034",
+    "AT611904300234573201",
+)
 HTTP_CLIENTS = 16
 HTTP_ATTEMPTS = 6  # a 5xx, 409 in use or a dropped connection is retried under the same key
 HTTP_BACKOFF_MAX_S = 3.2
@@ -44,6 +54,7 @@ class Batch:
     count: int
     # The tenant's command-signing secrets, if any; never in a repr.
     signing_secrets: tuple[str, ...] = field(default=(), repr=False)
+    sepa: bool = False  # the euro settlements are paid by SEPA credit transfer
 
     @property
     def reference_pattern(self) -> str:
@@ -57,15 +68,21 @@ def signing_secrets(settings: Settings, tenant: str) -> tuple[str, ...]:
 
 
 def body(batch: Batch, n: int) -> dict[str, object]:
-    """The n-th settlement of the batch, the same way each time it is asked for."""
-    return {
+    """The n-th settlement of the batch, the same way each time it is asked for; with `sepa`,
+    the euro ones go to an IBAN by SEPA credit transfer (a third of the batch)."""
+    currency = CURRENCIES[n % len(CURRENCIES)]
+    by_sepa = batch.sepa and currency == "EUR"
+    settlement: dict[str, object] = {
         "reference": f"demo-{batch.run_id}-{n:06d}",
         "payee": f"payee-{n % 97}",
-        "destination": f"acct_demo{n % 50:02d}",
+        "destination": IBANS[n % len(IBANS)] if by_sepa else f"acct_demo{n % 50:02d}",
         "amount": 100 + (n * 7919) % 99_900,
-        "currency": CURRENCIES[n % len(CURRENCIES)],
+        "currency": currency,
         "metadata": {"batch": batch.run_id},
     }
+    if by_sepa:
+        settlement["rail"] = "sepa"
+    return settlement
 
 
 def key(batch: Batch, n: int) -> str:
@@ -85,7 +102,7 @@ async def publish_commands(
         for index, n in enumerate(numbers):
             await pace.due(index)
             command = {**body(batch, n), "tenant": batch.tenant, "idempotency_key": key(batch, n)}
-            command["rail"] = None
+            command.setdefault("rail", None)
             value = avro.encode("SettlementCommand", command)
             headers = signed_headers(batch.signing_secrets, value, int(time.time()))
             for _ in range(2 if n % KAFKA_REPEAT_EVERY == 0 else 1):

@@ -1,19 +1,20 @@
 """The local stack as child specs: one ledger, two relays, the inbox, the reconciler, the
-operator console and the rail simulator.
+operator console, the rail simulator and, when the stack pays by SEPA, the bank simulator.
 
 Default ports (the services' own defaults): ledger 8081 (admin 9081), inbox 8083 (admin
-9083), reconciler 8084, rail simulator 12111, relay metrics 9101 and 9102, console 9085.
-`--ports-from P` (or SETTLE_RUN_PORTS_FROM) puts them on P..P+8 instead, in the order ledger,
-inbox, simulator, relays, reconciler, ledger admin, inbox admin, console, so a second stack
-does not collide with the first. The reconciler's and the relays' one port is an admin port
-(operator endpoints, /metrics), and so is the console's (its pages, for operators only); the
-ledger's and the inbox's admin ports serve /readyz, /metrics, /docs and the inbox's operator
-view.
+9083), reconciler 8084, rail simulator 12111, bank simulator 12112, relay metrics 9101 and
+9102, console 9085. `--ports-from P` (or SETTLE_RUN_PORTS_FROM) puts them on P..P+9 instead,
+in the order ledger, inbox, simulator, relays, reconciler, ledger admin, inbox admin,
+console, bank, so a second stack does not collide with the first. The reconciler's and the
+relays' one port is an admin port (operator endpoints, /metrics), and so is the console's
+(its pages, for operators only); the ledger's and the inbox's admin ports serve /readyz,
+/metrics, /docs and the inbox's operator view.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from tools.run.supervisor import ServiceSpec
@@ -31,7 +32,7 @@ LOCAL_RELAY_LEASE_SECONDS = 9.0
 class Ports:
     """Where each child listens."""
 
-    SPAN: ClassVar[int] = 9  # the consecutive ports `from_base` takes
+    SPAN: ClassVar[int] = 10  # the consecutive ports `from_base` takes
 
     ledger: int = 8081
     inbox: int = 8083
@@ -41,15 +42,15 @@ class Ports:
     ledger_admin: int = 9081
     inbox_admin: int = 9083
     console: int = 9085  # the operator console's pages
+    banksim: int = 12112  # the bank of the SEPA rail
 
     @classmethod
     def from_base(cls, base: int) -> Ports:
         """`SPAN` consecutive ports from `base`: ledger, inbox, simulator, relay 1, relay 2,
-        reconciler, ledger admin, inbox admin, console (each port added since goes last, so the
-        others keep the ports they always had)."""
-        return cls(
-            base, base + 1, base + 2, (base + 3, base + 4), base + 5, base + 6, base + 7, base + 8
-        )
+        reconciler, ledger admin, inbox admin, console, bank (each port added since goes last,
+        so the others keep the ports they always had)."""
+        relays = (base + 3, base + 4)
+        return cls(base, base + 1, base + 2, relays, *range(base + 5, base + 10))
 
     def url(self, port: int) -> str:
         """http://host:port."""
@@ -64,6 +65,9 @@ class StackOptions:
     rail_ignores_keys: bool = False  # the simulator ignores keys; relays look transfers up
     seed: int | None = None
     relay_lease_seconds: float | None = None  # None: the relay's own default
+    rails: tuple[str, ...] = ("sim",)  # the rails the stack drives: sim, and sepa with a bank
+    bank_state: Path | None = None  # where the bank simulator keeps its books (sepa)
+    day_seconds: float = 20.0  # the bank simulator's business day
 
 
 def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> list[ServiceSpec]:
@@ -73,9 +77,13 @@ def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> l
         **env,
         "STRIPE_API_BASE": rail,
         "SETTLE_RAIL": "sim",
+        "SETTLE_RAILS": ",".join(options.rails),
+        "SETTLE_SEPA_BANK_URL": ports.url(ports.banksim),
         "SETTLE_RAIL_IDEMPOTENT": "false" if options.rail_ignores_keys else "true",
     }
+    banks = [_banksim_spec(ports, child_env, options)] if "sepa" in options.rails else []
     specs = [
+        *banks,
         _railsim_spec(ports, child_env, options),
         _with_admin_port("inbox", ports.inbox, ports.inbox_admin, child_env, ports),
         _with_admin_port("ledger", ports.ledger, ports.ledger_admin, child_env, ports),
@@ -125,6 +133,28 @@ def _railsim_spec(ports: Ports, env: dict[str, str], options: StackOptions) -> S
         args += ["--seed", str(options.seed)]
     rail = ports.url(ports.railsim)
     return ServiceSpec("railsim", args, env, ports.railsim, f"{rail}/healthz")
+
+
+def _banksim_spec(ports: Ports, env: dict[str, str], options: StackOptions) -> ServiceSpec:
+    """The bank simulator, its books kept where the stack says, its faults the rail's."""
+    state = options.bank_state or Path(".run") / f"banksim-{ports.banksim}"
+    args = [
+        "banksim",
+        "--host",
+        HOST,
+        "--port",
+        str(ports.banksim),
+        "--state-dir",
+        str(state),
+        "--day-seconds",
+        f"{options.day_seconds:g}",
+        "--fault-profile",
+        options.fault_profile,  # none, demo or chaos, as the rail simulator's
+    ]
+    if options.seed is not None:
+        args += ["--seed", str(options.seed)]
+    bank = ports.url(ports.banksim)
+    return ServiceSpec("banksim", args, env, ports.banksim, f"{bank}/healthz")
 
 
 def _with_admin_port(
