@@ -28,7 +28,15 @@ from tools.infra.kafka_setup import ensure_jars
 from tools.infra.paths import cluster_dir, repo_root, run_paths
 
 pytestmark = [pytest.mark.e2e, pytest.mark.alone]
-CHECKOUT_PARTS = ("services", "railsim", "tools", "deploy", "schemas", "pyproject.toml")
+CHECKOUT_PARTS = (
+    "services",
+    "railsim",
+    "banksim",
+    "tools",
+    "deploy",
+    "schemas",
+    "pyproject.toml",
+)
 # The newcomer's defaults: nothing points settle at the suite's servers.
 SUITE_VARIABLES = (
     "SETTLE_DATABASE_URL",

@@ -93,7 +93,8 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
         text = out.read_text()
         assert proc.poll() is None, text
         children = children_of(proc.pid)
-        assert len(children) == 7, text  # ledger, 2 relays, inbox, reconciler, console, railsim
+        # ledger, 2 relays, inbox, reconciler, console, railsim, banksim
+        assert len(children) == 8, text
         proc.send_signal(signal.SIGINT)
         code = await asyncio.to_thread(proc.wait, 20)
     finally:
@@ -111,6 +112,7 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
     assert 0 < int(clean[1]) < int(whole[1]) <= COUNT, text
     assert int(clean[2]) < 5000, text  # not a queue behind a held rail call
     assert "met a fault at the rail" in text, text
+    assert "on sepa" in text and "on sim" in text, text  # the batch, paid over both rails
     assert "all services stopped" in text
     assert not [pid for pid in children if alive(pid)]
     assert settle_processes_on(range(base, base + Ports.SPAN)) == []
@@ -121,12 +123,16 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
         "relay-2.log",
         "inbox.log",
         "railsim.log",
+        "banksim.log",
         "reconciler.log",
         "console.log",
     }
     conn = await asyncpg.connect(asyncpg_dsn(database))
     try:
         booked = await conn.fetchval("SELECT count(*) FROM settlements")
+        by_sepa = await conn.fetchval("SELECT count(*) FROM settlements WHERE rail = 'sepa'")
+        files = await conn.fetchval("SELECT count(*) FROM bank_files WHERE status = 'uploaded'")
     finally:
         await conn.close()
     assert booked == COUNT  # retries and duplicates made no second settlement
+    assert by_sepa > 0 and files > 0  # its euro settlements went by SEPA, in files

@@ -119,6 +119,16 @@ def test_a_transferred_instruction_without_an_effect_is_caught_only_on_a_complet
     assert no_double_effect(db, replace(missing, exhaustive=False)).ok
 
 
+def test_a_transfer_the_rail_took_then_rejected_may_have_no_effect_and_never_two() -> None:
+    # A bank that rejects a transfer of a file it took debits nothing: its settlement failed.
+    db, _, rail = world()
+    rejected = replace(db, transferred=db.transferred | {"s-failed"})
+    assert no_double_effect(rejected, rail).ok
+    assert no_double_effect(rejected, replace(rail, effects={**rail.effects, "s-failed": 1})).ok
+    twice = replace(rail, effects={**rail.effects, "s-failed": 2})
+    assert no_double_effect(rejected, twice).offenders == ("s-failed",)
+
+
 def test_unsettled_settlements_and_lost_rows_break_nothing_lost() -> None:
     db, _, _ = world()
     stuck = settlement("s-stuck", ("accepted", "dispatching"))

@@ -75,7 +75,8 @@ def no_double_effect(db: DatabaseFacts, rail: RailFacts) -> CheckResult:
     """At most one effect at the rail per settlement; none where the instruction `failed` (the
     books were reversed, so money moved there would be paid without a record: the
     fail-closed rule); exactly one per `transferred` instruction when the rail's count is
-    complete."""
+    complete, but for one the rail took and then rejected (its settlement `failed`): a bank
+    that rejects a transfer from a file it took debits nothing, so none is right there too."""
     findings = [
         finding("effects_over_one", (s for s, n in rail.effects.items() if n > 1)),
         finding(
@@ -84,9 +85,18 @@ def no_double_effect(db: DatabaseFacts, rail: RailFacts) -> CheckResult:
         ),
     ]
     if rail.exhaustive:
-        unmatched = (s for s in db.transferred if rail.effects.get(s, 0) != 1)
+        unmatched = (
+            s
+            for s in db.transferred
+            if rail.effects.get(s, 0) != 1 and not (rail.effects.get(s, 0) == 0 and _failed(db, s))
+        )
         findings.append(finding("transferred_without_one_effect", unmatched))
     return verdict(NO_DOUBLE_EFFECT, findings)
+
+
+def _failed(db: DatabaseFacts, settlement_id: str) -> bool:
+    settlement = db.settlements.get(settlement_id)
+    return settlement is not None and settlement.status == SettlementStatus.FAILED
 
 
 def is_settled(settlement: SettlementFact) -> bool:
