@@ -1,7 +1,9 @@
 """`settle reconcile [--json] [--day D] [--grace S] [--rail-url URL] [--statement FILE]
-[--no-heal]`: one reconciliation run, against the rail's API or a statement file of it; status
-drifts the rail proves are healed through the inbox unless `--no-heal` makes the run read-only
-(a run against a statement heals nothing: a file is no live proof).
+[--no-heal] [--rail R]`: one reconciliation run, against the rail's API or a statement file
+of it; status drifts the rail proves are healed through the inbox unless `--no-heal` makes
+the run read-only (a run against a statement heals nothing: a file is no live proof).
+`--rail sepa` reconciles the SEPA rail's bank account against the bank's camt.053 statements
+(or `--statement` a camt.053 file) instead (services/commands/reconcile_bank.py).
 
 Exit status: 0 no open break, 1 open breaks, 2 a source (the rail, PostgreSQL) or the
 configuration could not be read: an unreadable rail is never "no breaks".
@@ -58,6 +60,14 @@ if TYPE_CHECKING:
     "rail's API, over --day or else the span of its lines.",
 )
 @click.option(
+    "--rail",
+    "rail_name",
+    type=click.Choice(["stripe", "sim", "sepa"]),
+    default=None,
+    help="The rail to reconcile (default: the one that speaks Stripe's API); sepa reads the "
+    "bank's camt.053 statements, or --statement a camt.053 file.",
+)
+@click.option(
     "--no-heal",
     "read_only",
     is_flag=True,
@@ -69,6 +79,7 @@ def reconcile(
     grace: int,
     rail_url: str | None,
     statement: Path | None,
+    rail_name: str | None,
     read_only: bool,
 ) -> None:
     """Compare the ledger with the rail over a window, record the run and its breaks."""
@@ -78,6 +89,8 @@ def reconcile(
         settings = load_settings()
     except ConfigError as e:
         _fail(as_json, "config", str(e))
+    if rail_name == "sepa":
+        _bank(settings, statement, grace, as_json)
     try:
         # uvloop: a run's rail pages and cursor batches are mostly socket reads and writes
         outcome, lineage = uvloop.run(
@@ -143,6 +156,26 @@ async def _run(
     finally:
         await rail.aclose()
         await pool.close()
+
+
+def _bank(settings: Settings, statement: Path | None, grace: int, as_json: bool) -> NoReturn:
+    from services.commands.reconcile_bank import run_bank
+    from services.commands.reconcile_output import exit_status, print_text, run_document
+    from services.domain.rail import RailReadError
+
+    try:
+        outcome, lineage, read = uvloop.run(run_bank(settings, statement, grace, lineage=as_json))
+    except StoreUnavailable as e:
+        _fail(as_json, "postgresql", str(e))
+    except StatementUnreadable as e:
+        _fail(as_json, "statement", str(e))
+    except RailReadError as e:
+        _fail(as_json, "bank", str(e))
+    if as_json:
+        click.echo(json.dumps(run_document(outcome, lineage) | {"read": read}, sort_keys=True))
+    else:
+        print_text(outcome)
+    raise SystemExit(exit_status(outcome))
 
 
 def _fail(as_json: bool, source: str, detail: str) -> NoReturn:

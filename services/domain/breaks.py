@@ -11,9 +11,12 @@ is one of a closed set whose names are stable (they are stored, counted and expo
     destination_mismatch  destination differs
     status_drift          the rail says paid, failed or (partly) reversed; the ledger disagrees
     balance_mismatch      the rail's balance moved by another sum than the ledger's accounts
+    statement_gap         a bank statement does not follow the one before it: a sequence
+                          number skipped, or an opening balance other than the last closing
 
     from      may go to   by
-    open      healed      the rail's proof, applied through the inbox (status_drift only)
+    open      healed      the rail's proof, applied through the inbox (status_drift), or
+                          the missing statement, once it arrives (statement_gap)
     open      resolved    an operator, with a reason
     healed    (terminal)
     resolved  (terminal)
@@ -46,6 +49,7 @@ class BreakType(StrEnum):
     DESTINATION_MISMATCH = "destination_mismatch"
     STATUS_DRIFT = "status_drift"
     BALANCE_MISMATCH = "balance_mismatch"
+    STATEMENT_GAP = "statement_gap"
 
 
 class BreakStatus(StrEnum):
@@ -66,8 +70,9 @@ TRANSITIONS: Mapping[BreakStatus, frozenset[BreakStatus]] = {
     _B.RESOLVED: frozenset(),
 }
 
-# Only a status the rail proves can be healed; every other break waits for an operator.
-HEALABLE: frozenset[BreakType] = frozenset({BreakType.STATUS_DRIFT})
+# Only a status the rail proves can be healed, and a statement gap the missing statement
+# fills; every other break waits for an operator.
+HEALABLE: frozenset[BreakType] = frozenset({BreakType.STATUS_DRIFT, BreakType.STATEMENT_GAP})
 
 SECONDS_PER_UNIT: Mapping[str, int] = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DEFAULT_RECHECK_AGES: tuple[int, ...] = (3600, 86400, 7 * 86400, 30 * 86400)

@@ -83,7 +83,7 @@ async def reconcile(
     # Only the rail's own API is live proof and shows a balance: a statement file is neither.
     live = rail if isinstance(rail, RailSource) else None
     healer = Healer(pool, live, clock, outcome.paid_after) if heal and live is not None else None
-    staged = Staging(pool, run_id)
+    staged = Staging(pool, run_id, rail.rails)
     state = _Pass(started, int(started.timestamp()), staged, page_size, grace, healer)
     try:
         await staged.clear_abandoned(started)
@@ -157,7 +157,7 @@ async def _remaining(
     async with contextlib.aclosing(pages):
         async for objects in pages:
             names = sorted({o.settlement_id for o in objects if o.settlement_id is not None})
-            records = await ledger_source.by_ids(pool, names) if names else []
+            records = await ledger_source.by_ids(pool, names, rail.rails) if names else []
             state.settlements += len(records)
             referenced = [r.rail_reference for r in records if r.rail_reference]
             found = await state.staged.by_object_ids(referenced)
@@ -177,7 +177,7 @@ async def _recheck(
     owned: set[str] = set()
     for i in range(0, len(ordered), state.page_size):
         chunk = set(ordered[i : i + state.page_size])
-        records = await ledger_source.by_ids(pool, chunk)
+        records = await ledger_source.by_ids(pool, chunk, rail.rails)
         state.settlements += len(records)
         own = {k: o for k, o in objects.items() if o.settlement_id in chunk}
         own |= {

@@ -10,7 +10,7 @@ StoreUnavailable.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import asyncpg
@@ -21,9 +21,10 @@ from services.domain.reconciliation import LedgerRecord
 from services.domain.settlement import SettlementStatus
 
 PAGE_SIZE = 1000
-# The settlements this reconciliation reads: those of the rails that speak Stripe's API (the
-# SEPA rail's are the bank statement's to prove), as an SQL list.
-RAILS_READ = "(" + ", ".join(f"'{rail}'" for rail in sorted(SPEAKS_STRIPE)) + ")"
+# The settlements a reconciliation of Stripe's API reads: those of the rails that speak it
+# (the SEPA rail's are the bank statements' to prove); as an SQL list for the nostro view.
+STRIPE_RAILS = tuple(sorted(SPEAKS_STRIPE))  # as the Stripe adapter's readers name them
+RAILS_READ = "(" + ", ".join(f"'{rail}'" for rail in STRIPE_RAILS) + ")"
 _STATUSES = {s.value: s for s in SettlementStatus}  # a lookup: an Enum call costs more than a row
 
 # sent_at: the first move out of `accepted`, i.e. when the settlement was first handed on to
@@ -35,7 +36,7 @@ SELECT s.id, s.tenant, s.amount, s.currency, s.destination, s.status, s.rail_ref
          WHERE t.settlement_id = s.id AND t.to_status <> 'accepted') AS sent_at
   FROM settlements AS s
 """
-BY_IDS = _COLUMNS + f" WHERE s.id = ANY($1::uuid[]) AND s.rail IN {RAILS_READ} ORDER BY s.id"
+BY_IDS = _COLUMNS + " WHERE s.id = ANY($1::uuid[]) AND s.rail = ANY($2::text[]) ORDER BY s.id"
 
 
 def ledger_record(row: asyncpg.Record) -> LedgerRecord:
@@ -56,14 +57,17 @@ def ledger_record(row: asyncpg.Record) -> LedgerRecord:
 
 
 async def by_ids(
-    conn: asyncpg.Connection | asyncpg.Pool, settlement_ids: Iterable[str]
+    conn: asyncpg.Connection | asyncpg.Pool,
+    settlement_ids: Iterable[str],
+    rails: Sequence[str] = STRIPE_RAILS,
 ) -> list[LedgerRecord]:
-    """The settlements with these ids that exist (an id that is no UUID names none)."""
+    """The settlements of `rails` with these ids that exist (an id that is no UUID names
+    none)."""
     wanted = sorted({u for u in (_uuid(s) for s in settlement_ids) if u is not None})
     if not wanted:
         return []
     with unavailable_when_down("PostgreSQL is unreachable; no settlement was read"):
-        rows = await conn.fetch(BY_IDS, wanted)
+        rows = await conn.fetch(BY_IDS, wanted, list(rails))
     return [ledger_record(r) for r in rows]
 
 

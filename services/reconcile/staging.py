@@ -36,7 +36,7 @@ from services.adapters.postgres.store_errors import unavailable_when_down
 from services.domain.payout import PayoutMethod
 from services.domain.reconciliation import LedgerRecord, RailObject
 from services.reconcile.errors import StagedRowsLost
-from services.reconcile.ledger_source import RAILS_READ, ledger_record
+from services.reconcile.ledger_source import ledger_record
 
 TABLE = "reconciliation_rail_staging"
 BATCH_ROWS = 5000  # objects copied at a time: the most a run holds before they are staged
@@ -68,16 +68,17 @@ _COLUMNS = (
 )
 _OBJECT = """st.object_id, st.kind, st.amount, st.amount_reversed, st.currency, st.destination,
        st.status, st.created, st.settlement_id"""
-# $1 run, [$2, $3) the window. sent_at as ledger_source reads it.
+# $1 run, [$2, $3) the window, $4 the rails whose settlements the run reads. sent_at as
+# ledger_source reads it.
 # Settlements changed since $2 (`updated_at >= $2`): each change writes a transition stamped
 # as `updated_at`, and their index (0011) reads the window's rows, not every settlement.
-_WINDOW = f"""
+_WINDOW = """
 w AS (SELECT s.id, s.tenant, s.amount, s.currency, s.destination, s.status, s.rail_reference,
              s.amount_reversed
         FROM settlements AS s
        WHERE s.id IN (SELECT c.settlement_id FROM settlement_transitions AS c
                        WHERE c.occurred_at >= $2)
-         AND s.created_at < $3 AND s.rail IN {RAILS_READ})"""
+         AND s.created_at < $3 AND s.rail = ANY($4::text[]))"""
 OWNED = f"""
 WITH {_WINDOW},
 sent AS (SELECT t.settlement_id, min(t.occurred_at) AS sent_at FROM settlement_transitions AS t
@@ -134,8 +135,9 @@ def rail_object(row: asyncpg.Record, at: int = 0) -> RailObject:
 class Staging:
     """One run's staged objects; `drop` them when the run ends."""
 
-    def __init__(self, pool: asyncpg.Pool, run_id: int) -> None:
+    def __init__(self, pool: asyncpg.Pool, run_id: int, rails: Sequence[str]) -> None:
         self._pool, self.run_id = pool, run_id
+        self.rails = list(rails)  # the rails whose settlements the run compares
         self._seq = itertools.count()
         self.listed = 0  # objects the window's lists returned
         self.retrieved = 0  # objects fetched by id and staged
@@ -226,7 +228,7 @@ class Staging:
             async with self._pool.acquire() as conn, conn.transaction(readonly=True):
                 await conn.execute(STREAM_SETTINGS)
                 await self._check_intact(conn)
-                cursor = await conn.cursor(query, self.run_id, start, end)
+                cursor = await conn.cursor(query, self.run_id, start, end, self.rails)
                 # fetched a batch at a time: row by row, asyncpg's checks cost more than a row
                 while rows := await cursor.fetch(FETCH_ROWS):
                     for row in rows:

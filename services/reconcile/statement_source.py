@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from services.adapters.stripe.source import PAGE_SIZE
+from services.adapters.stripe.source import PAGE_SIZE, STRIPE_API_RAILS
 from services.domain.payout import PayoutMethod
 from services.domain.reconciliation import RailObject, RunKind
 from services.reconcile import windows
@@ -26,6 +26,8 @@ MAX_SOURCE = 64  # reconciliation_sources.source holds at most this many charact
 
 class StatementSource:
     """A statement file's transfers and payouts, read as the rail's for a reconciliation."""
+
+    rails = STRIPE_API_RAILS
 
     def __init__(self, name: str, statement: Statement) -> None:
         self.source = (SOURCE_PREFIX + name)[:MAX_SOURCE]

@@ -7,6 +7,9 @@ later; each is debited at the bank once, through lost upload answers."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
@@ -16,8 +19,10 @@ import httpx
 import pytest
 
 from services.adapters.sepa.bank import Bank
+from services.adapters.sepa.camt053 import closing_balance_agrees, read_camt053
 from services.adapters.sepa.pain001 import Debtor
 from services.adapters.sepa.pain001_read import read_pain001
+from services.adapters.sepa.xsd import check_schema
 from services.domain.sepa import end_to_end_id
 from services.inbox.bank_poller import BankReportPoller
 from services.inbox.metrics import create_metrics as inbox_metrics
@@ -87,8 +92,29 @@ async def statuses(pool: asyncpg.Pool, sids: list[str]) -> list[tuple[str, str |
     return [by_id[sid] for sid in sids]
 
 
+def saved_as_received(bank_url: str, tmp_path: Path, uploaded: dict[str, bytes]) -> None:
+    """`settle rail files` saves each file as uploaded, `settle rail statement --rail sepa`
+    every statement, each valid by the camt.053.001.08 XSD and closing at its opening plus
+    its entries."""
+    env = {**os.environ, "SETTLE_SEPA_BANK_URL": bank_url}
+    settle = str(Path(sys.executable).parent / "settle")
+    files, statements = tmp_path / "files", tmp_path / "statements"
+    for args in (["files", "--out", str(files)], ["statement", "--out", str(statements)]):
+        done = subprocess.run(
+            [settle, "rail", *args, "--rail", "sepa"], env=env, capture_output=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+    assert {p.stem: p.read_bytes() for p in files.iterdir()} == uploaded
+    saved = sorted(statements.iterdir())
+    assert saved
+    for path in saved:
+        check_schema(path.read_bytes())
+        for statement in read_camt053(path.read_bytes()).statements:
+            assert closing_balance_agrees(statement), path.name
+
+
 async def test_booked_paid_rejected_failed_and_returned_reversed_each_debited_once(
-    pool: asyncpg.Pool, bank_url: str
+    pool: asyncpg.Pool, bank_url: str, tmp_path: Path
 ) -> None:
     bank = Bank(bank_url, timeout=5.0)
 
@@ -140,6 +166,7 @@ async def test_booked_paid_rejected_failed_and_returned_reversed_each_debited_on
         kinds = await pool.fetch("SELECT kind, status FROM bank_reports")
         assert {r["status"] for r in kinds} == {"applied"}
         assert {"pain.002", "camt.054", "camt.053"} <= {r["kind"] for r in kinds}
+        saved_as_received(bank_url, tmp_path, {msg_id: bytes(stored)})
     finally:
         await control.aclose()
         await bank.aclose()

@@ -119,10 +119,13 @@ def test_a_transferred_instruction_without_an_effect_is_caught_only_on_a_complet
     assert no_double_effect(db, replace(missing, exhaustive=False)).ok
 
 
-def test_a_transfer_the_rail_took_then_rejected_may_have_no_effect_and_never_two() -> None:
+def test_a_sepa_transfer_the_bank_took_then_rejected_may_have_no_effect_never_two() -> None:
     # A bank that rejects a transfer of a file it took debits nothing: its settlement failed.
     db, _, rail = world()
-    rejected = replace(db, transferred=db.transferred | {"s-failed"})
+    on_stripe = replace(db, transferred=db.transferred | {"s-failed"})
+    assert no_double_effect(on_stripe, rail).offenders == ("s-failed",)  # Stripe has one
+    by_sepa = db.settlements["s-failed"]._replace(rail="sepa")
+    rejected = replace(on_stripe, settlements={**db.settlements, "s-failed": by_sepa})
     assert no_double_effect(rejected, rail).ok
     assert no_double_effect(rejected, replace(rail, effects={**rail.effects, "s-failed": 1})).ok
     twice = replace(rail, effects={**rail.effects, "s-failed": 2})

@@ -24,7 +24,7 @@ T = TypeVar("T")
 # One page of settlements in id order, with its audit trail; {after} bounds it below.
 SETTLEMENTS = """
 SELECT s.id::text AS id, s.tenant, s.amount, s.currency::text AS currency, s.status, s.reason,
-       s.amount_reversed,
+       s.amount_reversed, s.rail,
        coalesce(t.history, '{{}}') AS history, coalesce(t.sequences, '{{}}') AS sequences,
        coalesce(t.sources, '{{}}') AS sources
   FROM (SELECT * FROM settlements WHERE {after} ORDER BY id LIMIT $1) s
@@ -193,6 +193,7 @@ def _settlement(r: asyncpg.Record) -> SettlementFact:
         tuple(r["sequences"]),
         tuple(r["sources"]),
         r["amount_reversed"],
+        r["rail"],
     )
 
 

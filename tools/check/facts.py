@@ -32,6 +32,7 @@ class SettlementFact(NamedTuple):
     # history's status for a step that recorded a rail reference); () reads as all moves.
     sources: tuple[str | None, ...] = ()
     amount_reversed: int = 0  # minor units come back (settlements.amount_reversed)
+    rail: str | None = None  # the rail that pays it (settlements.rail)
 
 
 class EventFact(NamedTuple):

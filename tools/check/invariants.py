@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from services.domain.postings import AccountKind, expected_net, holding_account
 from services.domain.settlement import TERMINAL, SettlementStatus, step_event_type
+from services.platform.config import RailKind
 from tools.check.facts import (
     DatabaseFacts,
     EventFact,
@@ -75,8 +76,10 @@ def no_double_effect(db: DatabaseFacts, rail: RailFacts) -> CheckResult:
     """At most one effect at the rail per settlement; none where the instruction `failed` (the
     books were reversed, so money moved there would be paid without a record: the
     fail-closed rule); exactly one per `transferred` instruction when the rail's count is
-    complete, but for one the rail took and then rejected (its settlement `failed`): a bank
-    that rejects a transfer from a file it took debits nothing, so none is right there too."""
+    complete, but for a SEPA transfer the bank took in a file and then rejected (its
+    settlement `failed`): a bank debits nothing for a rejected transfer, so none is right
+    there too. (A Stripe transfer or payout the rail accepted exists there, whatever
+    became of its money.)"""
     findings = [
         finding("effects_over_one", (s for s, n in rail.effects.items() if n > 1)),
         finding(
@@ -95,8 +98,13 @@ def no_double_effect(db: DatabaseFacts, rail: RailFacts) -> CheckResult:
 
 
 def _failed(db: DatabaseFacts, settlement_id: str) -> bool:
+    """A SEPA settlement the bank rejected after taking its file."""
     settlement = db.settlements.get(settlement_id)
-    return settlement is not None and settlement.status == SettlementStatus.FAILED
+    return (
+        settlement is not None
+        and settlement.rail == RailKind.SEPA
+        and settlement.status == SettlementStatus.FAILED
+    )
 
 
 def is_settled(settlement: SettlementFact) -> bool:

@@ -29,6 +29,7 @@ from services.adapters.stripe.paging import RawPage
 from services.adapters.stripe.wire import balance_move_of, rail_object_of, raw_page_of
 from services.domain.payout import PayoutMethod
 from services.domain.rail import RailReadError, RailUnreadable, UnreadableRailObject
+from services.domain.rail_routing import SPEAKS_STRIPE
 from services.domain.reconciliation import BalanceMove, RailObject
 
 PAGE_SIZE = 100  # Stripe's largest page
@@ -40,11 +41,16 @@ PAYOUT_PREFIX = "po_"
 LISTS = ("/v1/transfers", "/v1/payouts")  # listed in this order
 
 
+# The rails whose money moves through Stripe's API, and so shows in its records.
+STRIPE_API_RAILS = tuple(sorted(SPEAKS_STRIPE))
+
+
 class RailReader(Protocol):
     """What a run reads the rail's objects through: its API (RailSource), or a statement of
     it (statement_source.StatementSource)."""
 
     source: str  # the name the run's evidence records the reading under
+    rails: tuple[str, ...]  # the rails whose settlements this reading accounts for
 
     def pages(self, start: int, end: int) -> AsyncIterator[list[RailObject]]:
         """The transfers and payouts created in [start, end), a page at a time."""
@@ -64,6 +70,7 @@ class RailSource:
     """Reads the rail's transfers and payouts for reconciliation; close it with `aclose`."""
 
     source = "rail"
+    rails = STRIPE_API_RAILS
 
     def __init__(
         self, api_key: str, *, api_base: str | None = None, timeout: float = DEFAULT_TIMEOUT

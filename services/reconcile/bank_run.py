@@ -1,0 +1,52 @@
+"""One reconciliation of the SEPA rail's bank account: the ledger's SEPA settlements against
+the bank's statements (bank_source.py), through the same comparison, breaks and records as a
+run against Stripe, plus the statements' own gaps.
+
+A gap found is stored as a `statement_gap` break; one stored before that the statements now
+read no longer show (the missing statement arrived) is healed, audited as the reconciler's.
+Nothing else is healed here: the bank's reports are applied by the inbox as they arrive, and
+a status the statements prove but the ledger lacks stays a break for the inbox or an
+operator.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from services.domain.breaks import BreakStatus, BreakType
+from services.platform.clock import Clock, utc_now
+from services.reconcile import store
+from services.reconcile.bank_source import BankStatements
+from services.reconcile.closing import close_break
+from services.reconcile.engine import reconcile
+from services.reconcile.outcome import Outcome
+
+ACTOR = "reconciler"
+FILLED = "the missing statement arrived: the statements follow each other again"
+
+
+async def reconcile_bank(
+    pool: asyncpg.Pool, statements: BankStatements, *, grace: int, clock: Clock = utc_now
+) -> Outcome:
+    """Compare the SEPA settlements with `statements` and record the gaps between them."""
+    outcome = await reconcile(pool, statements, statements.window(), grace=grace, heal=False)
+    if outcome.error is not None:
+        return outcome
+    gaps = statements.gaps()
+    now = clock()
+    await store.upsert_breaks(pool, outcome.run_id, gaps, now)
+    outcome.breaks += gaps
+    found = {store.stored_key(g) for g in gaps}
+    outcome.stored |= await store.break_statuses(pool, sorted(found))
+    accounts = {f"statement:{st.account_iban}:" for st in statements.statements}
+    for stored in await store.open_breaks(pool, break_type=BreakType.STATEMENT_GAP):
+        if stored.break_key in found or not (stored.rail_object_id or "").startswith(
+            tuple(accounts)
+        ):
+            continue
+        async with pool.acquire() as conn:
+            await close_break(
+                conn, stored.id, BreakStatus.HEALED, actor=ACTOR, reason=FILLED, now=now
+            )
+        outcome.healed += 1
+    return outcome

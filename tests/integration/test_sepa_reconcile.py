@@ -1,0 +1,168 @@
+"""The SEPA rail's bank account reconciled against the bank simulator's camt.053 statements,
+on the real PostgreSQL: paid, rejected and returned settlements agree with the statements; a
+debit no settlement explains is unknown_at_rail under its EndToEndId, the same transfer in a
+second file duplicate_at_rail; a statement held back is a statement_gap that heals when it
+arrives; `settle reconcile --rail sepa --statement FILE --json` reads a file from anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from banksim.payment_files import Transfer, one_transfer_file
+from services.adapters.sepa.bank import Bank
+from services.adapters.sepa.pain001 import CreditTransfer, Debtor, build_pain001
+from services.domain.breaks import BreakType
+from services.domain.sepa import end_to_end_id
+from services.inbox.bank_poller import BankReportPoller
+from services.inbox.metrics import create_metrics as inbox_metrics
+from services.inbox.worker import InboxWorker, RetryPolicy
+from services.reconcile.bank_run import reconcile_bank
+from services.reconcile.bank_source import BankStatements
+from services.relay.bank_files import FileDispatcher, FilePolicy
+from services.relay.metrics import create_metrics
+from services.relay.policy import DispatchPolicy
+from tests.bank_process import running_bank
+from tests.conftest import asyncpg_dsn, scratch_database, unique
+from tests.harness import Servers
+from tests.integration.test_sepa_bank_loop import accept
+
+pytestmark = [pytest.mark.integration, pytest.mark.money]
+
+FAST = DispatchPolicy(backoff_base=0.0, lease_seconds=30.0, call_seconds=5.0)
+DEBTOR = Debtor("settle platform", "DE89370400440532013000")
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "sepa" / "camt.053.001.02.xml"
+
+
+@pytest.fixture(scope="module")
+async def database(infra: Servers) -> AsyncIterator[str]:
+    async with scratch_database(infra.database_url, "settle_bankrec_") as url:
+        yield url
+
+
+@pytest.fixture
+async def pool(database: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(asyncpg_dsn(database), min_size=1, max_size=6)
+    yield pool
+    await pool.close()
+
+
+@pytest.fixture
+def bank_url(tmp_path: Path) -> AsyncIterator[str]:
+    with running_bank(tmp_path, "--day-seconds", "3600", "--start-date", "2026-12-01") as url:
+        yield url
+
+
+async def pay_and_apply(pool: asyncpg.Pool, bank: Bank, references: list[str]) -> list[str]:
+    """Settlements paid through the bank, its reports applied; their ids."""
+
+    async def bank_time() -> datetime:
+        return (await bank.clock()).time
+
+    sids = await accept(pool, references)
+    files = FileDispatcher(
+        pool, bank, create_metrics(), unique("w"), FilePolicy(DEBTOR), bank_time, FAST
+    )
+    assert await files.build() is not None
+    assert await files.upload_due() == 1
+    return sids
+
+
+async def catch_up(pool: asyncpg.Pool, bank: Bank) -> None:
+    worker = InboxWorker(pool, inbox_metrics(), RetryPolicy(3, 0.1, 1.0))
+    await BankReportPoller(pool, bank).poll()
+    await worker.drain()
+
+
+def types(outcome: object) -> dict[BreakType, set[str | None]]:
+    found: dict[BreakType, set[str | None]] = {}
+    for b in outcome.report().breaks:  # type: ignore[attr-defined]
+        found.setdefault(b.break_type, set()).add(b.rail_object_id)
+    return found
+
+
+async def test_the_statements_agree_then_a_foreign_debit_a_second_file_and_a_gap_are_breaks(
+    pool: asyncpg.Pool, bank_url: str
+) -> None:
+    bank = Bank(bank_url, timeout=5.0)
+    control = httpx.AsyncClient(base_url=bank_url)
+    try:
+        sids = await pay_and_apply(pool, bank, [unique("p-"), "reject:AC04", "return:AC06:1"])
+        await control.post("/_control/advance", json={"days": 2})
+        await catch_up(pool, bank)
+        clean = await reconcile_bank(pool, await BankStatements.from_bank(bank), grace=0)
+        assert clean.open_breaks == 0, clean.report()
+
+        # Money the bank moved that no settlement explains, and our transfer paid twice.
+        foreign = "FOREIGN-E2E-1"
+        await control.post(
+            "/v1/files", content=one_transfer_file("OTHER-SYSTEM-1", Transfer(foreign))
+        )
+        twice = CreditTransfer(
+            end_to_end_id(sids[0]),
+            4_200,
+            "Jeanne Dupont",
+            "FR1420041010050500013M02606",
+            "again",
+            (await bank.clock()).business_date,
+        )
+        again = build_pain001(DEBTOR, [twice], batch_booking=False, created_at=datetime.now(UTC))
+        assert (await control.post("/v1/files", content=again.data)).status_code == 201
+        await control.post("/_control/advance", json={"days": 1})  # their day's statement
+        # The next day's statement is held back: the one after it shows a gap.
+        await control.post("/_control/faults", json={"statement_missing": 1})
+        await control.post("/_control/advance", json={"days": 1})
+        await control.post("/_control/faults", json={"statement_missing": 0})
+        await control.post("/_control/advance", json={"days": 1})
+        broken = await reconcile_bank(pool, await BankStatements.from_bank(bank), grace=0)
+        found = types(broken)
+        assert found.get(BreakType.UNKNOWN_AT_RAIL) == {foreign}
+        assert BreakType.DUPLICATE_AT_RAIL in found
+        assert BreakType.STATEMENT_GAP in found
+
+        # The held statement arrives: the gap heals, the other breaks stay for an operator.
+        await control.post("/_control/advance", json={"days": 3})
+        healed = await reconcile_bank(pool, await BankStatements.from_bank(bank), grace=0)
+        assert BreakType.STATEMENT_GAP not in types(healed)
+        assert healed.healed >= 1
+        gaps = await pool.fetch(
+            "SELECT status, resolved_by FROM reconciliation_breaks WHERE break_type = $1",
+            "statement_gap",
+        )
+        assert gaps and {(g["status"], g["resolved_by"]) for g in gaps} == {
+            ("healed", "reconciler")
+        }
+        assert BreakType.UNKNOWN_AT_RAIL in types(healed)
+    finally:
+        await control.aclose()
+        await bank.aclose()
+
+
+def test_a_camt053_file_from_anywhere_is_read_and_its_foreign_debits_named(database: str) -> None:
+    env = {**os.environ, "SETTLE_DATABASE_URL": database}
+    settle = Path(sys.executable).parent / "settle"
+    done = subprocess.run(
+        [str(settle), "reconcile", "--rail", "sepa", "--statement", str(FIXTURE), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr  # open breaks
+    run = json.loads(done.stdout)
+    unknown = [b for b in run["breaks"] if b["type"] == "unknown_at_rail"]
+    assert [b["rail_object_id"] for b in unknown] == ["018f3c2a7b4e7c1d9a2b3c4d5e6f7086"]
+    (read,) = run["read"].values()
+    assert (read["statements"], read["entries"], read["transfers_debited"]) == (1, 3, 1)
+    assert read["charges"] > 0
+    assert {"opening", "closing", "electronic_sequence"} <= read["balances"][0].keys()
