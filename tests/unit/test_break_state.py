@@ -38,6 +38,7 @@ def test_break_types_keep_their_stored_names() -> None:
         "destination_mismatch",
         "status_drift",
         "balance_mismatch",
+        "statement_gap",
     }
     assert {s.value for s in B} == {"open", "healed", "resolved"}
     assert {B.HEALED, B.RESOLVED} == TERMINAL
@@ -54,9 +55,10 @@ def test_the_table_allows_exactly_heal_and_resolve_from_open(
         assert isinstance(caught.value, SettleError) and caught.value.retriable is False
 
 
-def test_only_a_status_drift_heals() -> None:
+def test_only_a_status_drift_and_a_statement_gap_heal() -> None:
     assert transition(T.STATUS_DRIFT, B.OPEN, B.HEALED) == (B.OPEN, B.HEALED, None)
-    for kind in set(T) - {T.STATUS_DRIFT}:
+    assert transition(T.STATEMENT_GAP, B.OPEN, B.HEALED) == (B.OPEN, B.HEALED, None)
+    for kind in set(T) - {T.STATUS_DRIFT, T.STATEMENT_GAP}:
         with pytest.raises(BreakNotHealable):
             transition(kind, B.OPEN, B.HEALED)
 
