@@ -39,6 +39,9 @@ from services.relay.triggers import trigger_dispatch
 
 SWEEP_SECONDS = 1.0
 FILE_SECONDS = 1.0  # how often due instructions are put in a file and waiting files uploaded
+# An upload may take the bank a while (it checks the file against the XSD first), and one
+# that outlives its lease is harmless: a second upload of the same file gets DU01.
+BANK_SECONDS = 30.0
 
 
 def worker_name() -> str:
@@ -84,7 +87,7 @@ def rail_dispatch(
         ]
         built.closers.append(rail.aclose)
     if RailKind.SEPA in settings.rails:
-        bank = Bank(settings.sepa_bank_url, timeout=policy.call_seconds)
+        bank = Bank(settings.sepa_bank_url, timeout=BANK_SECONDS)
         files = FileDispatcher(
             pool, bank, metrics, worker_name(), file_policy(settings), bank_today(settings, bank)
         )

@@ -65,7 +65,7 @@ class FilePolicy:
     debtor: Debtor
     batch_booking: bool = True
     cutoff: time = time(15, 0)
-    file_size: int = 1_000  # transactions at most per file
+    file_size: int = 500  # transactions at most per file
     uploads_per_tick: int = 8
 
 

@@ -110,3 +110,20 @@ def test_each_relay_stops_itself_at_two_moments_that_matter_decided_by_the_seed(
             assert point.signal == signal.SIGSTOP
             assert FIRST_SELF_PAUSE[0] <= point.nth <= FIRST_SELF_PAUSE[1]
             assert point.every is not None and point.every >= 5
+
+
+def test_with_sepa_the_bank_has_its_faults_and_kills_and_relays_die_after_an_upload() -> None:
+    plain = fault_schedule(7, 90.0, 6.0)
+    both = fault_schedule(7, 90.0, 6.0, ("sim", "sepa"))
+    assert [f for f in both if f.target != "banksim"] == plain  # the rest as it was
+    bank = [f for f in both if f.target == "banksim"]
+    assert [(f.action, f.detail) for f in bank if f.action == "bank_faults"] == [
+        ("bank_faults", "chaos"),
+        ("bank_faults", "none"),
+    ]
+    assert sum(f.action == "kill" for f in bank) == kills_per_service(90.0)
+    pauses = self_pauses(7, 1000, ("sim", "sepa"))
+    assert self_pauses(7, 1000) == {
+        relay: spec.split(",files.")[0] for relay, spec in pauses.items()
+    }
+    assert all("files.after_upload=kill@" in spec for spec in pauses.values())

@@ -103,6 +103,15 @@ def _one_run(options: Any, runs: int, report_path: Path | None, console: Console
     help="The simulator ignores idempotency keys; relays look transfers up instead.",
 )
 @click.option(
+    "--rails",
+    default="sim",
+    show_default=True,
+    type=click.Choice(["sim", "sepa", "sim,sepa"]),
+    help="The rails the stack drives; with sepa, the bank simulator runs with its chaos "
+    "faults, is killed like every service, and relays are killed between a file's upload "
+    "and its record.",
+)
+@click.option(
     "--report",
     "report_path",
     type=click.Path(path_type=Path),
@@ -116,6 +125,7 @@ def chaos(
     seed: int,
     runs: int,
     rail_ignores_keys: bool,
+    rails: str,
     report_path: Path | None,
 ) -> None:
     """The stack under load with seeded faults (kills, relays paused past their lease at the
@@ -131,7 +141,9 @@ def chaos(
     results = []
     try:
         for n in range(runs):
-            options = ChaosOptions(count, seconds, seed + n, rail_ignores_keys)
+            options = ChaosOptions(
+                count, seconds, seed + n, rail_ignores_keys, tuple(rails.split(","))
+            )
             results.append(_one_run(options, runs, report_path, console))
     except asyncio.CancelledError:
         console.print("[yellow]chaos run interrupted; everything it started is stopped[/]")

@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 import httpx
 import psutil
 
+from banksim.faults import as_json as bank_faults_json
+from banksim.faults import profile as bank_profile
 from railsim.faults import profile
 from tools.chaos import evidence
 from tools.chaos.infra import PrivateInfra
@@ -85,10 +87,12 @@ class Injector:
         infra: PrivateInfra,
         rail_url: str,
         say: Callable[[str], None],
+        bank_url: str | None = None,
     ) -> None:
         self.supervisor = supervisor
         self.infra = infra
         self.rail_url = rail_url
+        self.bank_url = bank_url
         self.say = say
         self.done: list[Injected] = []
         self._stopped = {"kafka": asyncio.Event(), "postgres": asyncio.Event()}
@@ -141,6 +145,8 @@ class Injector:
             return await (self._kafka_start() if target == "kafka" else self._postgres_start())
         if action == "rail_faults":
             return await self._rail_faults(fault.detail)
+        if action == "bank_faults":
+            return await self._bank_faults(fault.detail)
         raise ValueError(f"unknown fault action {action!r}")
 
     async def _running(self, target: str) -> None:
@@ -237,6 +243,24 @@ class Injector:
         if after.error:
             seen["error"] = after.error
         return Landing(pid, started and restarted, seen)
+
+    async def _bank_faults(self, name: str) -> Landing:
+        """The bank simulator's fault profile `name`, landed when it answers with it."""
+        failures: list[str] = []
+        for _ in range(RAIL_ATTEMPTS):
+            try:
+                await self._running("banksim")
+                async with httpx.AsyncClient(base_url=self.bank_url or "", timeout=10.0) as c:
+                    answer = await c.post("/_control/faults", json={"profile": name})
+                    answer.raise_for_status()
+                    in_force = answer.json()
+            except httpx.HTTPError as e:
+                failures.append(repr(e))
+                continue
+            wanted = bank_faults_json(bank_profile(name))
+            applied = {**in_force, "seed": 0} == {**wanted, "seed": 0}
+            return Landing(None, applied, {"profile": name, "in_force": applied})
+        return Landing(None, False, {"profile": name, "errors": failures})
 
     async def _rail_faults(self, name: str) -> Landing:
         failures: list[str] = []

@@ -28,8 +28,8 @@ from services.adapters.postgres.migrate import upgrade
 from services.contracts.topics import COMMANDS, EVENTS
 from services.platform.config import libpq_dsn
 from services.platform.service_settings import Settings
-from services.platform.settings import load_settings
 from tools.chaos import infra as private
+from tools.chaos.bank import bank_days_pass, bank_verdict, stack_settings
 from tools.chaos.evidence import leftovers
 from tools.chaos.inject import Injected, Injector
 from tools.chaos.load import Submitted, submit
@@ -64,6 +64,7 @@ class ChaosOptions:
     seconds: float
     seed: int
     rail_ignores_keys: bool = False
+    rails: tuple[str, ...] = ("sim",)  # sim, sepa or both: the bank simulator runs for sepa
     settle_timeout_s: float = 240.0  # after the run, for the batch to reach final states
     quiet_timeout_s: float = 120.0  # then for in-flight work to finish before the check
 
@@ -148,9 +149,15 @@ async def _start_services(
     kafka_port = int(infra.bootstrap.rsplit(":", 1)[1])
     avoid = {pg_port, kafka_port, kafka_port + 1}
     ports = Ports.from_base(free_ports(Ports.SPAN, avoid))
-    stack = StackOptions("none", options.rail_ignores_keys, options.seed)
+    stack = StackOptions(
+        "none",
+        options.rail_ignores_keys,
+        options.seed,
+        rails=options.rails,
+        bank_state=infra.paths.run / "banksim",
+    )
     specs = service_specs(ports, env, stack)
-    pauses = self_pauses(options.seed, options.count)
+    pauses = self_pauses(options.seed, options.count, options.rails)
     for spec in specs:
         if spec.name in pauses:  # each relay stops itself where its failpoints say
             spec.env = {**spec.env, "SETTLE_FAILPOINTS": pauses[spec.name]}
@@ -169,13 +176,13 @@ async def _under_faults(
 ) -> tuple[Submitted, Report, list[Injected]]:
     """Send the batch while the seeded faults land and relays stop themselves; recover; wait
     for the batch to settle and judge the guarantees. (What was sent, the check, the faults.)"""
-    settings = load_settings(child_env(infra))
+    settings = stack_settings(child_env(infra), ports, options.rails)
     rail_url = ports.url(ports.railsim)
-    schedule = fault_schedule(options.seed, options.seconds, LEASE_S)
-    injector = Injector(supervisor, infra, rail_url, say)
+    schedule = fault_schedule(options.seed, options.seconds, LEASE_S, options.rails)
+    injector = Injector(supervisor, infra, rail_url, say, ports.url(ports.banksim))
     nap = random.Random(f"{options.seed}/wake")
     began = time.monotonic()
-    pauses = self_pauses(options.seed, options.count)
+    pauses = self_pauses(options.seed, options.count, options.rails)
     waker = asyncio.create_task(
         Waker(injector, pauses, lambda: LEASE_S + nap.uniform(*PAUSE_BEYOND_LEASE_S), began).run()
     )
@@ -197,6 +204,8 @@ async def _under_faults(
         say(f"load sent: {sent.kafka_messages} Kafka messages, HTTP {dict(sent.http)}")
         # Relays go on stopping themselves while the batch settles; they are woken as before.
         await _settle(settings, batch, options.settle_timeout_s, say)
+        if "sepa" in options.rails:
+            await bank_days_pass(settings, ports.url(ports.banksim), say)
         say(f"checking the invariants (waiting up to {options.quiet_timeout_s:.0f} s for quiet)")
         check = await run_check(
             settings.database_url,
@@ -218,14 +227,17 @@ async def _stack(
     options: ChaosOptions, infra: private.PrivateInfra, supervisor: Supervisor, say: Any
 ) -> dict[str, Any]:
     env = child_env(infra)
-    settings = load_settings(env)
     ports = await _start_services(options, infra, supervisor, env, say)
+    settings = stack_settings(child_env(infra), ports, options.rails)
     token, tenant = next(iter(settings.tenant_by_token.items()))
     run, secrets = f"chaos{options.seed}-{uuid.uuid4().hex[:6]}", signing_secrets(settings, tenant)
-    batch = Batch(run, tenant, token, options.count, secrets)
+    batch = Batch(run, tenant, token, options.count, secrets, rails=options.rails)
     rail_url = ports.url(ports.railsim)
     sent, check, injected = await _under_faults(options, infra, supervisor, batch, ports, say)
     reconciled = await reconciliation_verdict(settings, rail_url)
+    if "sepa" in options.rails:
+        reconciled = {"stripe": reconciled, "sepa": await bank_verdict(settings)}
+        reconciled["ok"] = all(part["ok"] for part in reconciled.values())
     statuses, booked = await _outcome(settings, batch)
     final = sum(statuses.get(s, 0) for s in FINAL)
     exactly_once = booked["rows"] == booked["distinct_references"] == options.count
@@ -257,6 +269,7 @@ async def run_chaos(options: ChaosOptions, say: Any) -> tuple[dict[str, Any], Pa
     infra = private.plan(options.seed)
     head = {
         "seed": options.seed,
+        "rails": list(options.rails),
         "rail_ignores_keys": options.rail_ignores_keys,
         "count": options.count,
         "seconds": options.seconds,

@@ -39,6 +39,11 @@ SELF_PAUSE_EVERY = {
     "dispatch.after_lookup": 1 / 100,
 }
 FIRST_SELF_PAUSE = (2, 20)  # on which hit a point first fires in each life of a relay
+BANK_PROFILE = "chaos"
+# A relay uploads a file a second or so while it has SEPA instructions: it is killed right
+# after the bank's answer on one of its first uploads, then every few uploads of each life.
+FIRST_FILE_KILL = (2, 6)
+FILE_KILL_EVERY = 8
 
 
 class Fault(NamedTuple):
@@ -72,8 +77,12 @@ def _apart(rng: random.Random, start: float, end: float, drawn: list[float]) -> 
     return at
 
 
-def fault_schedule(seed: int, seconds: float, lease_s: float) -> list[Fault]:
-    """The run's faults, ordered by time; the same (seed, seconds, lease_s), the same list."""
+def fault_schedule(
+    seed: int, seconds: float, lease_s: float, rails: tuple[str, ...] = ("sim",)
+) -> list[Fault]:
+    """The run's faults, ordered by time; the same (seed, seconds, lease_s, rails), the same
+    list. Where the stack pays by SEPA, the bank simulator's faults are on through the window
+    and it is killed (and restarted by the supervisor) as often as each service."""
     if seconds < MIN_SECONDS:
         raise ValueError(f"a chaos run needs at least {MIN_SECONDS:.0f} s, got {seconds}")
     rng = random.Random(seed)
@@ -104,10 +113,20 @@ def fault_schedule(seed: int, seconds: float, lease_s: float) -> list[Fault]:
                     target = next(r for r in RELAYS if r != paused)
             faults.append(Fault(at, "kill", target, "SIGKILL"))
     faults.append(Fault(end, "rail_faults", "railsim", "none"))
+    if "sepa" in rails:
+        faults += _bank_faults(random.Random(f"{seed}/bank"), seconds, start, end)
     return sorted((f._replace(at=round(f.at, 2)) for f in faults), key=lambda f: (f.at, f.action))
 
 
-def self_pauses(seed: int, count: int) -> dict[str, str]:
+def _bank_faults(rng: random.Random, seconds: float, start: float, end: float) -> list[Fault]:
+    faults = [Fault(0.0, "bank_faults", "banksim", BANK_PROFILE)]
+    drawn: list[float] = []
+    for _ in range(kills_per_service(seconds)):
+        faults.append(Fault(_apart(rng, start, end, drawn), "kill", "banksim", "SIGKILL"))
+    return [*faults, Fault(end, "bank_faults", "banksim", "none")]
+
+
+def self_pauses(seed: int, count: int, rails: tuple[str, ...] = ("sim",)) -> dict[str, str]:
     """Each relay's SETTLE_FAILPOINTS for a run of `count` settlements: one point around the
     rail write and one around a claim or a take-over's lookup, which ones decided by the seed,
     each first firing within FIRST_SELF_PAUSE hits and then again every so often
@@ -124,4 +143,8 @@ def self_pauses(seed: int, count: int) -> dict[str, str]:
             f"+{max(5, round(count * SELF_PAUSE_EVERY[point]))}"
             for point in points
         )
+    if "sepa" in rails:  # and each relay is killed between a file's upload and its record
+        for relay in RELAYS:
+            first = rng.randint(*FIRST_FILE_KILL)
+            specs[relay] += f",files.after_upload=kill@{first}+{FILE_KILL_EVERY}"
     return specs

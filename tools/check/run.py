@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import asyncpg
@@ -95,7 +96,7 @@ async def run_check(
                 effects = await _spill_effects(rail, spill)
                 log = await read_events(kafka, topic, spill, options.kafka_timeout_s)
                 spill.seal()
-                results, settlements = await _judge_pages(
+                results, on_rails = await _judge_pages(
                     conn, wide, log, effects, spill, options.page_size
                 )
             with_effects = spill.effect_count
@@ -107,7 +108,13 @@ async def run_check(
         in_flight=moving,
         quiet=quiet,
         counts={
-            "settlements": settlements,
+            "settlements": sum(on_rails.values()),
+            # per rail, where the stack drives more than one
+            **(
+                {f"settlements_on_{r}": n for r, n in sorted(on_rails.items())}
+                if len(on_rails) > 1
+                else {}
+            ),
             "events_read": log.messages,
             "settlements_with_effects": with_effects,
         },
@@ -129,12 +136,13 @@ async def _judge_pages(
     rail: RailFacts,
     spill: FactSpill,
     page_size: int,
-) -> tuple[list[CheckResult], int]:
-    """The verdicts over every page of settlements, and how many settlements there were.
+) -> tuple[list[CheckResult], Counter[str]]:
+    """The verdicts over every page of settlements, and how many settlements there were on
+    each rail.
     The ledger-wide findings and the undecodable messages are judged with the first page
     only, so each is counted once."""
     results: list[CheckResult] = []
-    settlements = 0
+    settlements: Counter[str] = Counter()
     base, base_log = wide, log
     after: str | None = None
     while True:
@@ -142,7 +150,7 @@ async def _judge_pages(
         page_log = replace(base_log, by_settlement=spill.events_in(ids))
         page_rail = replace(rail, effects=spill.effects_in(ids))
         results = fold(results, run_all(db, page_log, page_rail))
-        settlements += len(db.settlements)
+        settlements.update(s.rail or "unknown" for s in db.settlements.values())
         if ids.through is None:
             return results, settlements
         after = ids.through

@@ -30,7 +30,7 @@ from rich.progress import (
 
 from services.adapters.kafka.access import kafka_access
 from services.contracts.topics import COMMANDS, EVENTS
-from services.platform.config import RailKind, libpq_dsn
+from services.platform.config import libpq_dsn
 from services.platform.service_settings import Settings
 from services.relay.triggers import CONSUMER_GROUP
 from tools.check.cli import effect_source
@@ -235,7 +235,7 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
         token,
         options.count,
         signing_secrets(settings, tenant),
-        sepa=RailKind.SEPA in settings.rails,
+        rails=tuple(rail.value for rail in settings.rails),
     )
     if options.fault_profile is not None:
         await set_fault_profile(options.rail_url, options.fault_profile)

@@ -54,7 +54,9 @@ class Batch:
     count: int
     # The tenant's command-signing secrets, if any; never in a repr.
     signing_secrets: tuple[str, ...] = field(default=(), repr=False)
-    sepa: bool = False  # the euro settlements are paid by SEPA credit transfer
+    # The rails the stack drives: with sepa, its euro settlements are paid by SEPA credit
+    # transfer, and all of them are in euros when sepa is the only one.
+    rails: tuple[str, ...] = ("sim",)
 
     @property
     def reference_pattern(self) -> str:
@@ -68,10 +70,10 @@ def signing_secrets(settings: Settings, tenant: str) -> tuple[str, ...]:
 
 
 def body(batch: Batch, n: int) -> dict[str, object]:
-    """The n-th settlement of the batch, the same way each time it is asked for; with `sepa`,
-    the euro ones go to an IBAN by SEPA credit transfer (a third of the batch)."""
-    currency = CURRENCIES[n % len(CURRENCIES)]
-    by_sepa = batch.sepa and currency == "EUR"
+    """The n-th settlement of the batch, the same way each time it is asked for; where the
+    stack drives sepa, the euro ones go to an IBAN by SEPA credit transfer."""
+    currency = "EUR" if batch.rails == ("sepa",) else CURRENCIES[n % len(CURRENCIES)]
+    by_sepa = "sepa" in batch.rails and currency == "EUR"
     settlement: dict[str, object] = {
         "reference": f"demo-{batch.run_id}-{n:06d}",
         "payee": f"payee-{n % 97}",
