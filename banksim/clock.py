@@ -10,10 +10,11 @@ is left of today, so the next day begins at once and every later reading stays c
 from __future__ import annotations
 
 import math
-import time
 from datetime import date, datetime, timedelta
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
+from railsim.clock import Clock as WallClock
+from railsim.clock import ManualClock, SystemClock
 from services.domain.business_days import (
     CENTRAL_EUROPE,
     business_day_on_or_after,
@@ -22,39 +23,6 @@ from services.domain.business_days import (
 
 DAY = timedelta(days=1)
 EPSILON = 1e-4  # seconds; well above a float's resolution of Unix time
-
-
-class WallClock(Protocol):
-    """Wall-clock time in Unix seconds."""
-
-    def now(self) -> float:
-        """The current time, Unix seconds."""
-        ...
-
-
-class SystemClock:
-    """The machine's wall clock."""
-
-    def now(self) -> float:
-        """The current time, Unix seconds."""
-        return time.time()
-
-
-class ManualClock:
-    """A wall clock that moves only when told to."""
-
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self._now = start
-
-    def now(self) -> float:
-        """The time last set."""
-        return self._now
-
-    def advance(self, seconds: float) -> None:
-        """Move time forward by `seconds`."""
-        if seconds < 0:
-            raise ValueError("time only moves forward; pass seconds >= 0")
-        self._now += seconds
 
 
 class Reading(NamedTuple):
@@ -132,3 +100,6 @@ def start_of(day: date) -> datetime:
 def end_of(day: date) -> datetime:
     """The last second of `day`, Central European time: when its statement is drawn up."""
     return start_of(day) + DAY - timedelta(seconds=1)
+
+
+__all__ = ["BankClock", "ManualClock", "Reading", "SystemClock", "WallClock", "end_of", "start_of"]

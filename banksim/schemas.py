@@ -25,6 +25,8 @@ from elementpath.protocols import ElementProtocol
 from lxml import etree
 
 from banksim.errors import FileRefused, ReportInvalid
+from services.adapters.sepa.errors import SepaFileError
+from services.adapters.sepa.safe_xml import parse_bank_xml
 
 SCHEMA_FILES = {
     "pain.001": ("sepaxml", "schemas/pain.001.001.09.xsd"),
@@ -66,16 +68,12 @@ def parser() -> etree.XMLParser:
 
 
 def parse_upload(body: bytes) -> etree._Element:
-    """The root of an uploaded file; FileRefused if it is not well-formed or has a DOCTYPE."""
-    if b"<!DOCTYPE" in body:  # refused unread; the parsed check below catches other encodings
-        raise FileRefused("a DOCTYPE is not accepted")
+    """The root of an uploaded file, read by the same hardened parser settle reads the bank's
+    files with; FileRefused if it is hostile (a DOCTYPE) or not well-formed."""
     try:
-        tree = etree.fromstring(body, parser()).getroottree()
-    except etree.XMLSyntaxError as e:
-        raise FileRefused(f"not well-formed XML: {e}") from e
-    if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
-        raise FileRefused("a DOCTYPE is not accepted")
-    return tree.getroot()
+        return parse_bank_xml(body, max_bytes=len(body))  # the size cap is the HTTP layer's
+    except SepaFileError as e:
+        raise FileRefused(e.reason) from e
 
 
 def check_upload(root: etree._Element) -> None:

@@ -36,8 +36,7 @@ from services.adapters.sepa.pain001 import CreditTransfer, Debtor, build_pain001
 from services.domain.business_days import execution_date
 from services.domain.instruction import SETTLEMENT_AFTER
 from services.domain.instruction import InstructionEvent as E
-from services.domain.payout import PayoutMethod
-from services.domain.rail import RailInstruction, RailOutcome, RailResult
+from services.domain.rail import RailOutcome, RailResult
 from services.domain.sepa import end_to_end_id
 from services.platform import send_gate
 from services.platform.backoff import backoff
@@ -45,6 +44,7 @@ from services.platform.clock import utc_now
 from services.platform.failpoints import failpoint
 from services.relay import bank_file_sql as sql
 from services.relay.breaker import CircuitBreaker
+from services.relay.dispatch import instruction_of
 from services.relay.lease import LeaseClock
 from services.relay.metrics import RelayMetrics
 from services.relay.policy import DispatchPolicy
@@ -126,7 +126,7 @@ class FileDispatcher:
         for row in claimed:
             why = f"cannot be paid by SEPA credit transfer: {unwritable[row['settlement_id']]}"
             result = RailResult(RailOutcome.REFUSED, detail=why)
-            await self.records.refused(_instruction(row), int(row["fence"]), result)
+            await self.records.refused(instruction_of(row), int(row["fence"]), result)
         if msg_id is not None:
             log.info("payment file %s stored: %d transfers for %s", msg_id, len(writable), day)
             failpoint("files.after_build")  # stored, nothing uploaded yet
@@ -226,7 +226,7 @@ class FileDispatcher:
         log.warning("payment file %s refused by the bank: %s", msg_id, upload.detail)
         result = RailResult(RailOutcome.REFUSED, detail=f"the bank refused the file: {upload}")
         for row in rows:
-            await self.records.refused(_instruction(row), int(row["fence"]), result)
+            await self.records.refused(instruction_of(row), int(row["fence"]), result)
 
     async def _retry(self, msg_id: str, fence: int, attempts: int, upload: Upload) -> None:
         p = self.policy
@@ -255,16 +255,4 @@ def _transfer(row: asyncpg.Record, day: date) -> CreditTransfer:
         creditor_iban=row["destination"],
         remittance=row["reference"],
         execution_date=day,
-    )
-
-
-def _instruction(row: asyncpg.Record) -> RailInstruction:
-    return RailInstruction(
-        settlement_id=str(row["settlement_id"]),
-        tenant=row["tenant"],
-        idempotency_key=row["idempotency_key"],
-        destination=row["destination"],
-        amount=row["amount"],
-        currency=row["currency"],
-        method=PayoutMethod(row["method"]),
     )

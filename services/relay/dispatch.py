@@ -106,7 +106,7 @@ class Dispatcher:
             moves = [Move(r["settlement_id"], SETTLEMENT_AFTER[E.CLAIM]) for r in rows]
             await apply_transitions(conn, moves, actor=self.worker, now=utc_now())
         failpoint("dispatch.after_claim")  # claimed, nothing sent yet
-        answers = await asyncio.gather(*(self._send(_instruction(r), lease) for r in rows))
+        answers = await asyncio.gather(*(self._send(instruction_of(r), lease) for r in rows))
         sent = [(row, result) for row, result in zip(rows, answers, strict=True) if result]
         self.counts.fence_rejections.inc(len(rows) - len(sent))
         accepted = [(row, result) for row, result in sent if result.outcome is RailOutcome.ACCEPTED]
@@ -118,7 +118,7 @@ class Dispatcher:
             )
         await asyncio.gather(
             *(
-                self.records.record(_instruction(row), int(row["fence"]), row["attempts"], result)
+                self.records.record(instruction_of(row), int(row["fence"]), row["attempts"], result)
                 for row, result in sent
                 if result.outcome is not RailOutcome.ACCEPTED
             )
@@ -177,7 +177,7 @@ class Dispatcher:
         return len(rows)
 
     async def _attempt(self, row: asyncpg.Record, lease: LeaseClock) -> None:
-        instruction = _instruction(row)
+        instruction = instruction_of(row)
         fence = int(row["fence"])
         must_look = row["sent_before"] and (
             not self.rail_idempotent or row["sent_age"] >= self.policy.rail_key_window_seconds
@@ -222,7 +222,8 @@ class Dispatcher:
         await self.records.record(instruction, fence, row["attempts"], result, row["sent_age"])
 
 
-def _instruction(row: asyncpg.Record) -> RailInstruction:
+def instruction_of(row: asyncpg.Record) -> RailInstruction:
+    """The rail instruction a claimed row describes (with its settlement's trace, if read)."""
     return RailInstruction(
         settlement_id=str(row["settlement_id"]),
         tenant=row["tenant"],
@@ -231,5 +232,5 @@ def _instruction(row: asyncpg.Record) -> RailInstruction:
         amount=row["amount"],
         currency=row["currency"],
         method=PayoutMethod(row["method"]),
-        trace=carried(row["traceparent"], row["tracestate"]),
+        trace=carried(row.get("traceparent"), row.get("tracestate")),
     )

@@ -21,27 +21,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-
 from services.adapters.kafka.access import SECURITY_VARIABLES
 from services.adapters.postgres.migrate import upgrade
 from services.contracts.topics import COMMANDS, EVENTS
-from services.platform.config import libpq_dsn
-from services.platform.service_settings import Settings
 from tools.chaos import infra as private
 from tools.chaos.bank import bank_days_pass, bank_verdict, stack_settings
+from tools.chaos.batch import outcome as batch_outcome
+from tools.chaos.batch import settle as settle_batch
 from tools.chaos.evidence import leftovers
 from tools.chaos.inject import Injected, Injector
 from tools.chaos.load import Submitted, submit
 from tools.chaos.reconciled import reconciliation_verdict
-from tools.chaos.schedule import PAUSE_BEYOND_LEASE_S, fault_schedule, self_pauses
+from tools.chaos.schedule import (
+    BANK_PROFILE,
+    PAUSE_BEYOND_LEASE_S,
+    fault_schedule,
+    self_pauses,
+)
 from tools.chaos.wake import Waker
 from tools.check.cli import effect_source
 from tools.check.report import as_json
 from tools.check.run import CheckOptions, Report, run_check
 from tools.infra import kafka, postgres
 from tools.infra.procs import free_ports
-from tools.run.demo import FINAL, STATUS_COUNTS
+from tools.run.demo import FINAL
 from tools.run.submit import Batch, signing_secrets
 from tools.run.supervisor import Supervisor
 from tools.run.topology import Ports, StackOptions, service_specs
@@ -50,10 +53,6 @@ LEASE_S = 6.0
 LOAD_SHARE = 0.75  # the batch goes out over this share of the run
 POLL_S = 1.0
 LEFTOVER_WAIT_S = 15.0  # for stopped processes to be gone before they count as left behind
-BOOKED = """
-SELECT count(*) AS n, count(DISTINCT reference) AS distinct_refs FROM settlements
- WHERE tenant = $1 AND reference LIKE $2
-"""
 
 
 @dataclass(frozen=True)
@@ -87,29 +86,6 @@ def child_env(infra: private.PrivateInfra) -> dict[str, str]:
     return env
 
 
-async def _statuses(conn: asyncpg.Connection, batch: Batch) -> dict[str, int]:
-    rows = await conn.fetch(STATUS_COUNTS, batch.tenant, batch.reference_pattern)
-    return {str(r["status"]): int(r["n"]) for r in rows}
-
-
-async def _settle(settings: Settings, batch: Batch, timeout_s: float, say: Any) -> None:
-    """Poll until every settlement of the batch is final, or `timeout_s` passes."""
-    conn = await asyncpg.connect(libpq_dsn(settings.database_url))
-    try:
-        deadline, shown = time.monotonic() + timeout_s, 0.0
-        while time.monotonic() < deadline:
-            statuses = await _statuses(conn, batch)
-            final = sum(statuses.get(s, 0) for s in FINAL)
-            if time.monotonic() - shown >= 10:
-                say(f"settling: {final}/{batch.count} final; {statuses}")
-                shown = time.monotonic()
-            if final >= batch.count:
-                return
-            await asyncio.sleep(POLL_S)
-    finally:
-        await conn.close()
-
-
 def _wake_all(supervisor: Supervisor) -> None:
     """Resume every child that is paused, by the schedule or by itself."""
     for spec in supervisor.specs():
@@ -125,17 +101,6 @@ async def _recover(supervisor: Supervisor, infra: private.PrivateInfra) -> None:
     if kafka.broker_pid(infra.paths) is None:
         await asyncio.to_thread(kafka.start, infra.paths)
     await supervisor.wait_healthy()
-
-
-async def _outcome(settings: Settings, batch: Batch) -> tuple[dict[str, int], dict[str, int]]:
-    conn = await asyncpg.connect(libpq_dsn(settings.database_url))
-    try:
-        row = await conn.fetchrow(BOOKED, batch.tenant, batch.reference_pattern)
-        assert row is not None
-        booked = {"rows": int(row["n"]), "distinct_references": int(row["distinct_refs"])}
-        return await _statuses(conn, batch), booked
-    finally:
-        await conn.close()
 
 
 async def _start_services(
@@ -155,6 +120,8 @@ async def _start_services(
         options.seed,
         rails=options.rails,
         bank_state=infra.paths.run / "banksim",
+        # A restarted bank comes back with its chaos faults; the schedule calms it at the end.
+        bank_fault_profile=BANK_PROFILE,
     )
     specs = service_specs(ports, env, stack)
     pauses = self_pauses(options.seed, options.count, options.rails)
@@ -203,7 +170,7 @@ async def _under_faults(
         sent: Submitted = await load
         say(f"load sent: {sent.kafka_messages} Kafka messages, HTTP {dict(sent.http)}")
         # Relays go on stopping themselves while the batch settles; they are woken as before.
-        await _settle(settings, batch, options.settle_timeout_s, say)
+        await settle_batch(settings, batch, options.settle_timeout_s, say)
         if "sepa" in options.rails:
             await bank_days_pass(settings, ports.url(ports.banksim), say)
         say(f"checking the invariants (waiting up to {options.quiet_timeout_s:.0f} s for quiet)")
@@ -238,7 +205,7 @@ async def _stack(
     if "sepa" in options.rails:
         reconciled = {"stripe": reconciled, "sepa": await bank_verdict(settings)}
         reconciled["ok"] = all(part["ok"] for part in reconciled.values())
-    statuses, booked = await _outcome(settings, batch)
+    statuses, booked = await batch_outcome(settings, batch)
     final = sum(statuses.get(s, 0) for s in FINAL)
     exactly_once = booked["rows"] == booked["distinct_references"] == options.count
     landed = all(i.landed for i in injected)

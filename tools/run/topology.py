@@ -68,6 +68,7 @@ class StackOptions:
     rails: tuple[str, ...] = ("sim",)  # the rails the stack drives: sim, and sepa with a bank
     bank_state: Path | None = None  # where the bank simulator keeps its books (sepa)
     day_seconds: float = 20.0  # the bank simulator's business day
+    bank_fault_profile: str | None = None  # the bank's profile at every start; None: the rail's
 
 
 def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> list[ServiceSpec]:
@@ -149,7 +150,7 @@ def _banksim_spec(ports: Ports, env: dict[str, str], options: StackOptions) -> S
         "--day-seconds",
         f"{options.day_seconds:g}",
         "--fault-profile",
-        options.fault_profile,  # none, demo or chaos, as the rail simulator's
+        options.bank_fault_profile or options.fault_profile,  # none, demo, chaos, ...
     ]
     if options.seed is not None:
         args += ["--seed", str(options.seed)]
