@@ -21,6 +21,7 @@ from services.adapters.kafka.clients import idempotent_producer
 from services.contracts import avro
 from services.contracts.command_signature import signed_headers
 from tools.bench.http_load import exchange
+from tools.run.submit import IBANS
 
 TICK_S = 0.005  # how often the scheduler wakes to send what has fallen due
 
@@ -36,6 +37,7 @@ class Arrivals:
     seconds: int
     # The tenant's command-signing secrets, if any; never in a repr.
     signing_secrets: tuple[str, ...] = field(default=(), repr=False)
+    sepa: bool = False  # euros to IBANs by SEPA credit transfer, instead of dollars by Stripe
 
     @property
     def count(self) -> int:
@@ -59,6 +61,15 @@ class Offered:
 
 
 def _body(load: Arrivals, n: int) -> dict[str, object]:
+    if load.sepa:
+        return {
+            "reference": f"{load.run}-{n:07d}",
+            "payee": f"payee-{n % 97}",
+            "destination": IBANS[n % len(IBANS)],
+            "amount": 100 + (n * 7919) % 99_900,
+            "currency": "EUR",
+            "rail": "sepa",
+        }
     return {
         "reference": f"{load.run}-{n:07d}",
         "payee": f"payee-{n % 97}",
@@ -121,9 +132,9 @@ async def _post(load: Arrivals, n: int, pool: _Connections, out: Offered) -> Non
 
 async def _publish(load: Arrivals, n: int, producer: AIOKafkaProducer, topic: str) -> None:
     command = {
+        "rail": None,
         **_body(load, n),
         "tenant": load.tenant,
-        "rail": None,
         "metadata": {},
         "idempotency_key": f"{load.run}-k{n:07d}",
     }

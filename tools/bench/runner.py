@@ -42,6 +42,7 @@ def scenarios() -> dict[str, Scenario]:
     from tools.bench.ingest import run_ingest
     from tools.bench.reconcile import run_reconcile
     from tools.bench.relay import run_dispatch, run_relay
+    from tools.bench.sepa import run_sepa
 
     return {
         "baseline": run_baseline,
@@ -52,4 +53,5 @@ def scenarios() -> dict[str, Scenario]:
         "dispatch": run_dispatch,
         "inbox": run_inbox,
         "reconcile": run_reconcile,
+        "sepa": run_sepa,
     }
