@@ -132,7 +132,9 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
         booked = await conn.fetchval("SELECT count(*) FROM settlements")
         by_sepa = await conn.fetchval("SELECT count(*) FROM settlements WHERE rail = 'sepa'")
         files = await conn.fetchval("SELECT count(*) FROM bank_files WHERE status = 'uploaded'")
+        # every file the bank was sent passed its XSD check: none refused (FF01)
+        refused = await conn.fetchval("SELECT count(*) FROM bank_files WHERE status <> 'uploaded'")
     finally:
         await conn.close()
     assert booked == COUNT  # retries and duplicates made no second settlement
-    assert by_sepa > 0 and files > 0  # its euro settlements went by SEPA, in files
+    assert by_sepa > 0 and files > 0 and refused == 0  # its euro settlements went by SEPA

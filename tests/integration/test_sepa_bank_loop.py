@@ -170,3 +170,36 @@ async def test_booked_paid_rejected_failed_and_returned_reversed_each_debited_on
     finally:
         await control.aclose()
         await bank.aclose()
+
+
+async def test_a_hostile_or_malformed_report_is_parked_with_its_reason_and_applies_nothing(
+    pool: asyncpg.Pool,
+) -> None:
+    hostile = (
+        b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+        b"<Document>&x;</Document>"
+    )
+    broken = b"<Document><BkToCstmrStmt>"
+    ids = [unique("r-"), unique("r-")]
+    for report_id, content in zip(ids, (hostile, broken), strict=True):
+        await pool.execute(
+            "INSERT INTO bank_reports (report_id, rail, kind, msg_id, content, status,"
+            " received_at) VALUES ($1, 'sepa', 'camt.053', $1, $2, 'stored', now())",
+            report_id,
+            content,
+        )
+    rows_before = await pool.fetchval("SELECT count(*) FROM inbox_events WHERE rail = 'sepa'")
+    bank = Bank("http://127.0.0.1:9", timeout=1.0)  # read_stored never calls the bank
+    try:
+        assert await BankReportPoller(pool, bank).read_stored() == 2
+    finally:
+        await bank.aclose()
+    rows = await pool.fetch(
+        "SELECT status, reason FROM bank_reports WHERE report_id = ANY($1) ORDER BY report_id",
+        ids,
+    )
+    assert {r["status"] for r in rows} == {"parked"}
+    reasons = " ".join(r["reason"] for r in rows)
+    assert "DOCTYPE" in reasons and "not well-formed" in reasons
+    rows_after = await pool.fetchval("SELECT count(*) FROM inbox_events WHERE rail = 'sepa'")
+    assert rows_after == rows_before
