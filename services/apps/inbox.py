@@ -27,9 +27,8 @@ import asyncpg
 from fastapi import FastAPI
 
 from services.adapters.postgres.database import create_pool
-from services.adapters.postgres.store_errors import is_retriable
 from services.adapters.sepa.bank import Bank
-from services.domain.rail import RailReadError
+from services.apps.relay_rails import bank_retriable
 from services.inbox.bank_poller import BankReportPoller
 from services.inbox.http import create_app, readiness_routes
 from services.inbox.metrics import InboxMetrics, create_metrics
@@ -107,15 +106,10 @@ async def serve(settings: InboxSettings, host: str, port: int, admin_port: int) 
     )
     if bank is not None:
         poller = BankReportPoller(pool, bank, RailKind.SEPA.value, wake=worker.wake)
-        tasks.append(every(BANK_POLL_SECONDS, poller.poll, "bank reports", _bank_retriable))
+        tasks.append(every(BANK_POLL_SECONDS, poller.poll, "bank reports", bank_retriable))
     try:
         await run_until_first_exits(*tasks)
     finally:
         if bank is not None:
             await bank.aclose()
         await pool.close()
-
-
-def _bank_retriable(error: BaseException) -> bool:
-    # The bank not answering, or the database away, is waited out; anything else stops.
-    return isinstance(error, RailReadError) or is_retriable(error)

@@ -91,7 +91,7 @@ def rail_dispatch(
         files = FileDispatcher(
             pool, bank, metrics, worker_name(), file_policy(settings), bank_today(settings, bank)
         )
-        built.loops.append(every(FILE_SECONDS, files.tick, "payment files", _bank_retriable))
+        built.loops.append(every(FILE_SECONDS, files.tick, "payment files", bank_retriable))
         built.closers.append(bank.aclose)
     return built
 
@@ -118,7 +118,8 @@ def bank_today(settings: RelaySettings, bank: Bank) -> Callable[[], Awaitable[da
     return stated
 
 
-def _bank_retriable(error: BaseException) -> bool:
-    # The bank not answering (or answering what cannot be read), or the database away, is
-    # waited out; anything else stops the relay.
+def bank_retriable(error: BaseException) -> bool:
+    """Whether a round of a loop that reads or writes the bank may pass: the bank not
+    answering (or answering what cannot be read), or the database away, is waited out;
+    anything else stops the service."""
     return isinstance(error, RailReadError) or is_retriable(error)

@@ -16,15 +16,14 @@ from datetime import datetime
 import asyncpg
 
 from services.adapters.postgres.store_errors import unavailable_when_down
-from services.domain.rail_routing import SPEAKS_STRIPE
+from services.adapters.stripe.source import STRIPE_API_RAILS
 from services.domain.reconciliation import LedgerRecord
 from services.domain.settlement import SettlementStatus
 
 PAGE_SIZE = 1000
 # The settlements a reconciliation of Stripe's API reads: those of the rails that speak it
 # (the SEPA rail's are the bank statements' to prove); as an SQL list for the nostro view.
-STRIPE_RAILS = tuple(sorted(SPEAKS_STRIPE))  # as the Stripe adapter's readers name them
-RAILS_READ = "(" + ", ".join(f"'{rail}'" for rail in STRIPE_RAILS) + ")"
+RAILS_READ = "(" + ", ".join(f"'{rail}'" for rail in STRIPE_API_RAILS) + ")"
 _STATUSES = {s.value: s for s in SettlementStatus}  # a lookup: an Enum call costs more than a row
 
 # sent_at: the first move out of `accepted`, i.e. when the settlement was first handed on to
@@ -59,7 +58,7 @@ def ledger_record(row: asyncpg.Record) -> LedgerRecord:
 async def by_ids(
     conn: asyncpg.Connection | asyncpg.Pool,
     settlement_ids: Iterable[str],
-    rails: Sequence[str] = STRIPE_RAILS,
+    rails: Sequence[str] = STRIPE_API_RAILS,
 ) -> list[LedgerRecord]:
     """The settlements of `rails` with these ids that exist (an id that is no UUID names
     none)."""
