@@ -44,6 +44,7 @@ async def run_bank(
                 "transactions": tally.transactions,
                 "transfers_debited": len(statements.objects),
                 "charges": tally.charges,
+                "charges_booked": tally.charges_booked,
                 "balances": tally.balances,
             }
         }

@@ -21,6 +21,11 @@ holding account of its status, and each change books the move between holding ac
        -> partly_reversed                paid_out            funding     (the part just back)
     -> dispatching, -> needs_review    no entry: the money stays where it is
 
+settle's own accounts belong to the tenant named `platform` (no tenant may take the name):
+a rail's charge on settle's account at the rail (a bank's fee for a transfer) moves the
+charge from `platform:funding:<CUR>`, settle's own money there, to `platform:rail_fees:<CUR>`
+(`charge_postings`). Those entries belong to no settlement.
+
 A reversal books only what came back since the last one recorded (`reversal_postings`): the
 delta between the cumulative amounts reversed before and after, so a settlement partly
 reversed holds `amount - amount_reversed` in paid_out and has the rest back in funding.
@@ -49,6 +54,10 @@ class AccountKind(StrEnum):
     PAYABLE = "payable"
     IN_TRANSIT = "in_transit"
     PAID_OUT = "paid_out"
+
+
+PLATFORM = "platform"  # the tenant name of settle's own accounts
+RAIL_FEES = "rail_fees"  # the kind of the platform's account of what the rails charged
 
 
 class Posting(NamedTuple):
@@ -148,6 +157,18 @@ def step_postings(
 def accept_postings(amount: int, currency: str, tenant: str) -> tuple[list[Posting], AccountKind]:
     """The postings of accepting a settlement: `amount` from funding to payable."""
     return postings_for(amount, currency, tenant, AccountKind.FUNDING, _S.ACCEPTED)
+
+
+def charge_postings(amount: int, currency: str) -> list[Posting]:
+    """The postings of a rail's charge of `amount` on settle's own account at the rail."""
+    if not is_amount(amount):
+        raise ValueError(f"a charge must be an int of minor units in 1 .. 2**63-1, not {amount!r}")
+    if not is_currency(currency):
+        raise ValueError(f"currency must be an ISO 4217 code, not {currency!r}")
+    return [
+        Posting(account_id(PLATFORM, AccountKind.FUNDING, currency), -amount, currency),
+        Posting(f"{PLATFORM}:{RAIL_FEES}:{currency}", amount, currency),
+    ]
 
 
 def net_by_account(postings: Iterable[Posting]) -> dict[str, int]:

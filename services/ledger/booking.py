@@ -36,6 +36,7 @@ from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import canonical_json, settlement_body
 from services.platform.clock import utc_now
 from services.settlement.transition_rows import settlement_event
+from services.settlement.transition_sql import OPEN_ACCOUNTS
 
 log = logging.getLogger(__name__)
 DEFAULT_RAIL = "sim"
@@ -204,7 +205,7 @@ class Books:
                 tenants.append(tenant)
                 kinds.append(str(kind))
                 currencies.append(currency)
-        await conn.execute(sql.OPEN_ACCOUNTS, ids, tenants, kinds, currencies, self.shards)
+        await conn.execute(OPEN_ACCOUNTS, ids, tenants, kinds, currencies, self.shards)
 
 
 @dataclass(frozen=True, slots=True)

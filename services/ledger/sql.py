@@ -119,14 +119,3 @@ SELECT k.tenant, k.key, k.fingerprint, k.state, k.created_at, k.locked_until,
   JOIN unnest($1::text[], $2::text[]) AS u(t, key) ON k.tenant = u.t AND k.key = u.key
   LEFT JOIN settlements s ON s.id = k.settlement_id
 """
-
-OPEN_ACCOUNTS = """
-WITH opened AS (
-    INSERT INTO accounts (id, tenant, kind, currency)
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
-    ON CONFLICT DO NOTHING
-)
-INSERT INTO account_balances (account_id, shard)
-SELECT a, s FROM unnest($1::text[]) AS a, generate_series(0, $5::int - 1) AS s
-ON CONFLICT DO NOTHING
-"""

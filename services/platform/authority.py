@@ -9,6 +9,7 @@ from pydantic import Field, InstanceOf, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
 from services.contracts.command_signature import CommandSigning
+from services.domain.postings import PLATFORM
 from services.domain.proposal import DEFAULT_MAX_AGE_SECONDS
 from services.domain.tenant_limits import NO_LIMITS, TenantLimits, parse_tenant_limits
 from services.platform.config import LOCAL_SECRETS, RotatedSecrets, Section, SigningSecrets, Tokens
@@ -23,6 +24,14 @@ class TenantSection(Section):
     api_tokens: Tokens = Field(
         {"acme": (SecretStr(LOCAL_SECRETS["SETTLE_API_TOKENS"]),)}, alias="SETTLE_API_TOKENS"
     )
+
+    @field_validator("api_tokens")
+    @classmethod
+    def _not_settles_own(cls, tokens: dict[str, tuple[SecretStr, ...]]) -> object:
+        # settle's own accounts (a rail's charges) are booked under this name.
+        if PLATFORM in tokens:
+            raise ValueError(f"{PLATFORM!r} names settle's own accounts; no tenant may take it")
+        return tokens
 
     @property
     def tenant_by_token(self) -> dict[str, str]:

@@ -2,6 +2,7 @@
 the bank's statements (bank_source.py), through the same comparison, breaks and records as a
 run against Stripe, plus the statements' own gaps.
 
+Each charge on the statements is booked to the platform's rail fees account, once.
 A gap found is stored as a `statement_gap` break; one stored before that the statements now
 read no longer show (the missing statement arrived) is healed, audited as the reconciler's.
 Nothing else is healed here: the bank's reports are applied by the inbox as they arrive, and
@@ -20,6 +21,7 @@ from services.reconcile.bank_source import BankStatements
 from services.reconcile.closing import close_break
 from services.reconcile.engine import reconcile
 from services.reconcile.outcome import Outcome
+from services.settlement.rail_charges import book_charges
 
 ACTOR = "reconciler"
 FILLED = "the missing statement arrived: the statements follow each other again"
@@ -34,6 +36,7 @@ async def reconcile_bank(
         return outcome
     gaps = statements.gaps()
     now = clock()
+    statements.tally.charges_booked = await book_charges(pool, statements.charges, now=now)
     await store.upsert_breaks(pool, outcome.run_id, gaps, now)
     outcome.breaks += gaps
     found = {store.stored_key(g) for g in gaps}

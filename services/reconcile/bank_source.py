@@ -6,8 +6,10 @@ the same EndToEndId is another object naming the same settlement: `duplicate_at_
 batch entry gives one object per transaction of its TxDtls (1:N). A return (a booked credit,
 PMNT/ICDT/RRTN) counts against the debit it names by its original EndToEndId, as the amount
 reversed. A debit whose EndToEndId names no settlement of settle's is an object without one:
-`unknown_at_rail`, under that EndToEndId. Charges (BkTxCd CHRG) are no transfer; they are
-counted, with the entries, transactions and balances read, for the report.
+`unknown_at_rail`, under that EndToEndId. Charges (BkTxCd CHRG) are no transfer: each booked
+charge debit is a RailCharge, under the bank's reference for the entry, that the run books to
+the platform's rail fees account (services/settlement/rail_charges.py). They are counted, with
+the entries, transactions and balances read, for the report.
 
 Statements follow each other per account: the electronic sequence number goes up by one,
 the legal one too (it may restart at 1 in a new year), and each opening balance is the last
@@ -27,7 +29,7 @@ from pathlib import Path
 
 from services.adapters.sepa.bank import Bank
 from services.adapters.sepa.camt053 import Statement, balance_gap, read_camt053
-from services.adapters.sepa.camt_entries import CreditDebit, EntryStatus
+from services.adapters.sepa.camt_entries import CreditDebit, Entry, EntryStatus
 from services.adapters.sepa.errors import SepaFileError
 from services.domain.breaks import BreakType
 from services.domain.payout import PayoutMethod
@@ -35,6 +37,7 @@ from services.domain.reconciliation import Break, RailObject, RunKind
 from services.domain.sepa import settlement_of
 from services.reconcile.errors import StatementUnreadable
 from services.reconcile.windows import Window
+from services.settlement.rail_charges import RailCharge
 
 CHARGES = "CHRG"
 PAGE = 1000
@@ -50,6 +53,7 @@ class Tally:
     entries: int = 0
     transactions: int = 0
     charges: int = 0  # minor units of the charge entries
+    charges_booked: int = 0  # how many charge entries this run booked (the rest were before)
     balances: list[dict[str, object]] = field(default_factory=list)
 
 
@@ -62,6 +66,7 @@ class BankStatements:
         self.source = source[:64]
         self.statements = sorted(statements, key=_order)
         self.tally = Tally(statements=len(statements))
+        self.charges: list[RailCharge] = []
         self.objects = self._objects()
 
     @classmethod
@@ -136,13 +141,13 @@ class BankStatements:
         returned: Counter[str] = Counter()
         for st in self.statements:
             self.tally.balances.append(_balances(st))
-            for entry in st.entries:
+            for at, entry in enumerate(st.entries):
                 self.tally.entries += 1
                 self.tally.transactions += len(entry.transactions)
                 if entry.status is not EntryStatus.BOOKED or entry.reversal:
                     continue
                 if entry.code is not None and entry.code.subfamily == CHARGES:
-                    self.tally.charges += entry.amount
+                    self._charge(st, at, entry)
                     continue
                 alone = len(entry.transactions) == 1
                 for tx in entry.transactions:
@@ -162,6 +167,23 @@ class BankStatements:
             name: obj._replace(amount_reversed=min(obj.amount, returned[_e2e(name)]))
             for name, obj in debits.items()
         }
+
+    def _charge(self, st: Statement, at: int, entry: Entry) -> None:
+        self.tally.charges += entry.amount
+        if entry.direction is not CreditDebit.DEBIT:
+            return  # a charge refunded: the bank's credit, not settle's cost
+        charged = {tx.end_to_end_id for tx in entry.transactions} - {None}
+        reference = entry.servicer_reference or entry.reference
+        self.charges.append(
+            RailCharge(
+                rail=SEPA_RAILS[0],
+                reference=reference or f"{st.account_iban}:{st.statement_id}:{at}",
+                amount=entry.amount,
+                currency=entry.currency,
+                charged_on=entry.booking_date or st.closing.day,
+                end_to_end_id=charged.pop() if len(charged) == 1 else None,
+            )
+        )
 
 
 def _debit(end_to_end_id: str, amount: int, currency: str, day: date) -> RailObject:

@@ -6,6 +6,18 @@ from __future__ import annotations
 
 from services.domain.balance_shards import free_shards
 
+# Accounts with their balance shards, opened where missing (booking, a rail's charges).
+OPEN_ACCOUNTS = """
+WITH opened AS (
+    INSERT INTO accounts (id, tenant, kind, currency)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+    ON CONFLICT DO NOTHING
+)
+INSERT INTO account_balances (account_id, shard)
+SELECT a, s FROM unnest($1::text[]) AS a, generate_series(0, $5::int - 1) AS s
+ON CONFLICT DO NOTHING
+"""
+
 LOCK_SETTLEMENTS = """
 SELECT id, tenant, reference, amount, currency, status, version, rail_reference, amount_reversed,
        destination, rail, traceparent, tracestate, created_at

@@ -13,6 +13,7 @@ import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -147,7 +148,7 @@ async def test_the_statements_agree_then_a_foreign_debit_a_second_file_and_a_gap
         await bank.aclose()
 
 
-def test_a_camt053_file_from_anywhere_is_read_and_its_foreign_debits_named(database: str) -> None:
+def reconcile_file(database: str) -> dict[str, Any]:
     env = {**os.environ, "SETTLE_DATABASE_URL": database}
     settle = Path(sys.executable).parent / "settle"
     done = subprocess.run(
@@ -159,10 +160,32 @@ def test_a_camt053_file_from_anywhere_is_read_and_its_foreign_debits_named(datab
         check=False,
     )
     assert done.returncode == 1, done.stderr  # open breaks
-    run = json.loads(done.stdout)
+    return dict(json.loads(done.stdout))
+
+
+async def test_a_camt053_file_from_anywhere_is_read_its_foreign_debits_named_its_charge_booked_once(
+    database: str, pool: asyncpg.Pool
+) -> None:
+    run = reconcile_file(database)
     unknown = [b for b in run["breaks"] if b["type"] == "unknown_at_rail"]
     assert [b["rail_object_id"] for b in unknown] == ["018f3c2a7b4e7c1d9a2b3c4d5e6f7086"]
     (read,) = run["read"].values()
     assert (read["statements"], read["entries"], read["transfers_debited"]) == (1, 3, 1)
-    assert read["charges"] > 0
+    assert (read["charges"], read["charges_booked"]) == (50, 1)
     assert {"opening", "closing", "electronic_sequence"} <= read["balances"][0].keys()
+
+    # Read again, the statement's charge is not booked a second time.
+    (again,) = reconcile_file(database)["read"].values()
+    assert again["charges_booked"] == 0
+    fees = await pool.fetch(
+        "SELECT p.account_id, p.amount FROM rail_charges c"
+        " JOIN postings p ON p.entry_id = c.entry_id"
+    )
+    assert sorted((f["account_id"], f["amount"]) for f in fees) == [
+        ("platform:funding:EUR", -50),
+        ("platform:rail_fees:EUR", 50),
+    ]
+    balance = await pool.fetchval(
+        "SELECT sum(balance) FROM account_balances WHERE account_id = 'platform:rail_fees:EUR'"
+    )
+    assert balance == 50

@@ -61,6 +61,7 @@ def test_values_are_read_from_their_variables() -> None:
         ("SETTLE_API_TOKENS", "acme-without-token"),
         ("SETTLE_API_TOKENS", "acme:same,globex:same"),
         ("SETTLE_API_TOKENS", "acme:same,acme:same"),
+        ("SETTLE_API_TOKENS", "acme:tok-a,platform:tok-p"),  # settle's own accounts
         ("SETTLE_OPERATOR_TOKENS", "ops:same,audit:same"),
         ("SETTLE_IDEMPOTENCY_REPLAY_SECONDS", "0"),
         ("SETTLE_IDEMPOTENCY_REPLAY_SECONDS", "a day"),

@@ -12,6 +12,7 @@ from services.domain.postings import (
     Posting,
     accept_postings,
     account_id,
+    charge_postings,
     entry_kind,
     expected_net,
     is_balanced,
@@ -110,6 +111,15 @@ def test_the_final_states_imply_these_net_positions() -> None:
     }
     with pytest.raises(ValueError):
         expected_net(7, "GBP", "acme", S.NEEDS_REVIEW)
+
+
+def test_a_rails_charge_moves_from_settles_own_funding_to_its_rail_fees() -> None:
+    assert charge_postings(35, "EUR") == [
+        Posting("platform:funding:EUR", -35, "EUR"),
+        Posting("platform:rail_fees:EUR", 35, "EUR"),
+    ]
+    with pytest.raises(ValueError, match="charge"):
+        charge_postings(0, "EUR")
 
 
 def test_an_unbalanced_set_is_detected() -> None:

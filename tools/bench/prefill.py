@@ -30,7 +30,7 @@ from services.contracts.topics import EVENTS
 from services.domain.balance_shards import BALANCE_SHARDS
 from services.domain.postings import AccountKind, account_id
 from services.ledger.booking import DEFAULT_RAIL
-from services.ledger.sql import OPEN_ACCOUNTS
+from services.settlement.transition_sql import OPEN_ACCOUNTS
 from tools.bench.prefill_history import MIX_PER_100, REFUSED, history_steps
 
 BATCH = 250_000  # settlements per transaction: about 3.5 million rows
