@@ -4,7 +4,8 @@ A fault here is something a real bank does that settle must survive: an upload w
 is lost after the file was taken, transactions rejected or returned with ISO reason codes,
 batch booking where single booking was asked, charges, and statements that come late or
 out of sequence. Which transaction meets which fault is decided by `banksim.dice`, seeded,
-so a restarted simulator decides as before.
+so a restarted simulator decides as before. A profile is looked up, and changes apply over
+it, as railsim's are (railsim.faults).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from banksim.errors import FaultsError
+from railsim.faults import named_profile, starting_profile
 
 REASON_CODE = re.compile(r"^[A-Z0-9]{4}$")
 
@@ -80,21 +82,12 @@ PROFILES: dict[str, Faults] = {
 
 def profile(name: str) -> Faults:
     """The named fault profile (see PROFILES)."""
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise FaultsError(
-            f"unknown fault profile {name!r}; use one of {sorted(PROFILES)}"
-        ) from None
+    return named_profile(PROFILES, name, FaultsError)
 
 
 def updated(base: Faults, changes: Mapping[str, object]) -> Faults:
     """`base` with `changes` applied; a key `profile` starts from that profile instead."""
-    if "profile" in changes:
-        name = changes["profile"]
-        if not isinstance(name, str):
-            raise FaultsError("profile: must be a profile name")
-        base = profile(name)
+    base = starting_profile(base, changes, PROFILES, FaultsError)
     values: dict[str, Any] = {}  # each checked against its field's type below
     for key, value in changes.items():
         if key == "profile":

@@ -7,8 +7,11 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from railsim.errors import FaultsError
+
+P = TypeVar("P")  # a simulator's fault settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,21 +96,12 @@ PROFILES: dict[str, Faults] = {
 
 def profile(name: str) -> Faults:
     """The named fault profile (none, demo, chaos)."""
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise FaultsError(
-            f"unknown fault profile {name!r}; use one of {sorted(PROFILES)}"
-        ) from None
+    return named_profile(PROFILES, name, FaultsError)
 
 
 def updated(base: Faults, changes: Mapping[str, object]) -> Faults:
     """`base` with `changes` applied; a key `profile` starts from that profile instead."""
-    if "profile" in changes:
-        name = changes["profile"]
-        if not isinstance(name, str):
-            raise FaultsError("profile: must be a profile name")
-        base = profile(name)
+    base = starting_profile(base, changes, PROFILES, FaultsError)
     known = {f.name for f in dataclasses.fields(Faults)}
     values: dict[str, float | int] = {}
     for key, value in changes.items():
@@ -117,6 +111,28 @@ def updated(base: Faults, changes: Mapping[str, object]) -> Faults:
             raise FaultsError(f"{key}: unknown fault; use one of {sorted(known)}")
         values[key] = _checked(key, value)
     return dataclasses.replace(base, **values)  # type: ignore[arg-type]
+
+
+def named_profile(profiles: Mapping[str, P], name: str, error: type[Exception]) -> P:
+    """The profile `name` of `profiles`; `error`, naming the profiles there are, for any other
+    name. The bank simulator (banksim.faults) looks its own profiles up with this too."""
+    try:
+        return profiles[name]
+    except KeyError:
+        raise error(f"unknown fault profile {name!r}; use one of {sorted(profiles)}") from None
+
+
+def starting_profile(
+    base: P, changes: Mapping[str, object], profiles: Mapping[str, P], error: type[Exception]
+) -> P:
+    """What `changes` apply over: the profile of `profiles` their key `profile` names, else
+    `base`; `error` if that key is not a profile's name."""
+    if "profile" not in changes:
+        return base
+    name = changes["profile"]
+    if not isinstance(name, str):
+        raise error("profile: must be a profile name")
+    return named_profile(profiles, name, error)
 
 
 def _checked(key: str, value: object) -> float | int:

@@ -6,7 +6,6 @@ and renamed onto it once whole."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from datetime import date
 from pathlib import Path
 
@@ -15,26 +14,12 @@ from services.adapters.sepa.bank import Bank
 BANK_SECONDS = 60.0
 
 
-async def listed(
-    bank: Bank, what: str, kind: str | None = None
-) -> AsyncIterator[dict[str, object]]:
-    """Every item of the bank's listing of `what` (files or reports), in its order."""
-    after: str | None = None
-    while True:
-        page = await (bank.files(after) if what == "files" else bank.reports(after, kind=kind))
-        if not page.items:
-            return
-        for item in page.items:
-            yield item
-        after = page.next
-
-
 async def fetch_files(url: str) -> list[tuple[str, bytes]]:
     """Every pain.001 the bank received, as uploaded, named <MsgId>.xml."""
     bank = Bank(url, timeout=BANK_SECONDS)
     found = []
     try:
-        async for item in listed(bank, "files"):
+        async for item in bank.listed("files"):
             found.append((f"{item['msg_id']}.xml", await bank.file(str(item["file_id"]))))
     finally:
         await bank.aclose()
@@ -47,7 +32,7 @@ async def fetch_statements(url: str, day: date | None) -> list[tuple[str, bytes]
     bank = Bank(url, timeout=BANK_SECONDS)
     found = []
     try:
-        async for item in listed(bank, "reports", kind="camt.053"):
+        async for item in bank.listed("reports", kind="camt.053"):
             if day is None or item.get("business_date") == day.isoformat():
                 name = f"{item['business_date']}-{item['msg_id']}.xml"
                 found.append((name, await bank.report(str(item["report_id"]))))

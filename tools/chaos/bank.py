@@ -22,13 +22,12 @@ from services.adapters.postgres.database import create_pool
 from services.adapters.sepa.bank import Bank
 from services.domain.reconciliation import RunStatus
 from services.platform.service_settings import Settings
-from services.platform.settings import load_settings
 from services.reconcile.bank_run import reconcile_bank
 from services.reconcile.bank_source import BankStatements
-from tools.run.topology import Ports
 
 DAYS_AFTER = 7  # business days: the chaos profile returns within 5 and holds statements 3
 READ_TIMEOUT_S = 120.0
+BANK_SECONDS = 30.0
 POLL_S = 1.0
 UNREAD = """
 SELECT (SELECT count(*) FROM bank_reports WHERE status = 'stored')
@@ -38,25 +37,13 @@ SELECT (SELECT count(*) FROM bank_reports WHERE status = 'stored')
 READ_UP_TO = "SELECT position FROM bank_cursors WHERE rail = 'sepa' AND listing = 'reports'"
 
 
-def stack_settings(env: dict[str, str], ports: Ports, rails: tuple[str, ...]) -> Settings:
-    """The settings as the stack's services have them: its rails and its bank."""
-    return load_settings(
-        {**env, "SETTLE_RAILS": ",".join(rails), "SETTLE_SEPA_BANK_URL": ports.url(ports.banksim)}
-    )
-
-
 async def bank_days_pass(settings: Settings, bank_url: str, say: Callable[[str], None]) -> None:
     """Move the bank on DAYS_AFTER business days, then wait until the inbox has read all it
     delivered (or READ_TIMEOUT_S passes)."""
-    async with httpx.AsyncClient(base_url=bank_url, timeout=30.0) as client:
+    async with httpx.AsyncClient(base_url=bank_url, timeout=BANK_SECONDS) as client:
         answer = await client.post("/_control/advance", json={"days": DAYS_AFTER})
         answer.raise_for_status()
-        last = (await client.get("/v1/reports", params={"limit": 1000})).json()
-        while last["next"] is not None:
-            page = await client.get("/v1/reports", params={"limit": 1000, "after": last["next"]})
-            if not page.json()["reports"]:
-                break
-            last = page.json()
+    delivered_up_to = await _last_delivered(bank_url)
     say(f"bank moved on {DAYS_AFTER} business days; waiting for the inbox to read its reports")
     pool = await create_pool(settings, max_size=1)
     try:
@@ -64,7 +51,7 @@ async def bank_days_pass(settings: Settings, bank_url: str, say: Callable[[str],
         while time.monotonic() < deadline:
             read_up_to = await pool.fetchval(READ_UP_TO)
             unread = await pool.fetchval(UNREAD)
-            if read_up_to == last["next"] and unread == 0:
+            if read_up_to == delivered_up_to and unread == 0:
                 return
             await asyncio.sleep(POLL_S)
         say("[yellow]the inbox had not read every bank report in time[/]")
@@ -72,9 +59,22 @@ async def bank_days_pass(settings: Settings, bank_url: str, say: Callable[[str],
         await pool.close()
 
 
+async def _last_delivered(bank_url: str) -> str | None:
+    """The cursor past the last report the bank delivered, as the inbox's cursor stands once it
+    has fetched them all (None: the bank delivered none)."""
+    bank = Bank(bank_url, timeout=BANK_SECONDS)
+    last: str | None = None
+    try:
+        async for page in bank.listing_pages("reports"):
+            last = page.next
+    finally:
+        await bank.aclose()
+    return last
+
+
 async def bank_verdict(settings: Settings) -> dict[str, Any]:
     """One last reconciliation of the bank account against every statement it issued."""
-    bank = Bank(settings.sepa_bank_url, timeout=30.0)
+    bank = Bank(settings.sepa_bank_url, timeout=BANK_SECONDS)
     try:
         statements = await BankStatements.from_bank(bank)
     finally:

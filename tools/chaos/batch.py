@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from typing import Any
 
 import asyncpg
 
 from services.platform.config import libpq_dsn
 from services.platform.service_settings import Settings
-from tools.run.demo import FINAL, STATUS_COUNTS
+from tools.run.demo import FINAL, statuses_over_rails
 from tools.run.submit import Batch
 
 POLL_S = 1.0
@@ -23,22 +22,13 @@ SELECT count(*) AS n, count(DISTINCT reference) AS distinct_refs FROM settlement
 """
 
 
-async def statuses_of(conn: asyncpg.Connection, batch: Batch) -> dict[str, int]:
-    """The batch's settlements per status, over every rail."""
-    rows = await conn.fetch(STATUS_COUNTS, batch.tenant, batch.reference_pattern)
-    counts: Counter[str] = Counter()
-    for r in rows:  # a row per rail and status
-        counts[str(r["status"])] += int(r["n"])
-    return dict(counts)
-
-
 async def settle(settings: Settings, batch: Batch, timeout_s: float, say: Any) -> None:
     """Poll until every settlement of the batch is final, or `timeout_s` passes."""
     conn = await asyncpg.connect(libpq_dsn(settings.database_url))
     try:
         deadline, shown = time.monotonic() + timeout_s, 0.0
         while time.monotonic() < deadline:
-            statuses = await statuses_of(conn, batch)
+            statuses = await statuses_over_rails(conn, batch)
             final = sum(statuses.get(s, 0) for s in FINAL)
             if time.monotonic() - shown >= 10:
                 say(f"settling: {final}/{batch.count} final; {statuses}")
@@ -56,6 +46,6 @@ async def outcome(settings: Settings, batch: Batch) -> tuple[dict[str, int], dic
         row = await conn.fetchrow(BOOKED, batch.tenant, batch.reference_pattern)
         assert row is not None
         booked = {"rows": int(row["n"]), "distinct_references": int(row["distinct_refs"])}
-        return await statuses_of(conn, batch), booked
+        return await statuses_over_rails(conn, batch), booked
     finally:
         await conn.close()

@@ -25,7 +25,7 @@ from services.adapters.kafka.access import SECURITY_VARIABLES
 from services.adapters.postgres.migrate import upgrade
 from services.contracts.topics import COMMANDS, EVENTS
 from tools.chaos import infra as private
-from tools.chaos.bank import bank_days_pass, bank_verdict, stack_settings
+from tools.chaos.bank import bank_days_pass, bank_verdict
 from tools.chaos.batch import outcome as batch_outcome
 from tools.chaos.batch import settle as settle_batch
 from tools.chaos.evidence import leftovers
@@ -45,6 +45,7 @@ from tools.check.run import CheckOptions, Report, run_check
 from tools.infra import kafka, postgres
 from tools.infra.procs import free_ports
 from tools.run.demo import FINAL
+from tools.run.serve import stack_settings
 from tools.run.submit import Batch, signing_secrets
 from tools.run.supervisor import Supervisor
 from tools.run.topology import Ports, StackOptions, service_specs

@@ -125,6 +125,11 @@ async def _statuses(conn: asyncpg.Connection, batch: Batch) -> dict[str, dict[st
     return by_rail
 
 
+async def statuses_over_rails(conn: asyncpg.Connection, batch: Batch) -> dict[str, int]:
+    """The batch's settlements per status, over every rail."""
+    return _total(await _statuses(conn, batch))
+
+
 def _total(by_rail: dict[str, dict[str, int]]) -> dict[str, int]:
     totals: Counter[str] = Counter()
     for statuses in by_rail.values():
@@ -165,7 +170,7 @@ async def _follow(
     deadline = time.monotonic() + timeout_s
     sent_at: float | None = None
     while time.monotonic() < deadline:
-        statuses = _total(await _statuses(conn, batch))
+        statuses = await statuses_over_rails(conn, batch)
         done = sum(statuses.get(s, 0) for s in FINAL)
         bar.update(booked, completed=sum(statuses.values()))
         bar.update(settled, completed=done, states=_describe(statuses))

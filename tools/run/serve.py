@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,26 +23,29 @@ T = TypeVar("T")
 STOP_GRACE_S = 10.0
 
 
-def settings_or_exit() -> Settings:
+def settings_or_exit(read: Callable[[], Settings] | None = None) -> Settings:
+    """The settings `read` gives (by default those of this process's environment), Kafka's
+    access checked with them; a ClickException for any refused, before any server starts."""
     from services.adapters.kafka.access import kafka_access
     from services.domain.errors import ConfigError
     from services.platform.settings import load_settings
 
     try:
-        settings = load_settings()
+        settings = read() if read is not None else load_settings()
         kafka_access(settings)  # refused here, before any server starts, not by the demo
         return settings
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
 
 
-def _stack_settings(ports: Ports, options: StackOptions) -> Settings:
-    """The settings as the stack's services have them: its rails and its bank."""
-    from services.platform.config import RailKind
+def stack_settings(env: Mapping[str, str], ports: Ports, rails: tuple[str, ...]) -> Settings:
+    """The settings as the stack's services have them: those of `env`, with the stack's rails
+    and its bank (ConfigError for any refused). `settle run` and `settle chaos` both read the
+    stack with these."""
+    from services.platform.settings import load_settings
 
-    rails = tuple(RailKind(rail) for rail in options.rails)
-    changes = {"rails_named": rails, "sepa_bank_url": ports.url(ports.banksim)}
-    return settings_or_exit().model_copy(update=changes)
+    stack = {"SETTLE_RAILS": ",".join(rails), "SETTLE_SEPA_BANK_URL": ports.url(ports.banksim)}
+    return load_settings({**env, **stack})
 
 
 async def _until(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> tuple[bool, T | None]:
@@ -73,7 +76,7 @@ async def serve(
     from tools.run.supervisor import Supervisor, SupervisorError
     from tools.run.topology import service_specs
 
-    settings = _stack_settings(ports, options)
+    settings = settings_or_exit(lambda: stack_settings(os.environ, ports, options.rails))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,5 +1,6 @@
 """The bank's host-to-host interface, as settle's SEPA rail calls it: upload a payment file,
-list and fetch the files and reports the bank holds, read its business day.
+list and fetch the files and reports the bank holds (a page at a time, or a whole listing with
+`listed`), read its business day.
 
 An upload's answer is classed as the rail port classes a call (services/domain/rail.py):
 
@@ -22,8 +23,9 @@ Every answer states the bank's business date and time of day (`X-Bank-Business-D
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import date, datetime
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 from urllib.parse import urlencode
 
 import orjson
@@ -37,6 +39,7 @@ OK, TAKEN, HELD = 200, 201, 409
 SERVER_ERRORS = 500
 RETRY_LATER = frozenset({429, 503})
 DUPLICATE_MESSAGE = "DU01"
+Listing = Literal["files", "reports"]
 
 
 class Upload(NamedTuple):
@@ -104,6 +107,28 @@ class Bank:
     async def report(self, report_id: str) -> bytes:
         """A report's XML bytes."""
         return (await self._get(f"/v1/reports/{report_id}")).body
+
+    async def listing_pages(self, what: Listing, kind: str | None = None) -> AsyncIterator[Listed]:
+        """Every page of the bank's listing of `what` (the files it received, or the reports
+        it delivered, of one `kind` only if given), from the first: each page's `next` is
+        followed until a page comes back empty, which is not yielded."""
+        after: str | None = None
+        while True:
+            page = await (self.files(after) if what == "files" else self.reports(after, kind=kind))
+            if not page.items:
+                return
+            yield page
+            after = page.next
+
+    async def listed(
+        self, what: Listing, kind: str | None = None
+    ) -> AsyncIterator[dict[str, object]]:
+        """Every item of the bank's listing of `what` (files, or reports of one `kind` only if
+        given), in the bank's order, read page by page to the listing's end (see
+        `listing_pages`). Nothing is kept between calls: each starts from the first page."""
+        async for page in self.listing_pages(what, kind):
+            for item in page.items:
+                yield item
 
     async def effects(self) -> dict[str, object]:
         """The bank's own count of debits (and returns) per EndToEndId."""
