@@ -1,6 +1,6 @@
 """`settle reconcile --rail sepa [--statement FILE]`: the SEPA rail's bank account against the
-ledger: every camt.053 statement the bank has delivered, or one camt.053 file (001.02 or
-001.08) from anywhere. Its JSON says, per source, how many statements, entries and
+ledger: every camt.053 statement the bank has delivered (and its camt.054 notifications of the
+days past the last statement), or one camt.053 file (001.02 or 001.08) from anywhere. Its JSON says, per source, how many statements, entries and
 transactions it read, the charges, and the balances it found."""
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ async def run_bank(
         read = {
             statements.source: {
                 "statements": tally.statements,
+                "notifications": tally.notifications,
                 "entries": tally.entries,
                 "transactions": tally.transactions,
                 "transfers_debited": len(statements.objects),

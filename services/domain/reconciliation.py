@@ -16,6 +16,7 @@ Times are Unix seconds, as the rail's `created`; amounts are int minor units.
 
 from __future__ import annotations
 
+from datetime import date
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -63,6 +64,7 @@ class LedgerRecord(NamedTuple):
     amount_reversed: int  # minor units the ledger booked as come back, cumulative
     rail_reference: str | None  # the rail object id the relay recorded, if any
     sent_at: int | None  # when it was first handed to the rail (dispatching); None: never
+    due_on: date | None = None  # the day the rail is asked to book it (a bank file's), if any
 
 
 class RailObject(NamedTuple):

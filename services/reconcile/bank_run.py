@@ -1,6 +1,7 @@
 """One reconciliation of the SEPA rail's bank account: the ledger's SEPA settlements against
-the bank's statements (bank_source.py), through the same comparison, breaks and records as a
-run against Stripe, plus the statements' own gaps.
+the bank's statements and notifications (bank_source.py), through the same comparison,
+breaks and records as a run against Stripe, plus the statements' own gaps. A transfer the
+bank is not due to book before a day no statement has closed yet is pending, not missing.
 
 Each charge on the statements is booked to the platform's rail fees account, once.
 A gap found is stored as a `statement_gap` break; one stored before that the statements now
@@ -31,7 +32,14 @@ async def reconcile_bank(
     pool: asyncpg.Pool, statements: BankStatements, *, grace: int, clock: Clock = utc_now
 ) -> Outcome:
     """Compare the SEPA settlements with `statements` and record the gaps between them."""
-    outcome = await reconcile(pool, statements, statements.window(), grace=grace, heal=False)
+    outcome = await reconcile(
+        pool,
+        statements,
+        statements.window(clock()),
+        grace=grace,
+        heal=False,
+        booked_through=statements.booked_through(),
+    )
     if outcome.error is not None:
         return outcome
     gaps = statements.gaps()

@@ -1,5 +1,5 @@
-"""The SEPA rail's side of a reconciliation: the bank's camt.053 statements read as the rail's
-objects, and the gaps between the statements.
+"""The SEPA rail's side of a reconciliation: the bank's camt.053 statements, and its camt.054
+notifications of the days no statement covers yet, read as the rail's objects.
 
 Each booked debit of a transfer is one object, named by its EndToEndId (a second debit of
 the same EndToEndId is another object naming the same settlement: `duplicate_at_rail`); a
@@ -7,34 +7,38 @@ batch entry gives one object per transaction of its TxDtls (1:N). A return (a bo
 PMNT/ICDT/RRTN) counts against the debit it names by its original EndToEndId, as the amount
 reversed. A debit whose EndToEndId names no settlement of settle's is an object without one:
 `unknown_at_rail`, under that EndToEndId. Charges (BkTxCd CHRG) are no transfer: each booked
-charge debit is a RailCharge, under the bank's reference for the entry, that the run books to
-the platform's rail fees account (services/settlement/rail_charges.py). They are counted, with
-the entries, transactions and balances read, for the report.
+charge debit of a statement is a RailCharge, under the bank's reference for the entry, that
+the run books to the platform's rail fees account (services/settlement/rail_charges.py).
 
-Statements follow each other per account: the electronic sequence number goes up by one,
-the legal one too (it may restart at 1 in a new year), and each opening balance is the last
-closing one. Where one does not follow, the gap is a `statement_gap` break; where a
-statement's closing balance is not its opening plus its booked entries, a
-`balance_mismatch`. A statement is read whole or not at all: the file that holds it is
-refused (StatementUnreadable) if any of it cannot be read.
+A statement is the day's last word; a notification says the same of a booking as it happens.
+A notification's entries count only for a day after its account's last statement (the
+statement of that day, once it comes, replaces them), each once by the bank's reference.
+`booked_through` is the last business day a statement closed: a transfer due after it is
+pending (the bank may book it later that day), not missing.
+Entries, transactions, charges and balances read are counted for the report.
+
+The statements' own gaps and sums are bank_continuity.py's. A file is read whole or not at
+all: it is refused (StatementUnreadable) if any of it cannot be read.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 from services.adapters.sepa.bank import Bank
-from services.adapters.sepa.camt053 import Statement, balance_gap, read_camt053
+from services.adapters.sepa.camt053 import Statement, read_camt053
+from services.adapters.sepa.camt054 import Notification, read_camt054
 from services.adapters.sepa.camt_entries import CreditDebit, Entry, EntryStatus
 from services.adapters.sepa.errors import SepaFileError
-from services.domain.breaks import BreakType
 from services.domain.payout import PayoutMethod
 from services.domain.reconciliation import Break, RailObject, RunKind
 from services.domain.sepa import settlement_of
+from services.reconcile.bank_continuity import statement_gaps
 from services.reconcile.errors import StatementUnreadable
 from services.reconcile.windows import Window
 from services.settlement.rail_charges import RailCharge
@@ -42,6 +46,7 @@ from services.settlement.rail_charges import RailCharge
 CHARGES = "CHRG"
 PAGE = 1000
 SEPA_RAILS: tuple[str, ...] = ("sepa",)
+_Report = TypeVar("_Report")
 
 
 @dataclass
@@ -50,6 +55,7 @@ class Tally:
     and the balances found."""
 
     statements: int = 0
+    notifications: int = 0  # camt.054 notifications of days no statement covers yet, read
     entries: int = 0
     transactions: int = 0
     charges: int = 0  # minor units of the charge entries
@@ -62,11 +68,18 @@ class BankStatements:
 
     rails: tuple[str, ...] = SEPA_RAILS
 
-    def __init__(self, source: str, statements: Sequence[Statement]) -> None:
+    def __init__(
+        self,
+        source: str,
+        statements: Sequence[Statement],
+        notifications: Sequence[Notification] = (),
+    ) -> None:
         self.source = source[:64]
         self.statements = sorted(statements, key=_order)
-        self.tally = Tally(statements=len(statements))
+        self.notified = list(notifications)
+        self.tally = Tally(statements=len(statements), notifications=len(self.notified))
         self.charges: list[RailCharge] = []
+        self._covered = {st.account_iban: st.closing.day for st in self.statements}
         self.objects = self._objects()
 
     @classmethod
@@ -82,27 +95,31 @@ class BankStatements:
 
     @classmethod
     async def from_bank(cls, bank: Bank) -> BankStatements:
-        """Every statement the bank has delivered."""
+        """Every statement the bank has delivered, and its notifications."""
         statements: list[Statement] = []
-        after: str | None = None
-        while (page := await bank.reports(after=after, kind="camt.053")).items:
-            for item in page.items:
-                data = await bank.report(str(item["report_id"]))
-                try:
-                    statements += read_camt053(data).statements
-                except SepaFileError as e:
-                    raise StatementUnreadable(None, f"{item['report_id']}: {e.reason}") from e
-            after = page.next
-        return cls(f"bank:{bank.base_url}", statements)
+        notifications: list[Notification] = []
+        async for report_id, data in _reports(bank, "camt.053"):
+            statements += _read(report_id, read_camt053, data).statements
+        async for report_id, data in _reports(bank, "camt.054"):
+            notifications += _read(report_id, read_camt054, data).notifications
+        return cls(f"bank:{bank.base_url}", statements, notifications)
 
-    def window(self) -> Window:
-        """From the first statement's day to the day after the last one's."""
+    def booked_through(self) -> date | None:
+        """The last business day a statement closed: the bank may still book more on a day
+        only notified so far."""
+        return max((st.closing.day for st in self.statements), default=None)
+
+    def window(self, now: datetime) -> Window:
+        """From the first day read to the day after the last one, or to `now` if later: a
+        settlement sent after the records' last day is compared too (pending until its
+        booking date has a statement)."""
         days = [s.opening.day for s in self.statements] + [s.closing.day for s in self.statements]
+        days += [day for day, _, _ in self._notified_entries()]
         if not days:
             raise StatementUnreadable(None, "no statement to reconcile against")
         start = datetime.combine(min(days), time(), UTC)
         end = datetime.combine(max(days), time(), UTC) + timedelta(days=1)
-        return Window(RunKind.STATEMENT, start, end)
+        return Window(RunKind.STATEMENT, start, max(end, now))
 
     def rows_read(self, objects: int) -> int:
         """The entries the statements held."""
@@ -122,19 +139,8 @@ class BankStatements:
         return None
 
     def gaps(self) -> list[Break]:
-        """Each statement that does not follow the one before it on its account, and each
-        whose closing balance is not its opening plus its booked entries."""
-        found: list[Break] = []
-        last: dict[str, Statement] = {}
-        for st in self.statements:
-            before = last.get(st.account_iban)
-            if before is not None:
-                found += _gaps_between(before, st)
-            last[st.account_iban] = st
-            off = balance_gap(st)
-            if off:
-                found.append(_statement_break(BreakType.BALANCE_MISMATCH, st, "closing", off))
-        return found
+        """The statements' own breaks: see bank_continuity.py."""
+        return statement_gaps(self.statements)
 
     def _objects(self) -> dict[str, RailObject]:
         debits: dict[str, RailObject] = {}
@@ -142,31 +148,51 @@ class BankStatements:
         for st in self.statements:
             self.tally.balances.append(_balances(st))
             for at, entry in enumerate(st.entries):
-                self.tally.entries += 1
-                self.tally.transactions += len(entry.transactions)
-                if entry.status is not EntryStatus.BOOKED or entry.reversal:
-                    continue
-                if entry.code is not None and entry.code.subfamily == CHARGES:
+                if _is_charge(entry) and entry.status is EntryStatus.BOOKED and not entry.reversal:
                     self._charge(st, at, entry)
-                    continue
-                alone = len(entry.transactions) == 1
-                for tx in entry.transactions:
-                    amount = tx.amount if tx.amount is not None else (entry.amount if alone else 0)
-                    if tx.end_to_end_id is None:
-                        continue
-                    if entry.direction is CreditDebit.CREDIT and tx.return_reason is not None:
-                        returned[tx.end_to_end_id] += amount
-                    elif entry.direction is CreditDebit.DEBIT:
-                        day = entry.booking_date or st.closing.day
-                        obj = _debit(tx.end_to_end_id, amount, entry.currency, day)
-                        name = obj.object_id
-                        if name in debits:
-                            name = f"{name}/{entry.servicer_reference or len(debits)}"
-                        debits[name] = obj._replace(object_id=name)
+                self._take(entry, entry.booking_date or st.closing.day, debits, returned)
+        for day, _, entry in self._notified_entries():
+            self._take(entry, day, debits, returned)
         return {
             name: obj._replace(amount_reversed=min(obj.amount, returned[_e2e(name)]))
             for name, obj in debits.items()
         }
+
+    def _notified_entries(self) -> list[tuple[date, str, Entry]]:
+        """Each booked entry of the notifications dated after its account's last statement,
+        once per bank reference."""
+        found: dict[str, tuple[date, str, Entry]] = {}
+        for n in self.notified:
+            for at, entry in enumerate(n.entries):
+                day = entry.booking_date
+                covered = self._covered.get(n.account_iban)
+                if day is None or (covered is not None and day <= covered):
+                    continue
+                ref = entry.servicer_reference or f"{n.notification_id}:{at}"
+                found.setdefault(f"{n.account_iban}:{ref}", (day, ref, entry))
+        return list(found.values())
+
+    def _take(
+        self, entry: Entry, day: date, debits: dict[str, RailObject], returned: Counter[str]
+    ) -> None:
+        """A booked entry's debits (as objects) and returns (against the debits they name)."""
+        self.tally.entries += 1
+        self.tally.transactions += len(entry.transactions)
+        if entry.status is not EntryStatus.BOOKED or entry.reversal or _is_charge(entry):
+            return
+        alone = len(entry.transactions) == 1
+        for tx in entry.transactions:
+            amount = tx.amount if tx.amount is not None else (entry.amount if alone else 0)
+            if tx.end_to_end_id is None:
+                continue
+            if entry.direction is CreditDebit.CREDIT and tx.return_reason is not None:
+                returned[tx.end_to_end_id] += amount
+            elif entry.direction is CreditDebit.DEBIT:
+                obj = _debit(tx.end_to_end_id, amount, entry.currency, day)
+                name = obj.object_id
+                if name in debits:
+                    name = f"{name}/{entry.servicer_reference or len(debits)}"
+                debits[name] = obj._replace(object_id=name)
 
     def _charge(self, st: Statement, at: int, entry: Entry) -> None:
         self.tally.charges += entry.amount
@@ -184,6 +210,25 @@ class BankStatements:
                 end_to_end_id=charged.pop() if len(charged) == 1 else None,
             )
         )
+
+
+def _is_charge(entry: Entry) -> bool:
+    return entry.code is not None and entry.code.subfamily == CHARGES
+
+
+async def _reports(bank: Bank, kind: str) -> AsyncIterator[tuple[str, bytes]]:
+    """Each report of `kind` the bank has delivered: its id and its bytes."""
+    async for item in bank.listed("reports", kind=kind):
+        report_id = str(item["report_id"])
+        yield report_id, await bank.report(report_id)
+
+
+def _read(report_id: str, read: Callable[[bytes], _Report], data: bytes) -> _Report:
+    """One report read whole, or StatementUnreadable naming it."""
+    try:
+        return read(data)
+    except SepaFileError as e:
+        raise StatementUnreadable(None, f"{report_id}: {e.reason}") from e
 
 
 def _debit(end_to_end_id: str, amount: int, currency: str, day: date) -> RailObject:
@@ -206,74 +251,6 @@ def _e2e(object_id: str) -> str:
 
 def _order(st: Statement) -> tuple[str, int, int, date]:
     return (st.account_iban, st.electronic_sequence or 0, st.legal_sequence or 0, st.closing.day)
-
-
-def _gaps_between(before: Statement, after: Statement) -> list[Break]:
-    found = []
-    if (
-        before.electronic_sequence is not None
-        and after.electronic_sequence is not None
-        and after.electronic_sequence != before.electronic_sequence + 1
-    ):
-        found.append(
-            _statement_break(
-                BreakType.STATEMENT_GAP,
-                after,
-                "electronic_sequence",
-                after.electronic_sequence - before.electronic_sequence - 1,
-                expected=before.electronic_sequence + 1,
-                actual=after.electronic_sequence,
-            )
-        )
-    restarted = after.closing.day.year > before.closing.day.year and after.legal_sequence == 1
-    if (
-        before.legal_sequence is not None
-        and after.legal_sequence is not None
-        and after.legal_sequence != before.legal_sequence + 1
-        and not restarted
-    ):
-        found.append(
-            _statement_break(
-                BreakType.STATEMENT_GAP,
-                after,
-                "legal_sequence",
-                after.legal_sequence - before.legal_sequence - 1,
-                expected=before.legal_sequence + 1,
-                actual=after.legal_sequence,
-            )
-        )
-    if after.opening.signed != before.closing.signed:
-        found.append(
-            _statement_break(
-                BreakType.STATEMENT_GAP,
-                after,
-                "opening",
-                after.opening.signed - before.closing.signed,
-                expected=before.closing.signed,
-                actual=after.opening.signed,
-            )
-        )
-    return found
-
-
-def _statement_break(
-    kind: BreakType,
-    st: Statement,
-    field_name: str,
-    difference: int,
-    expected: int | None = None,
-    actual: int | None = None,
-) -> Break:
-    return Break(
-        kind,
-        None,
-        f"statement:{st.account_iban}:{st.statement_id}",
-        field_name,
-        expected,
-        actual,
-        difference,
-        None if field_name.endswith("sequence") else st.currency,
-    )
 
 
 def _balances(st: Statement) -> dict[str, object]:

@@ -15,7 +15,10 @@ its money state must be one the status allows (`AGREES`), and for a transfer the
 reversed must equal the ledger's.
 Objects no settlement explains are unknown_at_rail. A missing object or a status drift of a
 settlement handed to the rail less than the grace period ago is `pending`, not a break; the
-rail never changes amounts, so every other finding is a break at once.
+rail never changes amounts, so every other finding is a break at once. Where the rail's
+records run to a business day (`booked_through`, a bank's last statement or notification)
+and the settlement has a day it is due to be booked (`due_on`, its bank file's execution
+date), a missing object is also pending while that day is after the records' last one.
 
 The caller passes every settlement the rail objects name (and fetches by id every object a
 reference names): an object whose settlement was left out would read as unknown.
@@ -24,6 +27,7 @@ reference names): an object whose settlement was left out would read as unknown.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import date
 from typing import TypeVar
 
 from services.domain.breaks import (
@@ -68,6 +72,7 @@ SENT: frozenset[SettlementStatus] = frozenset(
 )
 # The findings a settlement can grow out of while the rail catches up.
 _MAY_BE_EARLY = frozenset({BreakType.MISSING_AT_RAIL, BreakType.STATUS_DRIFT})
+_MISSING = BreakType.MISSING_AT_RAIL
 _Item = TypeVar("_Item", LedgerRecord, RailObject)
 
 
@@ -77,6 +82,7 @@ def compare(
     now: int,
     grace: int = DEFAULT_GRACE_SECONDS,
     ages: tuple[int, ...] = DEFAULT_RECHECK_AGES,
+    booked_through: date | None = None,
 ) -> Report:
     """The breaks and pending items of `ledger` against `rail` at `now`, in a stable order.
 
@@ -96,7 +102,7 @@ def compare(
         own = _objects_of(record, by_id, named)
         explained.update(o.object_id for o in own)
         for found in _settlement_breaks(record, own):
-            early = _early(record, found, now, grace, ages)
+            early = _early(record, found, now, grace, ages, booked_through)
             if early is None:
                 breaks.append(found)
             else:
@@ -119,13 +125,21 @@ def _one_each(items: Iterable[_Item], id_field: str) -> list[_Item]:
 
 
 def _early(
-    record: LedgerRecord, found: Break, now: int, grace: int, ages: tuple[int, ...]
+    record: LedgerRecord,
+    found: Break,
+    now: int,
+    grace: int,
+    ages: tuple[int, ...],
+    booked_through: date | None,
 ) -> Pending | None:
-    """The pending item `found` still is, if the settlement is inside its grace period."""
+    """The pending item `found` still is, if the settlement is inside its grace period (or,
+    missing from dated records, not due by their last day)."""
     if found.break_type not in _MAY_BE_EARLY or record.sent_at is None:
         return None
     age = now - record.sent_at
-    if not is_pending(age, grace):
+    due = record.due_on
+    not_due = due is not None and booked_through is not None and due > booked_through
+    if not (is_pending(age, grace) or (not_due and found.break_type is _MISSING)):
         return None
     return Pending(
         record.settlement_id, found.rail_object_id, found.break_type, age, age_bucket(age, ages)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
 import asyncpg
 
@@ -59,6 +59,7 @@ class _Pass:
     page_size: int  # settlements compared at a time
     grace: int  # seconds an item handed to the rail may lag before it is a break
     healer: Healer | None  # None: a read-only run
+    booked_through: date | None  # the last business day the rail's records cover, if dated
     settlements: int = 0  # settlements read
     sent_in_window: int = 0  # of them, handed to the rail inside the window
 
@@ -73,10 +74,12 @@ async def reconcile(
     page_size: int = ledger_source.PAGE_SIZE,
     heal: bool = True,
     by_id: ById | None = None,
+    booked_through: date | None = None,
 ) -> Outcome:
     """Run one reconciliation over `window` (or, given `by_id`, of those items only),
     `page_size` settlements at a time, recorded in the store, healing the drifts the rail
-    proves unless `heal` is False; its outcome."""
+    proves unless `heal` is False; its outcome. Given `booked_through`, the last business day
+    dated records cover (a bank's statements), a transfer due after that day is pending."""
     started = clock()
     run_id = await store.start_run(pool, window.kind, window.start, window.end, started)
     outcome = Outcome(run_id, window, RunStatus.RUNNING)
@@ -84,7 +87,9 @@ async def reconcile(
     live = rail if isinstance(rail, RailSource) else None
     healer = Healer(pool, live, clock, outcome.paid_after) if heal and live is not None else None
     staged = Staging(pool, run_id, rail.rails)
-    state = _Pass(started, int(started.timestamp()), staged, page_size, grace, healer)
+    state = _Pass(
+        started, int(started.timestamp()), staged, page_size, grace, healer, booked_through
+    )
     try:
         await staged.clear_abandoned(started)
         if by_id is None:
@@ -212,7 +217,7 @@ async def _compare(
 ) -> None:
     """Compare settlements with the objects they own (and any others given), store the
     breaks, and heal the drifts of those that agree with the rail now."""
-    report = compare(records, objects, state.now, state.grace)
+    report = compare(records, objects, state.now, state.grace, booked_through=state.booked_through)
     await _store(pool, outcome, state, report)
     if state.healer is not None:
         outcome.healed += await state.healer.caught_up(records, report)

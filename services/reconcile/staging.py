@@ -68,8 +68,8 @@ _COLUMNS = (
 )
 _OBJECT = """st.object_id, st.kind, st.amount, st.amount_reversed, st.currency, st.destination,
        st.status, st.created, st.settlement_id"""
-# $1 run, [$2, $3) the window, $4 the rails whose settlements the run reads. sent_at as
-# ledger_source reads it.
+# $1 run, [$2, $3) the window, $4 the rails whose settlements the run reads. sent_at and
+# due_on as ledger_source reads them.
 # Settlements changed since $2 (`updated_at >= $2`): each change writes a transition stamped
 # as `updated_at`, and their index (0011) reads the window's rows, not every settlement.
 _WINDOW = """
@@ -94,7 +94,10 @@ SELECT w.id, w.tenant, w.amount, w.currency, w.destination, w.status, w.rail_ref
        sent.sent_at, own.object_id AS o_id, own.kind AS o_kind, own.amount AS o_amount,
        own.amount_reversed AS o_reversed, own.currency AS o_currency,
        own.destination AS o_destination, own.status AS o_status, own.created AS o_created,
-       own.settlement_id AS o_settlement_id, w.amount_reversed
+       own.settlement_id AS o_settlement_id, w.amount_reversed,
+       (SELECT f.execution_date FROM rail_instructions AS i JOIN bank_files AS f
+            ON f.msg_id = i.bank_file
+         WHERE i.settlement_id = w.id) AS due_on
   FROM w LEFT JOIN sent ON sent.settlement_id = w.id LEFT JOIN own ON own.owner = w.id
  ORDER BY w.id, own.seq
 """

@@ -22,8 +22,8 @@ SELECT r.settlement_id, r.destination, r.amount, r.currency, s.payee, s.referenc
 
 STORE_FILE = """
 INSERT INTO bank_files (msg_id, rail, content, sha256, transactions, control_sum, status,
-                        built_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'built', $7, $7)
+                        built_at, updated_at, execution_date)
+VALUES ($1, $2, $3, $4, $5, $6, 'built', $7, $7, $8)
 """
 
 # The claim of pass 1, for a file: a new fence, and a lease that the file's own lease governs

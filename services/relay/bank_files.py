@@ -152,6 +152,7 @@ class FileDispatcher:
             len(rows),
             total,
             utc_now(),
+            day,
         )
         sids = [row["settlement_id"] for row in rows]
         await conn.fetch(sql.PUT_IN_FILE, sids, built.msg_id, self.worker)

@@ -150,6 +150,7 @@ async def test_amount_is_bigint_minor_units(db: asyncpg.Connection) -> None:
         "reconciliation_balances",
     }
     money_tables.add("reconciliation_rail_staging")  # the rail's amounts, staged for a run
+    money_tables.add("rail_charges")  # what the rails charged settle
     assert {r["table_name"] for r in types} == money_tables
 
 

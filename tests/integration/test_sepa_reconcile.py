@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from services.domain.sepa import end_to_end_id
 from services.inbox.bank_poller import BankReportPoller
 from services.inbox.metrics import create_metrics as inbox_metrics
 from services.inbox.worker import InboxWorker, RetryPolicy
+from services.reconcile import ledger_source
 from services.reconcile.bank_run import reconcile_bank
 from services.reconcile.bank_source import BankStatements
 from services.relay.bank_files import FileDispatcher, FilePolicy
@@ -63,16 +64,16 @@ def bank_url(tmp_path: Path) -> AsyncIterator[str]:
         yield url
 
 
-async def pay_and_apply(pool: asyncpg.Pool, bank: Bank, references: list[str]) -> list[str]:
-    """Settlements paid through the bank, its reports applied; their ids."""
+async def pay_and_apply(
+    pool: asyncpg.Pool, bank: Bank, references: list[str], policy: FilePolicy = FilePolicy(DEBTOR)
+) -> list[str]:
+    """Settlements paid through the bank in one file; their ids."""
 
     async def bank_time() -> datetime:
         return (await bank.clock()).time
 
     sids = await accept(pool, references)
-    files = FileDispatcher(
-        pool, bank, create_metrics(), unique("w"), FilePolicy(DEBTOR), bank_time, FAST
-    )
+    files = FileDispatcher(pool, bank, create_metrics(), unique("w"), policy, bank_time, FAST)
     assert await files.build() is not None
     assert await files.upload_due() == 1
     return sids
@@ -146,6 +147,39 @@ async def test_the_statements_agree_then_a_foreign_debit_a_second_file_and_a_gap
     finally:
         await control.aclose()
         await bank.aclose()
+
+
+async def test_a_transfer_due_after_the_last_statement_is_pending_then_agrees(
+    infra: Servers, bank_url: str
+) -> None:
+    async with scratch_database(infra.database_url, "settle_bankdue_") as url:
+        pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
+        bank = Bank(bank_url, timeout=5.0)
+        control = httpx.AsyncClient(base_url=bank_url)
+        try:
+            await pay_and_apply(pool, bank, [unique("p-")])  # paid on Tuesday
+            await control.post("/_control/advance", json={"days": 1})  # Tuesday's statement
+            await catch_up(pool, bank)
+            past_cutoff = FilePolicy(DEBTOR, cutoff=time(0, 0))  # due the next business day
+            (sid,) = await pay_and_apply(pool, bank, [unique("p-")], past_cutoff)
+            (record,) = await ledger_source.by_ids(pool, [sid], ("sepa",))
+            assert record.due_on == date(2026, 12, 3)
+
+            # Sent past any grace period (0), but due after Tuesday, the last statement's day.
+            early = await reconcile_bank(pool, await BankStatements.from_bank(bank), grace=0)
+            assert early.open_breaks == 0, early.report()
+            assert [(p.settlement_id, p.would_be) for p in early.pending] == [
+                (sid, BreakType.MISSING_AT_RAIL)
+            ]
+
+            await control.post("/_control/advance", json={"days": 2})  # booked on Thursday
+            await catch_up(pool, bank)
+            booked = await reconcile_bank(pool, await BankStatements.from_bank(bank), grace=0)
+            assert (booked.open_breaks, booked.pending) == (0, []), booked.report()
+        finally:
+            await control.aclose()
+            await bank.aclose()
+            await pool.close()
 
 
 def reconcile_file(database: str) -> dict[str, Any]:

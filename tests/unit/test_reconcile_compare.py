@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 
 from services.domain.breaks import BreakType
@@ -176,6 +178,17 @@ def test_inside_the_grace_period_a_missing_object_or_a_lagging_status_is_pending
         (sid(2), "tr_2", T.STATUS_DRIFT, GRACE - 1),
     ]
     assert {p.bucket for p in report.pending} == {"T+0s"}
+
+
+def test_a_bank_transfer_missing_from_the_statements_is_pending_until_its_booking_day() -> None:
+    # Sent long ago (past any grace period): only its booking day decides.
+    due = [settled(n, S.SUBMITTED)._replace(due_on=date(2026, 3, n)) for n in (2, 3, 4)]
+    report = compare(due, [], NOW, grace=GRACE, booked_through=date(2026, 3, 3))
+    assert [b.settlement_id for b in report.breaks] == [sid(2), sid(3)]
+    assert {b.break_type for b in report.breaks} == {T.MISSING_AT_RAIL}
+    assert [(p.settlement_id, p.would_be) for p in report.pending] == [(sid(4), T.MISSING_AT_RAIL)]
+    # Records that run to no day (a rail's API) leave the grace period in charge.
+    assert len(compare(due, [], NOW, grace=GRACE).breaks) == 3
 
 
 def test_at_the_end_of_the_grace_period_the_same_items_are_breaks() -> None:

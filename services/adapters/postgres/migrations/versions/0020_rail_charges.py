@@ -1,4 +1,5 @@
-"""What the rails charged settle, each charge booked once.
+"""What the rails charged settle, each charge booked once; the day a payment file asks the
+bank to book its transfers.
 
 `rail_charges` keeps each charge a rail took from settle's own account (a bank's fee entry on
 its statement) under the rail's own reference for it, with the journal entry that booked it
@@ -6,7 +7,13 @@ from the platform's funding to its `rail_fees` account. The reference's primary 
 books a charge once, however many times the statement that shows it is read. The charged
 transfer's EndToEndId is kept where the rail names it, for the lineage.
 
-A new table; the downgrade drops it (the journal entries it names stay, balanced).
+`bank_files.execution_date` is the file's requested execution date: the business day the bank
+is expected to book its transfers, before which reconciliation calls a transfer not yet on a
+statement pending, not missing. Files built before this have none (they fall back on the
+grace period).
+
+A new table and a nullable column without default, whose brief lock reads no row; the
+downgrade drops both (the journal entries the table names stay, balanced).
 
 Revision ID: 0020
 Revises: 0019
@@ -40,7 +47,9 @@ def upgrade() -> None:
         )
         """
     )
+    op.execute("ALTER TABLE bank_files ADD COLUMN execution_date date")
 
 
 def downgrade() -> None:
+    op.execute("ALTER TABLE bank_files DROP COLUMN execution_date")
     op.execute("DROP TABLE rail_charges")
