@@ -1,7 +1,8 @@
 """`settle reconcile --rail sepa [--statement FILE]`: the SEPA rail's bank account against the
 ledger: every camt.053 statement the bank has delivered (and its camt.054 notifications of the
-days past the last statement), or one camt.053 file (001.02 or 001.08) from anywhere. Its JSON says, per source, how many statements, entries and
-transactions it read, the charges, and the balances it found."""
+days past the last statement), or one camt.053 file (001.02 or 001.08) from anywhere. Its JSON
+says, per source, how many statements, notifications, entries and transactions it read, the
+charges (and how many this run booked), and the balances it found."""
 
 from __future__ import annotations
 

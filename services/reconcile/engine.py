@@ -96,18 +96,7 @@ async def reconcile(
             try:
                 await staged.list_in(rail.pages(*window.seconds()))
             except (ReconcileError, RailReadError) as e:
-                outcome.error = str(e)
-                await store.record_source(
-                    pool,
-                    run_id,
-                    rail.source,
-                    read_at=clock(),
-                    rows=0,
-                    data_expected=True,
-                    error=str(e),
-                )
-                outcome.status = await store.finish_run(pool, run_id, clock())
-                return outcome
+                return await _unlisted(pool, rail, outcome, str(e), clock)
         rail_read_at = clock()
         try:
             if by_id is None:
@@ -127,6 +116,24 @@ async def reconcile(
         await staged.drop()
     outcome.status = await store.finish_run(pool, run_id, clock())
     outcome.stored = await store.break_statuses(pool, [store.stored_key(b) for b in outcome.breaks])
+    return outcome
+
+
+async def _unlisted(
+    pool: asyncpg.Pool, rail: RailReader, outcome: Outcome, error: str, clock: Clock
+) -> Outcome:
+    """The run ended at its listing: the source recorded with why, the run finished."""
+    outcome.error = error
+    await store.record_source(
+        pool,
+        outcome.run_id,
+        rail.source,
+        read_at=clock(),
+        rows=0,
+        data_expected=True,
+        error=error,
+    )
+    outcome.status = await store.finish_run(pool, outcome.run_id, clock())
     return outcome
 
 

@@ -9,6 +9,10 @@ else: no leases burnt on calls bound to fail, no retry budget spent, no connecti
     half-open   after the cool-down one round of calls goes out: an answer closes the
                 breaker, a failure opens it again for twice as long (up to `max_cooldown`)
 
+A failure that comes back while the breaker is open belongs to a call sent before it opened
+(many are in flight at once): the run that opened it counted it already, so it neither opens
+it again nor lengthens the wait.
+
 Each dispatcher has its own breaker, so one rail down never slows another rail.
 """
 
@@ -55,6 +59,8 @@ class CircuitBreaker:
             self._failures, self._open_until = 0, None
             self._cooldown = self.policy.cooldown
             return
+        if self.is_open:
+            return  # a call sent before the breaker opened
         self._failures += 1
         half_open = self._open_until is not None
         if half_open or self._failures >= self.policy.threshold:

@@ -42,6 +42,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.money]
 
 FAST = DispatchPolicy(backoff_base=0.0, lease_seconds=30.0, call_seconds=5.0)
 DEBTOR = Debtor("settle platform", "DE89370400440532013000")
+POLICY = FilePolicy(DEBTOR)
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "sepa" / "camt.053.001.02.xml"
 
 
@@ -65,7 +66,7 @@ def bank_url(tmp_path: Path) -> AsyncIterator[str]:
 
 
 async def pay_and_apply(
-    pool: asyncpg.Pool, bank: Bank, references: list[str], policy: FilePolicy = FilePolicy(DEBTOR)
+    pool: asyncpg.Pool, bank: Bank, references: list[str], policy: FilePolicy = POLICY
 ) -> list[str]:
     """Settlements paid through the bank in one file; their ids."""
 

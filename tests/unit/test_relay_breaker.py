@@ -53,3 +53,14 @@ def test_it_half_opens_after_the_cooldown_and_backs_off_while_the_rail_stays_dow
     for _ in range(2):
         b.record(RailOutcome.RETRYABLE)
     assert not b.is_open  # closed again: a fresh run of three is needed
+
+
+def test_failures_of_calls_sent_before_it_opened_do_not_lengthen_the_wait() -> None:
+    b, clock = breaker()
+    for _ in range(3 + 4):  # seven calls in flight at once, all failing
+        b.record(RailOutcome.AMBIGUOUS)
+    clock.now = 2.0
+    assert not b.is_open  # the first cool-down, not a doubled one per late failure
+    b.record(RailOutcome.RETRYABLE)  # the half-open round fails: now it doubles
+    clock.now = 5.9
+    assert b.is_open
