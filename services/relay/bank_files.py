@@ -95,6 +95,7 @@ class FileDispatcher:
 
     async def tick(self) -> int:
         """Build a file of what is due, then upload what waits; the files uploaded."""
+        self.counts.breaker_open.set(int(self.breaker.is_open))
         if self.breaker.is_open:
             return 0
         await self.build()

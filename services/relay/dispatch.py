@@ -146,6 +146,7 @@ class Dispatcher:
         p = self.policy
         async with self.pool.acquire() as conn:
             await conn.fetchval(sql.END_STALLED_RELAY_SESSIONS, p.lease_seconds)
+        self.counts.breaker_open.set(int(self.breaker.is_open))
         if self.breaker.is_open:
             return 0
         lease = LeaseClock(p.lease_seconds, p.call_seconds)

@@ -35,6 +35,7 @@ class RelayMetrics:
     rail_seconds: Histogram  # settle_relay_rail_call_seconds{rail}: one rail call
     in_flight: Gauge  # settle_relay_in_flight{rail}: instructions `processing` within lease
     stuck: Gauge  # settle_relay_stuck{rail}: instructions `processing` past their lease
+    breaker_open: Gauge  # settle_relay_breaker_open{rail}: 1 while the rail's breaker is open
     reclaims: Counter  # settle_relay_reclaims_total{rail}: leases taken over by pass 2
     fence_rejections: Counter  # settle_relay_fence_rejections_total{rail}: stale writes refused
     lookups: Counter  # settle_relay_lookups_total{rail,found}: rail searched before a re-issue
@@ -55,6 +56,7 @@ class RelayMetrics:
             rail_seconds=self.rail_seconds.labels(rail=rail),
             in_flight=self.in_flight.labels(rail=rail),
             stuck=self.stuck.labels(rail=rail),
+            breaker_open=self.breaker_open.labels(rail=rail),
             reclaims=self.reclaims.labels(rail=rail),
             fence_rejections=self.fence_rejections.labels(rail=rail),
         )
@@ -70,6 +72,7 @@ class RailMetrics:
     rail_seconds: Histogram
     in_flight: Gauge
     stuck: Gauge
+    breaker_open: Gauge
     reclaims: Counter
     fence_rejections: Counter
 
@@ -145,6 +148,12 @@ def _rail_families(r: CollectorRegistry) -> dict[str, Any]:
         "stuck": Gauge(
             "settle_relay_stuck",
             "Rail instructions processing past their lease.",
+            ["rail"],
+            registry=r,
+        ),
+        "breaker_open": Gauge(
+            "settle_relay_breaker_open",
+            "1 while the rail's circuit breaker holds its claims back, else 0.",
             ["rail"],
             registry=r,
         ),

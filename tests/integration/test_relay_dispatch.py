@@ -17,6 +17,7 @@ from services.domain.rail import RailInstruction, RailOutcome, RailResult
 from services.domain.settlement import SettlementStatus
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
+from services.relay.breaker import BreakerPolicy, CircuitBreaker
 from services.relay.dispatch import Dispatcher
 from services.relay.lease import LeaseClock
 from services.relay.metrics import create_metrics
@@ -356,3 +357,25 @@ async def test_the_rail_answer_recorded_after_a_webhook_moved_on_keeps_the_statu
         reference,
     )
     assert await net(pool, sid) == {"funding": -700, "paid_out": 700}
+
+
+async def test_a_rail_that_stops_answering_holds_back_its_own_claims_and_no_others(
+    pool: asyncpg.Pool,
+) -> None:
+    metrics = create_metrics()
+    down = ScriptedRail([RailOutcome.RETRYABLE, RailOutcome.AMBIGUOUS, RailOutcome.RETRYABLE])
+    breaker = CircuitBreaker(BreakerPolicy(threshold=3, cooldown=60.0))
+    held = Dispatcher(pool, down, metrics, unique("w"), True, FAST, breaker=breaker)
+    sids = [await accept(pool) for _ in range(5)]
+    await held.dispatch_many(sids[:3])  # three calls the rail did not answer for itself
+    assert breaker.is_open
+    await held.dispatch(sids[3])
+    assert await held.sweep() == 0
+    assert down.sends == 3  # nothing claimed while open: no lease burnt, no budget spent
+    assert (await state(pool, sids[3]))[:2] == ("accepted", "pending")
+    gauge = metrics.registry.get_sample_value
+    assert gauge("settle_relay_breaker_open", {"rail": "sim"}) == 1
+    # Another dispatcher has a breaker of its own, closed: it goes on paying.
+    answering = ScriptedRail([])
+    await dispatcher(pool, answering).dispatch(sids[4])
+    assert (await state(pool, sids[4]))[:2] == ("submitted", "transferred")
