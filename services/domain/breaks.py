@@ -70,9 +70,22 @@ TRANSITIONS: Mapping[BreakStatus, frozenset[BreakStatus]] = {
     _B.RESOLVED: frozenset(),
 }
 
-# Only a status the rail proves can be healed, and a statement gap the missing statement
-# fills; every other break waits for an operator.
-HEALABLE: frozenset[BreakType] = frozenset({BreakType.STATUS_DRIFT, BreakType.STATEMENT_GAP})
+# A status the rail proves is healed by applying the proof (through the inbox's rules).
+PROVEN_BY_THE_RAIL: frozenset[BreakType] = frozenset({BreakType.STATUS_DRIFT})
+# What the evidence can resolve, and so may end healed: a drift the rail proves, a statement
+# gap the missing statement fills, and a break a later comparison no longer finds (the
+# object appeared, the unknown object was claimed, the reversals caught up). The rest (a
+# duplicate, a currency or destination the rail will never change, a balance) waits for an
+# operator.
+HEALABLE: frozenset[BreakType] = frozenset(
+    {
+        BreakType.STATUS_DRIFT,
+        BreakType.STATEMENT_GAP,
+        BreakType.MISSING_AT_RAIL,
+        BreakType.UNKNOWN_AT_RAIL,
+        BreakType.AMOUNT_MISMATCH,
+    }
+)
 
 SECONDS_PER_UNIT: Mapping[str, int] = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DEFAULT_RECHECK_AGES: tuple[int, ...] = (3600, 86400, 7 * 86400, 30 * 86400)

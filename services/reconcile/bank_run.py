@@ -6,9 +6,10 @@ bank is not due to book before a day no statement has closed yet is pending, not
 Each charge on the statements is booked to the platform's rail fees account, once.
 A gap found is stored as a `statement_gap` break; one stored before that the statements now
 read no longer show (the missing statement arrived) is healed, audited as the reconciler's.
-Nothing else is healed here: the bank's reports are applied by the inbox as they arrive, and
-a status the statements prove but the ledger lacks stays a break for the inbox or an
-operator.
+A break the statements no longer show (the debit appeared, the return was booked) is healed
+as in any run; nothing is applied to the ledger here: the bank's reports are applied by the
+inbox as they arrive, and a status the statements prove but the ledger lacks stays a break
+until the inbox applies it or an operator resolves it.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ async def reconcile_bank(
         statements,
         statements.window(clock()),
         grace=grace,
-        heal=False,
         booked_through=statements.booked_through(),
     )
     if outcome.error is not None:

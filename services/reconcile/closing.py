@@ -14,7 +14,7 @@ from datetime import datetime
 import asyncpg
 
 from services.adapters.postgres.store_errors import unavailable_when_down
-from services.domain.breaks import BreakStatus, BreakType, transition
+from services.domain.breaks import HEALABLE, BreakStatus, BreakType, transition
 from services.reconcile.errors import BreakChanged, BreakNotFound
 from services.reconcile.store import BREAK_COLUMNS, StoredBreak, stored_break
 
@@ -38,12 +38,17 @@ WITH closed AS (
 SELECT {BREAK_COLUMNS} FROM closed
 """
 ACTIONS = {BreakStatus.HEALED: "break.heal", BreakStatus.RESOLVED: "break.resolve"}
-# The open drifts of settlements that agree with the rail now, healed and audited at once.
-HEAL_CAUGHT_UP = """
+# The open breaks of the settlements and objects a run compared that it no longer finds,
+# healed and audited at once: of the types the evidence can resolve, and not among the keys
+# the run still found (or still waits on).
+HEAL_AGREEING = """
 WITH closed AS (
     UPDATE reconciliation_breaks
        SET status = $3, resolved_at = $4, resolved_by = $5, resolution_reason = $6
-     WHERE settlement_id = ANY($1::uuid[]) AND break_type = $7 AND status = $2
+     WHERE status = $2 AND break_type = ANY($7::text[])
+       AND (settlement_id = ANY($1::uuid[])
+            OR (settlement_id IS NULL AND rail_object_id = ANY($9::text[])))
+       AND break_key <> ALL($10::text[])
     RETURNING id, break_type, break_key, status, resolution_reason
 ), audit AS (
     INSERT INTO operator_actions (actor, action, target, detail, before, after, occurred_at)
@@ -56,7 +61,7 @@ WITH closed AS (
 )
 SELECT count(*) FROM closed
 """
-CAUGHT_UP = "the ledger agrees with the rail now: the rail's own webhook was applied late"
+AGREEING = "a later run found the ledger and the rail agreeing: the discrepancy is gone"
 
 
 async def close_break(
@@ -96,26 +101,32 @@ async def close_break(
     return stored_break(closed)
 
 
-async def heal_caught_up(
+async def heal_agreeing(
     conn: asyncpg.Connection | asyncpg.Pool,
     settlement_ids: Sequence[str],
+    object_ids: Sequence[str],
+    still: Sequence[str],
     *,
     actor: str,
     now: datetime,
 ) -> int:
-    """Heal, audited, the open status drifts of these settlements, each of which a run found
-    agreeing with the rail (a late webhook brought the ledger to it); how many were healed."""
-    step = transition(BreakType.STATUS_DRIFT, BreakStatus.OPEN, BreakStatus.HEALED, CAUGHT_UP)
-    with unavailable_when_down("PostgreSQL is unreachable; no drift was closed"):
+    """Heal, audited, the open breaks of these settlements (and of these objects no
+    settlement claims) whose keys are not among `still` (stored keys a run found, or waits
+    on): the run compared them and the discrepancy is gone; how many were healed."""
+    kinds = sorted(t.value for t in HEALABLE)
+    step = transition(BreakType.STATUS_DRIFT, BreakStatus.OPEN, BreakStatus.HEALED, AGREEING)
+    with unavailable_when_down("PostgreSQL is unreachable; no break was closed"):
         healed = await conn.fetchval(
-            HEAL_CAUGHT_UP,
+            HEAL_AGREEING,
             list(settlement_ids),
             step.source.value,
             step.target.value,
             now,
             actor,
             step.reason,
-            BreakType.STATUS_DRIFT.value,
+            kinds,
             ACTIONS[step.target],
+            list(object_ids),
+            list(still),
         )
     return int(healed)

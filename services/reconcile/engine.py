@@ -6,8 +6,8 @@
        a time: the run never holds the rail in memory
     3. page the ledger's settlements alive in the window by id, each with the staged objects
        it owns (joined in SQL); per page, retrieve by id (and stage) any object a reference
-       names that is not staged, compare the page with its objects, store its breaks (a
-       break seen before is seen again, not added)
+       names that is not staged, compare the page with its objects, store its breaks (an
+       open break seen again is seen again, not added; after it closed, a new one is opened)
     4. page the staged objects no window settlement owns: those naming no settlement are
        unknown_at_rail; the others are compared with the settlements they name, read by id
     5. the nostro view (nostro_pass.py): the rail's balance read and recorded, its movement
@@ -17,6 +17,10 @@
 A re-check (`ById`) reads instead the named objects and settlements by id, a bounded set, and
 compares them as in 4; it judges no balance. Each page's status drifts that the rail proves
 are healed as they are stored (`heal.Healer`, unless the run is read-only or reads a file).
+Unless the run is read-only, each page also heals the open breaks of the settlements and
+objects it compared that it no longer finds (of the types the evidence can resolve, and not
+of a settlement still pending): a missing object that appeared, an unknown one a settlement
+now claims, reversals that caught up, a drift a late webhook mended.
 
 A rail that cannot be read records its error and the run ends `failed`: never a clean run.
 The rail is also unreadable when it lists nothing though the ledger sent money in the window:
@@ -38,10 +42,10 @@ from services.domain.breaks import DEFAULT_GRACE_SECONDS
 from services.domain.rail import RailReadError, RailUnreadable
 from services.domain.reconciliation import LedgerRecord, RailObject, Report, RunStatus
 from services.platform.clock import Clock, utc_now
-from services.reconcile import ledger_source, nostro_pass, store
+from services.reconcile import closing, ledger_source, nostro_pass, store
 from services.reconcile.compare import SENT, compare
 from services.reconcile.errors import ReconcileError
-from services.reconcile.heal import Healer
+from services.reconcile.heal import ACTOR, Healer
 from services.reconcile.outcome import ById, Outcome
 from services.reconcile.staging import Staging
 from services.reconcile.windows import Window
@@ -54,14 +58,20 @@ class _Pass:
     """One run's reading, carried from page to page."""
 
     seen_at: datetime  # when the run started: the breaks' last_seen
-    now: int  # the same, in Unix seconds, for grace periods
     staged: Staging  # the rail's objects: listed, then retrieved
     page_size: int  # settlements compared at a time
     grace: int  # seconds an item handed to the rail may lag before it is a break
-    healer: Healer | None  # None: a read-only run
+    healer: Healer | None  # None: a read-only run, or a source that is no live proof
+    closes: bool  # whether breaks the evidence no longer shows are healed (not read-only)
+    clock: Clock  # the time breaks are healed at
     booked_through: date | None  # the last business day the rail's records cover, if dated
     settlements: int = 0  # settlements read
     sent_in_window: int = 0  # of them, handed to the rail inside the window
+
+    @property
+    def now(self) -> int:
+        """When the run started, in Unix seconds, for grace periods."""
+        return int(self.seen_at.timestamp())
 
 
 async def reconcile(
@@ -87,9 +97,7 @@ async def reconcile(
     live = rail if isinstance(rail, RailSource) else None
     healer = Healer(pool, live, clock, outcome.paid_after) if heal and live is not None else None
     staged = Staging(pool, run_id, rail.rails)
-    state = _Pass(
-        started, int(started.timestamp()), staged, page_size, grace, healer, booked_through
-    )
+    state = _Pass(started, staged, page_size, grace, healer, heal, clock, booked_through)
     try:
         await staged.clear_abandoned(started)
         if by_id is None:
@@ -223,11 +231,20 @@ async def _compare(
     objects: Iterable[RailObject],
 ) -> None:
     """Compare settlements with the objects they own (and any others given), store the
-    breaks, and heal the drifts of those that agree with the rail now."""
+    breaks, and heal the open ones of what was compared that the comparison no longer finds."""
+    objects = list(objects)
     report = compare(records, objects, state.now, state.grace, booked_through=state.booked_through)
     await _store(pool, outcome, state, report)
-    if state.healer is not None:
-        outcome.healed += await state.healer.caught_up(records, report)
+    if state.closes:
+        waiting = {p.settlement_id for p in report.pending}
+        outcome.healed += await closing.heal_agreeing(
+            pool,
+            [r.settlement_id for r in records if r.settlement_id not in waiting],
+            [o.object_id for o in objects],
+            [store.stored_key(b) for b in report.breaks],
+            actor=ACTOR,
+            now=state.clock(),
+        )
 
 
 async def _store(pool: asyncpg.Pool, outcome: Outcome, state: _Pass, report: Report) -> None:

@@ -16,8 +16,9 @@ the break open for an operator. A real webhook arriving later finds its change s
 answered as a duplicate, so nothing is booked twice.
 
 A drift can also end without a heal: the rail's own webhook, only late, was applied before
-the next run. Every run heals, audited, the open drifts of the settlements it found agreeing
-with the rail (`caught_up`), so a late webhook leaves no break open behind it.
+the next run. Every run that is not read-only heals, audited, the open breaks of what it
+compared and no longer finds (engine.py, `closing.heal_agreeing`), so a late webhook leaves
+no break open behind it.
 """
 
 from __future__ import annotations
@@ -31,14 +32,14 @@ from typing import Any, NamedTuple, Protocol
 import asyncpg
 
 from services.adapters.postgres.store_errors import retry_contended, unavailable_when_down
-from services.domain.breaks import BreakStatus, BreakType
+from services.domain.breaks import BreakStatus
 from services.domain.rail import RailReadError
-from services.domain.reconciliation import Break, LedgerRecord, Report
+from services.domain.reconciliation import Break
 from services.domain.settlement import DomainError
 from services.inbox.proven import apply_proven
 from services.platform.clock import Clock
 from services.platform.logs import about_settlement
-from services.reconcile import closing, proof
+from services.reconcile import proof
 from services.reconcile.closing import close_break
 from services.reconcile.errors import ReconcileError
 from services.reconcile.store import stored_key
@@ -171,16 +172,6 @@ class Healer:
                 self.paid_after.append(done.paid_after)
             healed += done.healed
         return healed
-
-    async def caught_up(self, records: Iterable[LedgerRecord], report: Report) -> int:
-        """Heal the open drifts of the compared settlements that agree with the rail now (no
-        drift, nothing pending): their late webhooks were applied; how many were healed."""
-        still = {b.settlement_id for b in report.breaks if b.break_type is BreakType.STATUS_DRIFT}
-        still |= {p.settlement_id for p in report.pending}
-        agreeing = [r.settlement_id for r in records if r.settlement_id not in still]
-        if not agreeing:
-            return 0
-        return await closing.heal_caught_up(self._pool, agreeing, actor=ACTOR, now=self._clock())
 
     async def _heal_one(
         self, item: Break, wire: Mapping[str, Any] | None, changed_at: int | None

@@ -31,6 +31,7 @@ BATCH = 500
 BREAKS = """
 SELECT id, break_key, settlement_id, rail_object_id, field, expected, actual
   FROM reconciliation_breaks WHERE id = ANY($1::bigint[]) OR break_key = ANY($2::text[])
+ ORDER BY id
 """
 SETTLEMENTS = """
 SELECT id, tenant, reference, status, version, amount, currency, destination, rail_reference,
@@ -125,6 +126,7 @@ async def _batch(
             await conn.fetch(INBOX, sids, objects),
         )
     wanted_ids = set(ids)
+    # By key, the latest break of the key (rows come by id): the one that is open now.
     return {
         (b["id"] if b["id"] in wanted_ids else b["break_key"]): _document(b, rows) for b in breaks
     }

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from services.adapters.stripe.wire import rail_object_of
-from services.domain.breaks import HEALABLE
+from services.domain.breaks import PROVEN_BY_THE_RAIL
 from services.domain.payout import PayoutMethod
 from services.domain.reconciliation import Break, MoneyState, money_state
 from services.domain.settlement import SettlementStatus
@@ -83,11 +83,11 @@ def agrees(status: SettlementStatus, wire: Mapping[str, Any]) -> bool:
 def healable(breaks: Iterable[Break]) -> list[Break]:
     """The status drifts among `breaks` that are their settlement's only break, in order."""
     found = list(breaks)
-    others = {b.settlement_id for b in found if b.break_type not in HEALABLE}
+    others = {b.settlement_id for b in found if b.break_type not in PROVEN_BY_THE_RAIL}
     return [
         b
         for b in found
-        if b.break_type in HEALABLE
+        if b.break_type in PROVEN_BY_THE_RAIL
         and b.settlement_id is not None
         and b.rail_object_id is not None
         and b.settlement_id not in others

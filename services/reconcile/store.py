@@ -1,12 +1,14 @@
 """Reconciliation's records in PostgreSQL: runs with the evidence of each source, and breaks
-kept once each across runs (migration 0004).
+kept across runs (migrations 0004 and 0021).
 
 A run is started, each source it reads is recorded (when, how many rows, or why not), and it
 is finished: `completed` only if at least one source was read and none failed, else `failed`;
-the database holds a finished run's record final. A break's identity is `break_key` (the
-same tuple the report sorts by, as JSON text): a page of breaks is stored by one statement
-that inserts the new ones and moves `last_seen` of the known ones, never their status, so a
-healed or resolved break is not reopened. PostgreSQL out of reach raises StoreUnavailable.
+the database holds a finished run's record final. A break's key is `break_key` (the same
+tuple the report sorts by, as JSON text), and a break is one discrepancy at one time: a
+page of breaks is stored by one statement that moves `last_seen` of the open break of each
+key, and opens a new break, linked to the last one, for a key whose breaks are all closed
+(see UPSERT_BREAKS). A closed break is never reopened. PostgreSQL out of reach raises
+StoreUnavailable.
 """
 
 from __future__ import annotations
@@ -54,34 +56,55 @@ RETURNING r.status
 LAST_COMPLETED = """
 SELECT max(window_end) FROM reconciliation_runs WHERE kind = $1 AND status = 'completed'
 """
-# DISTINCT ON: a key twice in one page would be "a row affected twice"; ORDER BY: concurrent
-# pages lock the keys they share in one order, so they queue instead of deadlocking.
-# xmax = 0 only on a row this statement inserted (an updated row carries our transaction id).
+# A break is one discrepancy at one time. Per key (`break_key`), at most one break is open:
+# seen again, it moves `last_seen` and shows what the rail says now. After the latest break
+# of a key closed, the same discrepancy is a new open break naming the closed one
+# (`previous_id`), except the very discrepancy an operator resolved (the same values), which
+# stays resolved and is only seen again. DISTINCT ON: a key twice in one page would be "a
+# row affected twice"; ORDER BY: concurrent pages lock the keys they share in one order, so
+# they queue instead of deadlocking. xmax = 0 only on a row this statement inserted.
 UPSERT_BREAKS = """
-INSERT INTO reconciliation_breaks AS k
-       (break_key, break_type, settlement_id, rail_object_id, field, currency, expected,
-        actual, reason, first_seen, last_seen, first_run_id, last_run_id)
-SELECT DISTINCT ON (b.break_key)
-       b.break_key, b.break_type, b.settlement_id, b.rail_object_id, b.field, b.currency,
-       b.expected, b.actual, b.reason, $2, $2, $1, $1
-  FROM unnest($3::break_row[]) AS b
- ORDER BY b.break_key
-    ON CONFLICT (break_key) DO UPDATE
-   SET last_seen = greatest(k.last_seen, excluded.last_seen),
-       last_run_id = CASE WHEN excluded.last_seen >= k.last_seen
-                          THEN excluded.last_run_id ELSE k.last_run_id END,
-       -- An open break shows what the rail says now; a closed one keeps what it was closed on.
-       expected = CASE WHEN k.status = 'open' THEN excluded.expected ELSE k.expected END,
-       actual = CASE WHEN k.status = 'open' THEN excluded.actual ELSE k.actual END,
-       reason = CASE WHEN k.status = 'open' THEN excluded.reason ELSE k.reason END
-RETURNING (xmax = 0) AS inserted
+WITH b AS (
+    SELECT DISTINCT ON (x.break_key) x.* FROM unnest($3::break_row[]) AS x ORDER BY x.break_key
+), latest AS (
+    SELECT DISTINCT ON (k.break_key) k.id, k.break_key, k.status, k.expected, k.actual
+      FROM reconciliation_breaks AS k JOIN b USING (break_key)
+     ORDER BY k.break_key, k.id DESC
+), accepted AS (
+    UPDATE reconciliation_breaks AS k
+       SET last_seen = greatest(k.last_seen, $2),
+           last_run_id = CASE WHEN $2 >= k.last_seen THEN $1 ELSE k.last_run_id END
+      FROM b JOIN latest AS l USING (break_key)
+     WHERE k.id = l.id AND l.status = 'resolved'
+       AND l.expected = b.expected AND l.actual = b.actual
+    RETURNING k.break_key
+), upserted AS (
+    INSERT INTO reconciliation_breaks AS k
+           (break_key, break_type, settlement_id, rail_object_id, field, currency, expected,
+            actual, reason, first_seen, last_seen, first_run_id, last_run_id, previous_id)
+    SELECT b.break_key, b.break_type, b.settlement_id, b.rail_object_id, b.field, b.currency,
+           b.expected, b.actual, b.reason, $2, $2, $1, $1,
+           CASE WHEN l.status <> 'open' THEN l.id END
+      FROM b LEFT JOIN latest AS l USING (break_key)
+     WHERE NOT EXISTS (SELECT FROM accepted AS a WHERE a.break_key = b.break_key)
+     ORDER BY b.break_key
+        ON CONFLICT (break_key) WHERE status = 'open' DO UPDATE
+       SET last_seen = greatest(k.last_seen, excluded.last_seen),
+           last_run_id = CASE WHEN excluded.last_seen >= k.last_seen
+                              THEN excluded.last_run_id ELSE k.last_run_id END,
+           expected = excluded.expected, actual = excluded.actual, reason = excluded.reason
+    RETURNING (xmax = 0) AS inserted
+)
+SELECT inserted FROM upserted UNION ALL SELECT false FROM accepted
 """
+# The latest break of each key: the one that says whether that discrepancy is open now.
 BREAK_STATUSES = """
-SELECT break_key, status FROM reconciliation_breaks WHERE break_key = ANY($1::text[])
+SELECT DISTINCT ON (break_key) break_key, status FROM reconciliation_breaks
+ WHERE break_key = ANY($1::text[]) ORDER BY break_key, id DESC
 """
 BREAK_COLUMNS = """id, break_key, break_type, settlement_id, rail_object_id, field, currency,
        expected, actual, reason, status, first_seen, last_seen, first_run_id, last_run_id,
-       resolved_at, resolved_by, resolution_reason"""
+       resolved_at, resolved_by, resolution_reason, previous_id"""
 OPEN_BREAKS = f"""
 SELECT {BREAK_COLUMNS} FROM reconciliation_breaks
  WHERE status = 'open' AND id > $1 ORDER BY id LIMIT $2
@@ -109,8 +132,8 @@ class BreakRow(NamedTuple):
 class Upserted(NamedTuple):
     """What one page of breaks did to the stored ones."""
 
-    opened: int  # breaks never seen before, stored open
-    seen_again: int  # known breaks whose last_seen moved (whatever their status)
+    opened: int  # breaks stored open by this page (new, or after their key's last closed)
+    seen_again: int  # open breaks, and resolved ones found the same, whose last_seen moved
 
 
 class StoredBreak(NamedTuple):
@@ -134,6 +157,7 @@ class StoredBreak(NamedTuple):
     resolved_at: datetime | None  # when it was healed or resolved
     resolved_by: str | None  # who healed or resolved it
     resolution_reason: str | None  # the operator's reason
+    previous_id: int | None  # the closed break of the same key this one came after
 
 
 def stored_key(item: Break) -> str:
@@ -213,8 +237,8 @@ async def last_completed(conn: asyncpg.Connection | asyncpg.Pool, kind: RunKind)
 async def upsert_breaks(
     conn: asyncpg.Connection | asyncpg.Pool, run_id: int, breaks: Sequence[Break], now: datetime
 ) -> Upserted:
-    """Store a page of breaks found by `run_id` in one statement: new ones open, known ones
-    seen again (last_seen, last_run_id), none reopened."""
+    """Store a page of breaks found by `run_id` in one statement: open ones seen again
+    (last_seen, last_run_id, the values now), new discrepancies opened, none reopened."""
     if not breaks:
         return Upserted(0, 0)
     rows = [break_row(item) for item in breaks]

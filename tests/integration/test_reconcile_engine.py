@@ -229,3 +229,29 @@ async def test_each_item_break_type_is_found_with_its_name_and_ids(world: World)
     )
     assert by_type["destination_mismatch"]["actual"] == "acct_elsewhere"
     assert all(b["status"] == "open" and b["lineage"] for b in report["breaks"])
+
+
+async def test_a_missing_transfer_that_appears_heals_its_break_at_the_next_run(
+    world: World,
+) -> None:
+    late = await world.accept()
+    await world.move(late, S.SUBMITTED)  # the ledger says sent; the rail shows nothing yet
+    status, first = await settle_reconcile(world, "--grace", "0")
+    assert status == 1, first
+    assert [(b["type"], b["settlement_id"]) for b in first["breaks"]] == [("missing_at_rail", late)]
+    async with stripe_client(world.sim_url) as client:
+        await client.v1.transfers.create_async(transfer_params(late, "acct_1Q2w3E", 700))
+    status, second = await settle_reconcile(world, "--grace", "0")
+    assert status == 0, second
+    row = await world.pool.fetchrow(
+        "SELECT id, status, resolved_by, resolution_reason FROM reconciliation_breaks"
+        " WHERE break_type = 'missing_at_rail' AND settlement_id = $1",
+        uuid.UUID(late),
+    )
+    assert (row["status"], row["resolved_by"]) == ("healed", "reconciler")
+    assert "agreeing" in row["resolution_reason"]
+    audited = await world.pool.fetchval(
+        "SELECT count(*) FROM operator_actions WHERE target = $1 AND action = 'break.heal'",
+        f"break:{row['id']}",
+    )
+    assert audited == 1

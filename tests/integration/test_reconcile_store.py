@@ -23,6 +23,7 @@ from services.reconcile.closing import close_break
 from services.reconcile.errors import BreakNotFound, RunNotRunning
 from services.reconcile.store import (
     EMPTY_ANSWER,
+    break_statuses,
     finish_run,
     last_completed,
     open_breaks,
@@ -90,24 +91,61 @@ async def test_a_page_naming_one_break_twice_stores_it_once(pool: asyncpg.Pool) 
     await stored(pool, found)
 
 
+async def close(pool: asyncpg.Pool, item: Break, status: BreakStatus) -> None:
+    await pool.execute(
+        """UPDATE reconciliation_breaks SET status = $2, resolved_at = $3, resolved_by = 'ops',
+               resolution_reason = 'rail confirmed' WHERE break_key = $1 AND status = 'open'""",
+        stored_key(item),
+        status.value,
+        T0,
+    )
+
+
+async def versions(pool: asyncpg.Pool, item: Break) -> list[asyncpg.Record]:
+    return list(
+        await pool.fetch(
+            "SELECT * FROM reconciliation_breaks WHERE break_key = $1 ORDER BY id",
+            stored_key(item),
+        )
+    )
+
+
 @pytest.mark.parametrize("closed", [BreakStatus.HEALED, BreakStatus.RESOLVED])
-async def test_a_closed_break_seen_again_is_not_reopened(
+async def test_a_new_value_after_a_closed_break_is_a_new_open_break_naming_it(
     pool: asyncpg.Pool, closed: BreakStatus
 ) -> None:
     found = amount_break(900)
     await upsert_breaks(pool, await run(pool), [found], T0)
-    await pool.execute(
-        """UPDATE reconciliation_breaks SET status = $2, resolved_at = $3, resolved_by = 'ops',
-               resolution_reason = 'rail confirmed' WHERE break_key = $1""",
-        stored_key(found),
-        closed.value,
-        T0,
-    )
+    await close(pool, found, closed)
     later = await run(pool, T0 + HOUR)
-    assert await upsert_breaks(pool, later, [found._replace(actual=1)], T0 + HOUR) == (0, 1)
-    row = await stored(pool, found)
-    assert (row["status"], row["actual"], row["last_run_id"]) == (closed.value, "900", later)
-    assert stored_key(found) not in {b.break_key for b in await all_open(pool)}
+    assert await upsert_breaks(pool, later, [found._replace(actual=1)], T0 + HOUR) == (1, 0)
+    before, now = await versions(pool, found)
+    assert (before["status"], before["actual"]) == (closed.value, "900")  # never reopened
+    assert (now["status"], now["actual"], now["previous_id"]) == ("open", "1", before["id"])
+    assert (await break_statuses(pool, [stored_key(found)]))[stored_key(found)] is BreakStatus.OPEN
+    assert stored_key(found) in {b.break_key for b in await all_open(pool)}
+
+
+async def test_the_discrepancy_an_operator_resolved_stays_resolved_seen_the_same(
+    pool: asyncpg.Pool,
+) -> None:
+    found = amount_break(900)
+    await upsert_breaks(pool, await run(pool), [found], T0)
+    await close(pool, found, BreakStatus.RESOLVED)
+    later = await run(pool, T0 + HOUR)
+    assert await upsert_breaks(pool, later, [found], T0 + HOUR) == (0, 1)
+    (row,) = await versions(pool, found)
+    assert (row["status"], row["last_run_id"]) == ("resolved", later)
+
+
+async def test_a_healed_discrepancy_that_comes_back_is_open_again_as_a_new_break(
+    pool: asyncpg.Pool,
+) -> None:
+    found = amount_break(900)
+    await upsert_breaks(pool, await run(pool), [found], T0)
+    await close(pool, found, BreakStatus.HEALED)
+    assert await upsert_breaks(pool, await run(pool, T0 + HOUR), [found], T0 + HOUR) == (1, 0)
+    assert [r["status"] for r in await versions(pool, found)] == ["healed", "open"]
 
 
 async def all_open(pool: asyncpg.Pool, break_type: BreakType | None = None) -> list[object]:
@@ -240,7 +278,10 @@ async def audit(pool: asyncpg.Pool, item_id: int) -> list[asyncpg.Record]:
 async def test_an_operator_resolves_an_open_break_with_a_reason_audited(
     pool: asyncpg.Pool,
 ) -> None:
-    found = amount_break(900)
+    # A currency the rail paid in is never changed by the rail: only an operator closes it.
+    found = amount_break(900)._replace(
+        break_type=BreakType.CURRENCY_MISMATCH, field="currency", expected="USD", actual="EUR"
+    )
     item_id = await break_id(pool, found)
     async with pool.acquire() as conn:
         with pytest.raises(ReasonRequired):

@@ -55,10 +55,17 @@ def test_the_table_allows_exactly_heal_and_resolve_from_open(
         assert isinstance(caught.value, SettleError) and caught.value.retriable is False
 
 
-def test_only_a_status_drift_and_a_statement_gap_heal() -> None:
-    assert transition(T.STATUS_DRIFT, B.OPEN, B.HEALED) == (B.OPEN, B.HEALED, None)
-    assert transition(T.STATEMENT_GAP, B.OPEN, B.HEALED) == (B.OPEN, B.HEALED, None)
-    for kind in set(T) - {T.STATUS_DRIFT, T.STATEMENT_GAP}:
+def test_only_what_the_evidence_can_resolve_heals() -> None:
+    evidence = {
+        T.STATUS_DRIFT,
+        T.STATEMENT_GAP,
+        T.MISSING_AT_RAIL,
+        T.UNKNOWN_AT_RAIL,
+        T.AMOUNT_MISMATCH,
+    }
+    for kind in evidence:
+        assert transition(kind, B.OPEN, B.HEALED) == (B.OPEN, B.HEALED, None)
+    for kind in set(T) - evidence:
         with pytest.raises(BreakNotHealable):
             transition(kind, B.OPEN, B.HEALED)
 

@@ -1,0 +1,51 @@
+"""A break is one discrepancy at one time: a closed break no longer stands for every later
+discrepancy of its key.
+
+Until now `break_key` was unique: once a break was healed or resolved, any later discrepancy
+of the same settlement, object, type, field and currency only moved that closed row's
+`last_seen`, so it was never reported open again. Now at most one break per key is open
+(a unique index on `break_key` where `status = 'open'`); a discrepancy seen again after its
+break closed is a new open break whose `previous_id` names the one before it, unless it is
+the very discrepancy an operator resolved (same values), which stays resolved.
+
+The unique constraint is dropped and two indexes are built in its place: the partial unique
+one, and one on (break_key, id) for the latest break of a key. Each is a plain CREATE INDEX
+(the breaks table is small: one row per discrepancy found, not per settlement). The
+downgrade fails while two rows share a key.
+
+Revision ID: 0021
+Revises: 0020
+Create Date: 2026-12-02
+"""
+
+from collections.abc import Sequence
+
+from alembic import op
+
+revision: str = "0021"
+down_revision: str | None = "0020"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.execute(
+        """ALTER TABLE reconciliation_breaks
+             ADD COLUMN previous_id bigint REFERENCES reconciliation_breaks (id),
+             DROP CONSTRAINT reconciliation_breaks_break_key_key"""
+    )
+    op.execute(
+        """CREATE UNIQUE INDEX reconciliation_breaks_open_key ON reconciliation_breaks (break_key)
+           WHERE status = 'open'"""
+    )
+    op.execute("CREATE INDEX reconciliation_breaks_key ON reconciliation_breaks (break_key, id)")
+
+
+def downgrade() -> None:
+    op.execute("DROP INDEX reconciliation_breaks_key")
+    op.execute("DROP INDEX reconciliation_breaks_open_key")
+    op.execute(
+        """ALTER TABLE reconciliation_breaks
+             DROP COLUMN previous_id,
+             ADD CONSTRAINT reconciliation_breaks_break_key_key UNIQUE (break_key)"""
+    )
