@@ -20,7 +20,6 @@ import click
 import uvloop
 
 from services.adapters.stripe.address import rail_api_base
-from services.domain.breaks import DEFAULT_GRACE_SECONDS
 from services.domain.errors import ConfigError, StoreUnavailable
 from services.platform.clock import utc_now
 from services.platform.service_settings import Settings
@@ -42,10 +41,10 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--grace",
-    default=DEFAULT_GRACE_SECONDS,
-    show_default=True,
+    default=None,
     type=click.IntRange(0),
-    help="Seconds an item handed to the rail may lag before it is a break, not pending.",
+    help="Seconds an item handed to the rail may lag before it is a break, not pending "
+    "(default SETTLE_RECONCILE_GRACE_SECONDS, as the reconciler service, else 3600).",
 )
 @click.option(
     "--rail-url",
@@ -76,7 +75,7 @@ if TYPE_CHECKING:
 def reconcile(
     as_json: bool,
     day: datetime | None,
-    grace: int,
+    grace: int | None,
     rail_url: str | None,
     statement: Path | None,
     rail_name: str | None,
@@ -89,6 +88,7 @@ def reconcile(
         settings = load_settings()
     except ConfigError as e:
         _fail(as_json, "config", str(e))
+    grace = settings.reconcile_grace_seconds if grace is None else grace
     if rail_name == "sepa":
         _bank(settings, statement, grace, as_json)
     try:

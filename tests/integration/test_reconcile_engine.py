@@ -60,11 +60,13 @@ async def world(infra: Servers, template: str) -> AsyncIterator[World]:
 
 
 async def settle_reconcile(
-    world: World, *args: str, rail_url: str | None = None
+    world: World, *args: str, rail_url: str | None = None, **settings: str
 ) -> tuple[int, dict[str, Any]]:
-    """`settle reconcile --json` on this world's database: its exit status and its JSON."""
+    """`settle reconcile --json` on this world's database (with these settings besides):
+    its exit status and its JSON."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
     env |= {"SETTLE_DATABASE_URL": world.url, "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap}
+    env |= settings
     process = await asyncio.create_subprocess_exec(
         SETTLE,
         "reconcile",
@@ -236,7 +238,8 @@ async def test_a_missing_transfer_that_appears_heals_its_break_at_the_next_run(
 ) -> None:
     late = await world.accept()
     await world.move(late, S.SUBMITTED)  # the ledger says sent; the rail shows nothing yet
-    status, first = await settle_reconcile(world, "--grace", "0")
+    # The service's grace setting is the command's too.
+    status, first = await settle_reconcile(world, SETTLE_RECONCILE_GRACE_SECONDS="0")
     assert status == 1, first
     assert [(b["type"], b["settlement_id"]) for b in first["breaks"]] == [("missing_at_rail", late)]
     async with stripe_client(world.sim_url) as client:
