@@ -50,6 +50,7 @@ class BreakType(StrEnum):
     STATUS_DRIFT = "status_drift"
     BALANCE_MISMATCH = "balance_mismatch"
     STATEMENT_GAP = "statement_gap"
+    DUPLICATE_IN_LEDGER = "duplicate_in_ledger"
 
 
 class BreakStatus(StrEnum):

@@ -9,6 +9,11 @@ its `metadata.settlement_id`. Then, per settlement:
     two+      any other                            duplicate_at_rail for each but the first
     one+      any other                            the first compared field by field
 
+One rail object named as the reference of two settlements or more is `duplicate_in_ledger`
+for each but the first by id (`first_claims`: the first claimant of each reference in the
+whole ledger, which the caller reads; else among those given): the ledger books one payment
+twice.
+
 The first object is the one the settlement's reference names, else the earliest created.
 Its amount, currency and destination (when the source states one) must equal the ledger's,
 its money state must be one the status allows (`AGREES`), and for a transfer the amount
@@ -26,7 +31,7 @@ reference names): an object whose settlement was left out would read as unknown.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
 from typing import TypeVar
 
@@ -83,6 +88,7 @@ def compare(
     grace: int = DEFAULT_GRACE_SECONDS,
     ages: tuple[int, ...] = DEFAULT_RECHECK_AGES,
     booked_through: date | None = None,
+    first_claims: Mapping[str, str] | None = None,
 ) -> Report:
     """The breaks and pending items of `ledger` against `rail` at `now`, in a stable order.
 
@@ -98,7 +104,8 @@ def compare(
     breaks: list[Break] = []
     pending: list[Pending] = []
     explained: set[str] = set()
-    for record in sorted(_one_each(ledger, "settlement_id"), key=lambda r: r.settlement_id):
+    ledger_records = sorted(_one_each(ledger, "settlement_id"), key=lambda r: r.settlement_id)
+    for record in ledger_records:
         own = _objects_of(record, by_id, named)
         explained.update(o.object_id for o in own)
         for found in _settlement_breaks(record, own):
@@ -108,10 +115,34 @@ def compare(
             else:
                 pending.append(early)
     breaks.extend(_unknown(o) for o in objects if o.object_id not in explained)
+    breaks.extend(_claimed_twice(ledger_records, first_claims))
     return Report(
         tuple(sorted(breaks, key=break_key)),
         tuple(sorted(pending, key=lambda p: (p.settlement_id, p.would_be.value))),
     )
+
+
+def _claimed_twice(
+    records: Sequence[LedgerRecord], first_claims: Mapping[str, str] | None
+) -> list[Break]:
+    """A duplicate_in_ledger for each settlement naming a rail object that a settlement of a
+    lower id names too."""
+    first = dict(first_claims or {})
+    for record in records:  # by settlement id: the first of the page claims it if none did
+        if record.rail_reference is not None:
+            first.setdefault(record.rail_reference, record.settlement_id)
+    return [
+        _break(
+            BreakType.DUPLICATE_IN_LEDGER,
+            r,
+            r.rail_reference,
+            "rail_reference",
+            first[r.rail_reference],
+            r.settlement_id,
+        )
+        for r in records
+        if r.rail_reference is not None and first[r.rail_reference] != r.settlement_id
+    ]
 
 
 def _one_each(items: Iterable[_Item], id_field: str) -> list[_Item]:

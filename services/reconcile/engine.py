@@ -6,7 +6,8 @@
        a time: the run never holds the rail in memory
     3. page the ledger's settlements alive in the window by id, each with the staged objects
        it owns (joined in SQL); per page, retrieve by id (and stage) any object a reference
-       names that is not staged, compare the page with its objects, store its breaks (an
+       names that is not staged, compare the page with its objects (and, for each rail
+       reference, the first settlement in the whole ledger to name it), store its breaks (an
        open break seen again is seen again, not added; after it closed, a new one is opened)
     4. page the staged objects no window settlement owns: those naming no settlement are
        unknown_at_rail; the others are compared with the settlements they name, read by id
@@ -233,7 +234,14 @@ async def _compare(
     """Compare settlements with the objects they own (and any others given), store the
     breaks, and heal the open ones of what was compared that the comparison no longer finds."""
     objects = list(objects)
-    report = compare(records, objects, state.now, state.grace, booked_through=state.booked_through)
+    report = compare(
+        records,
+        objects,
+        state.now,
+        state.grace,
+        booked_through=state.booked_through,
+        first_claims=await ledger_source.first_claims(pool, records),
+    )
     await _store(pool, outcome, state, report)
     if state.closes:
         waiting = {p.settlement_id for p in report.pending}

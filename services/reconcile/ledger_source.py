@@ -60,6 +60,24 @@ def ledger_record(row: asyncpg.Record) -> LedgerRecord:
     )
 
 
+FIRST_CLAIMS = """
+SELECT DISTINCT ON (rail_reference) rail_reference, id FROM settlements
+ WHERE rail_reference = ANY($1::text[]) ORDER BY rail_reference, id
+"""
+
+
+async def first_claims(
+    conn: asyncpg.Connection | asyncpg.Pool, records: Iterable[LedgerRecord]
+) -> dict[str, str]:
+    """The first settlement (by id) in the whole ledger that names each of the records' rail
+    references."""
+    references = sorted({r.rail_reference for r in records if r.rail_reference is not None})
+    if not references:
+        return {}
+    rows = await conn.fetch(FIRST_CLAIMS, references)
+    return {r["rail_reference"]: str(r["id"]) for r in rows}
+
+
 async def by_ids(
     conn: asyncpg.Connection | asyncpg.Pool,
     settlement_ids: Iterable[str],

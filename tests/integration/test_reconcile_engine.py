@@ -258,3 +258,32 @@ async def test_a_missing_transfer_that_appears_heals_its_break_at_the_next_run(
         f"break:{row['id']}",
     )
     assert audited == 1
+
+
+async def test_one_transfer_named_by_two_settlements_is_a_duplicate_in_the_ledger(
+    world: World,
+) -> None:
+    # A second settlement made to name the first one's transfer (a bad manual fix, say):
+    # read a page at a time, the two are never on one page.
+    twin = await world.accept()
+    await world.move(twin, S.PAID)
+    await world.pool.execute(
+        "UPDATE settlements SET rail_reference = (SELECT rail_reference FROM settlements"
+        " WHERE id = $1) WHERE id = $2",
+        uuid.UUID(world.paid),
+        uuid.UUID(twin),
+    )
+    reference = await world.pool.fetchval(
+        "SELECT rail_reference FROM settlements WHERE id = $1", uuid.UUID(world.paid)
+    )
+    rail = RailSource("sk_test_x", api_base=world.sim_url)
+    try:
+        window = Window(RunKind.INTRADAY, datetime(2020, 1, 1, tzinfo=UTC), datetime.now(UTC))
+        outcome = await reconcile(world.pool, rail, window, grace=0, page_size=1, heal=False)
+    finally:
+        await rail.aclose()
+    first, second = sorted([world.paid, twin])
+    found = [b for b in outcome.breaks if b.break_type.value == "duplicate_in_ledger"]
+    assert [(b.settlement_id, b.rail_object_id, b.expected) for b in found] == [
+        (second, reference, first)
+    ]

@@ -39,6 +39,7 @@ def test_break_types_keep_their_stored_names() -> None:
         "status_drift",
         "balance_mismatch",
         "statement_gap",
+        "duplicate_in_ledger",
     }
     assert {s.value for s in B} == {"open", "healed", "resolved"}
     assert {B.HEALED, B.RESOLVED} == TERMINAL

@@ -218,3 +218,22 @@ def test_an_object_that_does_not_state_its_destination_is_not_compared_on_it() -
     assert run([settled(1, S.PAID)], [unstated]).breaks == ()
     elsewhere = payout(1, "paid")._replace(destination="ba_other")
     assert only_break(run([settled(1, S.PAID)], [elsewhere])).break_type is T.DESTINATION_MISMATCH
+
+
+def test_one_rail_object_named_by_two_settlements_is_a_duplicate_in_the_ledger() -> None:
+    # Settlement 3 names transfer 2 as its own: the ledger books one payment twice.
+    ledger = [settled(2), settled(3)._replace(rail_reference="tr_2")]
+    report = run(ledger, [transfer(2)])
+    (found,) = [b for b in report.breaks if b.break_type is T.DUPLICATE_IN_LEDGER]
+    assert (found.settlement_id, found.rail_object_id, found.expected, found.actual) == (
+        sid(3),
+        "tr_2",
+        sid(2),
+        sid(3),
+    )
+    # A first claimant on another page (read by the caller from the whole ledger) counts too.
+    alone = compare([ledger[1]], [transfer(2)], NOW, grace=GRACE, first_claims={"tr_2": sid(2)})
+    assert T.DUPLICATE_IN_LEDGER in {b.break_type for b in alone.breaks}
+    assert T.DUPLICATE_IN_LEDGER not in {
+        b.break_type for b in run([settled(2)], [transfer(2)]).breaks
+    }

@@ -8,10 +8,14 @@ of the same settlement, object, type, field and currency only moved that closed 
 break closed is a new open break whose `previous_id` names the one before it, unless it is
 the very discrepancy an operator resolved (same values), which stays resolved.
 
+A new break type, `duplicate_in_ledger`: one rail object named as the rail reference of two
+settlements (the ledger books one payment twice). The type CHECK is replaced in place, as
+0019 did.
+
 The unique constraint is dropped and two indexes are built in its place: the partial unique
 one, and one on (break_key, id) for the latest break of a key. Each is a plain CREATE INDEX
 (the breaks table is small: one row per discrepancy found, not per settlement). The
-downgrade fails while two rows share a key.
+downgrade fails while two rows share a key, or a `duplicate_in_ledger` row exists.
 
 Revision ID: 0021
 Revises: 0020
@@ -27,8 +31,31 @@ down_revision: str | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+BEFORE = (
+    "missing_at_rail",
+    "unknown_at_rail",
+    "duplicate_at_rail",
+    "amount_mismatch",
+    "currency_mismatch",
+    "destination_mismatch",
+    "status_drift",
+    "balance_mismatch",
+    "statement_gap",
+)
+AFTER = (*BEFORE, "duplicate_in_ledger")
+
+
+def _check(types: Sequence[str]) -> str:
+    listed = ", ".join(f"'{t}'" for t in types)
+    return f"""
+    ALTER TABLE reconciliation_breaks
+     DROP CONSTRAINT reconciliation_breaks_break_type_check,
+      ADD CONSTRAINT reconciliation_breaks_break_type_check CHECK (break_type IN ({listed}))
+    """
+
 
 def upgrade() -> None:
+    op.execute(_check(AFTER))
     op.execute(
         """ALTER TABLE reconciliation_breaks
              ADD COLUMN previous_id bigint REFERENCES reconciliation_breaks (id),
@@ -42,6 +69,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute(_check(BEFORE))
     op.execute("DROP INDEX reconciliation_breaks_key")
     op.execute("DROP INDEX reconciliation_breaks_open_key")
     op.execute(
