@@ -51,6 +51,7 @@ class BreakType(StrEnum):
     BALANCE_MISMATCH = "balance_mismatch"
     STATEMENT_GAP = "statement_gap"
     DUPLICATE_IN_LEDGER = "duplicate_in_ledger"
+    OVERDUE = "overdue"
 
 
 class BreakStatus(StrEnum):
@@ -85,6 +86,7 @@ HEALABLE: frozenset[BreakType] = frozenset(
         BreakType.MISSING_AT_RAIL,
         BreakType.UNKNOWN_AT_RAIL,
         BreakType.AMOUNT_MISMATCH,
+        BreakType.OVERDUE,
     }
 )
 
@@ -93,6 +95,9 @@ DEFAULT_RECHECK_AGES: tuple[int, ...] = (3600, 86400, 7 * 86400, 30 * 86400)
 # A transfer shows at the rail at once and a webhook lands in seconds; an hour leaves room
 # for the rail's first delivery retries before a lag is called a break.
 DEFAULT_GRACE_SECONDS = 3600
+# How long after its arrival date a payout may still fail (Stripe: a few business days), so
+# how long one still in transit is waited for before it is overdue.
+PAYOUT_FAILURE_WINDOW_SECONDS = 5 * 86400
 # Seconds an intraday run reads again before the last run's end, for objects listed late.
 DEFAULT_OVERLAP_SECONDS = 300.0
 _AGE = re.compile(r"([1-9][0-9]*)([smhd])")

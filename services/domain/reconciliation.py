@@ -79,6 +79,7 @@ class RailObject(NamedTuple):
     status: str | None  # a payout's status as the rail words it; None for a transfer
     created: int  # when the rail created it
     settlement_id: str | None  # `metadata.settlement_id`, if the object carries one
+    arrival: int | None = None  # a payout's `arrival_date`: when it is due at the bank
 
 
 class BalanceMove(NamedTuple):

@@ -17,7 +17,9 @@ twice.
 The first object is the one the settlement's reference names, else the earliest created.
 Its amount, currency and destination (when the source states one) must equal the ledger's,
 its money state must be one the status allows (`AGREES`), and for a transfer the amount
-reversed must equal the ledger's.
+reversed must equal the ledger's. A payout still in transit once its arrival date and the
+window in which it may still fail (`PAYOUT_FAILURE_WINDOW_SECONDS`) have passed is
+`overdue`: it agrees with `submitted`, but it should have arrived or failed by now.
 Objects no settlement explains are unknown_at_rail. A missing object or a status drift of a
 settlement handed to the rail less than the grace period ago is `pending`, not a break; the
 rail never changes amounts, so every other finding is a break at once. Where the rail's
@@ -31,13 +33,14 @@ reference names): an object whose settlement was left out would read as unknown.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import date
 from typing import TypeVar
 
 from services.domain.breaks import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_RECHECK_AGES,
+    PAYOUT_FAILURE_WINDOW_SECONDS,
     BreakType,
     age_bucket,
     is_pending,
@@ -54,6 +57,7 @@ from services.domain.reconciliation import (
     money_state,
 )
 from services.domain.settlement import SettlementStatus
+from services.reconcile.claims import claimed_twice
 
 _S = SettlementStatus
 _M = MoneyState
@@ -108,41 +112,18 @@ def compare(
     for record in ledger_records:
         own = _objects_of(record, by_id, named)
         explained.update(o.object_id for o in own)
-        for found in _settlement_breaks(record, own):
+        for found in _settlement_breaks(record, own, now):
             early = _early(record, found, now, grace, ages, booked_through)
             if early is None:
                 breaks.append(found)
             else:
                 pending.append(early)
     breaks.extend(_unknown(o) for o in objects if o.object_id not in explained)
-    breaks.extend(_claimed_twice(ledger_records, first_claims))
+    breaks.extend(claimed_twice(ledger_records, first_claims))
     return Report(
         tuple(sorted(breaks, key=break_key)),
         tuple(sorted(pending, key=lambda p: (p.settlement_id, p.would_be.value))),
     )
-
-
-def _claimed_twice(
-    records: Sequence[LedgerRecord], first_claims: Mapping[str, str] | None
-) -> list[Break]:
-    """A duplicate_in_ledger for each settlement naming a rail object that a settlement of a
-    lower id names too."""
-    first = dict(first_claims or {})
-    for record in records:  # by settlement id: the first of the page claims it if none did
-        if record.rail_reference is not None:
-            first.setdefault(record.rail_reference, record.settlement_id)
-    return [
-        _break(
-            BreakType.DUPLICATE_IN_LEDGER,
-            r,
-            r.rail_reference,
-            "rail_reference",
-            first[r.rail_reference],
-            r.settlement_id,
-        )
-        for r in records
-        if r.rail_reference is not None and first[r.rail_reference] != r.settlement_id
-    ]
 
 
 def _one_each(items: Iterable[_Item], id_field: str) -> list[_Item]:
@@ -186,7 +167,7 @@ def _objects_of(
     return first + [o for o in named.get(record.settlement_id, []) if o is not referenced]
 
 
-def _settlement_breaks(record: LedgerRecord, own: list[RailObject]) -> list[Break]:
+def _settlement_breaks(record: LedgerRecord, own: list[RailObject], now: int) -> list[Break]:
     """Every disagreement between one settlement and the rail objects it owns."""
     sid = record.settlement_id
     if not own:
@@ -211,10 +192,10 @@ def _settlement_breaks(record: LedgerRecord, own: list[RailObject]) -> list[Brea
         _break(BreakType.DUPLICATE_AT_RAIL, record, o.object_id, "count", 1, len(own))
         for o in own[1:]
     ]
-    return duplicates + _field_breaks(record, own[0])
+    return duplicates + _field_breaks(record, own[0], now)
 
 
-def _field_breaks(record: LedgerRecord, obj: RailObject) -> list[Break]:
+def _field_breaks(record: LedgerRecord, obj: RailObject, now: int) -> list[Break]:
     """The fields of the settlement's first object that differ from the ledger's."""
     found: list[Break] = []
     ref = obj.object_id
@@ -248,7 +229,16 @@ def _field_breaks(record: LedgerRecord, obj: RailObject) -> list[Break]:
         found.append(
             _amount(record, ref, "amount_reversed", record.amount_reversed, obj.amount_reversed)
         )
+    elif state is _M.IN_FLIGHT and _overdue(obj, now):
+        found.append(
+            _break(BreakType.OVERDUE, record, ref, "arrival_date", obj.arrival, obj.status)
+        )
     return found
+
+
+def _overdue(obj: RailObject, now: int) -> bool:
+    """Whether a payout in transit is past its arrival date and the window it may fail in."""
+    return obj.arrival is not None and now >= obj.arrival + PAYOUT_FAILURE_WINDOW_SECONDS
 
 
 def _break(

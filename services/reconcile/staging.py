@@ -65,9 +65,10 @@ _COLUMNS = (
     "status",
     "created",
     "settlement_id",
+    "arrival",
 )
 _OBJECT = """st.object_id, st.kind, st.amount, st.amount_reversed, st.currency, st.destination,
-       st.status, st.created, st.settlement_id"""
+       st.status, st.created, st.settlement_id, st.arrival"""
 # $1 run, [$2, $3) the window, $4 the rails whose settlements the run reads. sent_at and
 # due_on as ledger_source reads them.
 # Settlements changed since $2 (`updated_at >= $2`): each change writes a transition stamped
@@ -94,7 +95,7 @@ SELECT w.id, w.tenant, w.amount, w.currency, w.destination, w.status, w.rail_ref
        sent.sent_at, own.object_id AS o_id, own.kind AS o_kind, own.amount AS o_amount,
        own.amount_reversed AS o_reversed, own.currency AS o_currency,
        own.destination AS o_destination, own.status AS o_status, own.created AS o_created,
-       own.settlement_id AS o_settlement_id, w.amount_reversed,
+       own.settlement_id AS o_settlement_id, own.arrival AS o_arrival, w.amount_reversed,
        (SELECT f.execution_date FROM rail_instructions AS i JOIN bank_files AS f
             ON f.msg_id = i.bank_file
          WHERE i.settlement_id = w.id) AS due_on
@@ -132,7 +133,7 @@ def _row(run_id: int, seq: int, listed: bool, obj: RailObject) -> tuple[object, 
 
 def rail_object(row: asyncpg.Record, at: int = 0) -> RailObject:
     """The staged object in `row`'s columns from `at` on, as it was listed."""
-    return RailObject(row[at], _KINDS[row[at + 1]], *row[at + 2 : at + 9])
+    return RailObject(row[at], _KINDS[row[at + 1]], *row[at + 2 : at + 10])
 
 
 class Staging:

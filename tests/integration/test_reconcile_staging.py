@@ -20,8 +20,9 @@ from railsim.core import RailSim
 from railsim.http import create_app
 from railsim.seed import seeded
 from services.adapters.stripe.source import PAGE_SIZE, RailSource
-from services.domain.reconciliation import RunKind, RunStatus
-from services.reconcile import staging
+from services.domain.payout import PayoutMethod
+from services.domain.reconciliation import RailObject, RunKind, RunStatus
+from services.reconcile import staging, store
 from services.reconcile.engine import reconcile
 from services.reconcile.outcome import Outcome
 from services.reconcile.windows import Window
@@ -182,3 +183,19 @@ async def test_a_run_whose_staged_rows_a_restart_emptied_fails_and_the_next_find
     again = await _run(pool, sim_url)
     assert (again.status, again.error) == (RunStatus.COMPLETED, None)
     assert _found(again) == planted_breaks()
+
+
+async def test_a_staged_payout_keeps_its_arrival_date(books: tuple[asyncpg.Pool, str]) -> None:
+    pool, _ = books
+    run_id = await store.start_run(
+        pool, RunKind.INTRADAY, datetime.now(UTC), datetime.now(UTC), datetime.now(UTC)
+    )
+    staged = staging.Staging(pool, run_id, ["sim"])
+    payout = RailObject(
+        "po_arrival", PayoutMethod.PAYOUT, 900, 0, "EUR", None, "in_transit", 1, None, 1_800_086_400
+    )
+    try:
+        await staged.add_retrieved([payout])
+        assert await staged.by_object_ids(["po_arrival"]) == {"po_arrival": payout}
+    finally:
+        await staged.drop()

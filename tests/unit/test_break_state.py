@@ -40,6 +40,7 @@ def test_break_types_keep_their_stored_names() -> None:
         "balance_mismatch",
         "statement_gap",
         "duplicate_in_ledger",
+        "overdue",
     }
     assert {s.value for s in B} == {"open", "healed", "resolved"}
     assert {B.HEALED, B.RESOLVED} == TERMINAL
@@ -63,6 +64,7 @@ def test_only_what_the_evidence_can_resolve_heals() -> None:
         T.MISSING_AT_RAIL,
         T.UNKNOWN_AT_RAIL,
         T.AMOUNT_MISMATCH,
+        T.OVERDUE,
     }
     for kind in evidence:
         assert transition(kind, B.OPEN, B.HEALED) == (B.OPEN, B.HEALED, None)

@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from services.domain.breaks import BreakType
+from services.domain.breaks import PAYOUT_FAILURE_WINDOW_SECONDS, BreakType
 from services.domain.reconciliation import Break, LedgerRecord, RailObject, Report
 from services.domain.settlement import SettlementStatus
 from services.reconcile.compare import compare
@@ -237,3 +237,18 @@ def test_one_rail_object_named_by_two_settlements_is_a_duplicate_in_the_ledger()
     assert T.DUPLICATE_IN_LEDGER not in {
         b.break_type for b in run([settled(2)], [transfer(2)]).breaks
     }
+
+
+def test_a_payout_still_in_transit_past_its_arrival_and_failure_window_is_overdue() -> None:
+    due = NOW - PAYOUT_FAILURE_WINDOW_SECONDS  # arrived (or failed) by now, at the latest
+    ledger = [settled(n, S.SUBMITTED)._replace(rail_reference=f"po_{n}") for n in (1, 2, 3)]
+    rail = [
+        payout(1, "in_transit", arrival=due),
+        payout(2, "in_transit", arrival=due + 1),  # may still fail for a second
+        payout(3, "paid", arrival=due),  # arrived: a drift, not an overdue payout
+    ]
+    report = run(ledger, rail)
+    assert [(b.break_type, b.settlement_id, b.expected, b.actual) for b in report.breaks] == [
+        (T.OVERDUE, sid(1), due, "in_transit"),
+        (T.STATUS_DRIFT, sid(3), "submitted", "paid"),
+    ]

@@ -35,7 +35,9 @@ def test_a_transfer_and_its_full_reversal_read_as_the_rail_shows_them() -> None:
     [("pending", MoneyState.IN_FLIGHT), ("paid", MoneyState.PAID), ("failed", MoneyState.FAILED)],
 )
 def test_a_payout_reads_with_its_status(status: Any, state: MoneyState) -> None:
-    payout = Payout("po_1", 500, "usd", "ba_1", 1_800_000_000, status=status)
+    payout = Payout(
+        "po_1", 500, "usd", "ba_1", 1_800_000_000, status=status, arrival_date=1_800_086_400
+    )
     read = rail_object_of(payout.to_wire())
     assert (read.kind, read.amount, read.currency, read.destination, read.settlement_id) == (
         PayoutMethod.PAYOUT,
@@ -44,6 +46,7 @@ def test_a_payout_reads_with_its_status(status: Any, state: MoneyState) -> None:
         "ba_1",
         None,
     )
+    assert read.arrival == 1_800_086_400
     assert money_state(read) is state
 
 

@@ -65,7 +65,13 @@ def rail_object_of(wire: Mapping[str, Any]) -> RailObject:
         None if transfer else _text(wire, "status"),
         _int(wire, "created", object_id),
         named if isinstance(named, str) and named else None,
+        None if transfer else _arrival(wire, object_id),
     )
+
+
+def _arrival(wire: Mapping[str, Any], object_id: str) -> int | None:
+    """A payout's `arrival_date`, if it states one."""
+    return None if wire.get("arrival_date") is None else _int(wire, "arrival_date", object_id)
 
 
 def balance_move_of(wire: Mapping[str, Any]) -> BalanceMove:

@@ -8,14 +8,16 @@ of the same settlement, object, type, field and currency only moved that closed 
 break closed is a new open break whose `previous_id` names the one before it, unless it is
 the very discrepancy an operator resolved (same values), which stays resolved.
 
-A new break type, `duplicate_in_ledger`: one rail object named as the rail reference of two
-settlements (the ledger books one payment twice). The type CHECK is replaced in place, as
-0019 did.
+Two new break types: `duplicate_in_ledger`, one rail object named as the rail reference of
+two settlements (the ledger books one payment twice), and `overdue`, a payout still in
+transit past its arrival date and the days in which it may still fail; the staged rail
+objects gain `arrival` (a payout's arrival date) for it. The type CHECK is replaced in place,
+as 0019 did; the staging table is UNLOGGED and holds only running runs' rows.
 
 The unique constraint is dropped and two indexes are built in its place: the partial unique
 one, and one on (break_key, id) for the latest break of a key. Each is a plain CREATE INDEX
 (the breaks table is small: one row per discrepancy found, not per settlement). The
-downgrade fails while two rows share a key, or a `duplicate_in_ledger` row exists.
+downgrade fails while two rows share a key, or a break of a new type exists.
 
 Revision ID: 0021
 Revises: 0020
@@ -42,7 +44,7 @@ BEFORE = (
     "balance_mismatch",
     "statement_gap",
 )
-AFTER = (*BEFORE, "duplicate_in_ledger")
+AFTER = (*BEFORE, "duplicate_in_ledger", "overdue")
 
 
 def _check(types: Sequence[str]) -> str:
@@ -56,6 +58,7 @@ def _check(types: Sequence[str]) -> str:
 
 def upgrade() -> None:
     op.execute(_check(AFTER))
+    op.execute("ALTER TABLE reconciliation_rail_staging ADD COLUMN arrival bigint")
     op.execute(
         """ALTER TABLE reconciliation_breaks
              ADD COLUMN previous_id bigint REFERENCES reconciliation_breaks (id),
@@ -69,6 +72,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("ALTER TABLE reconciliation_rail_staging DROP COLUMN arrival")
     op.execute(_check(BEFORE))
     op.execute("DROP INDEX reconciliation_breaks_key")
     op.execute("DROP INDEX reconciliation_breaks_open_key")
