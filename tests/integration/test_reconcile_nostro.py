@@ -21,10 +21,11 @@ from railsim.core import RailSim
 from railsim.http import create_app
 from railsim.params import Kind
 from services.adapters.stripe.source import RailSource
-from services.domain.breaks import BreakType
+from services.domain.breaks import BreakStatus, BreakType
 from services.domain.reconciliation import Break, RunKind, RunStatus
 from services.domain.settlement import SettlementStatus as S
 from services.reconcile import nostro_store, store
+from services.reconcile.closing import close_break
 from services.reconcile.engine import reconcile
 from services.reconcile.nostro_pass import LAG, closing_balance
 from services.reconcile.nostro_store import Balance
@@ -120,6 +121,35 @@ async def test_a_transfer_the_ledger_does_not_have_is_a_balance_mismatch(world: 
         "SELECT status, reason FROM reconciliation_breaks WHERE break_type = 'balance_mismatch'"
     )
     assert tuple(stored) == ("open", f"balance:+{STRAY}")
+
+
+async def test_a_different_balance_break_after_a_resolved_one_is_open_again(
+    world: World,
+) -> None:
+    await past_the_cut_off()
+    await run(world)
+    await stray_transfer(world)
+    await past_the_cut_off()
+    assert len(balance_breaks(await run(world))) == 1
+    first_id = await world.pool.fetchval(
+        "SELECT id FROM reconciliation_breaks WHERE break_type = 'balance_mismatch'"
+    )
+    async with world.pool.acquire() as conn:
+        await close_break(
+            conn, first_id, BreakStatus.RESOLVED, actor="ops", reason="known", now=datetime.now(UTC)
+        )
+    # Another stray, of another amount: the next balance break is not silenced by the first.
+    async with stripe_client(world.sim_url) as client:
+        await client.v1.transfers.create_async(transfer_params(str(uuid.uuid4()), amount=300))
+    await past_the_cut_off()
+    third = await run(world)
+    (again,) = balance_breaks(third)
+    assert (again.actual, third.status_of(again)) == (300, BreakStatus.OPEN)
+    latest = await world.pool.fetchrow(
+        "SELECT status, previous_id FROM reconciliation_breaks"
+        " WHERE break_type = 'balance_mismatch' ORDER BY id DESC LIMIT 1"
+    )
+    assert tuple(latest) == ("open", first_id)
 
 
 async def test_the_closing_balance_holds_only_what_moved_before_its_cut_off(world: World) -> None:
