@@ -33,39 +33,9 @@ def statement_gaps(statements: Sequence[Statement]) -> list[Break]:
 
 
 def _gaps_between(before: Statement, after: Statement) -> list[Break]:
-    found = []
-    if (
-        before.electronic_sequence is not None
-        and after.electronic_sequence is not None
-        and after.electronic_sequence != before.electronic_sequence + 1
-    ):
-        found.append(
-            _statement_break(
-                BreakType.STATEMENT_GAP,
-                after,
-                "electronic_sequence",
-                after.electronic_sequence - before.electronic_sequence - 1,
-                expected=before.electronic_sequence + 1,
-                actual=after.electronic_sequence,
-            )
-        )
     restarted = after.closing.day.year > before.closing.day.year and after.legal_sequence == 1
-    if (
-        before.legal_sequence is not None
-        and after.legal_sequence is not None
-        and after.legal_sequence != before.legal_sequence + 1
-        and not restarted
-    ):
-        found.append(
-            _statement_break(
-                BreakType.STATEMENT_GAP,
-                after,
-                "legal_sequence",
-                after.legal_sequence - before.legal_sequence - 1,
-                expected=before.legal_sequence + 1,
-                actual=after.legal_sequence,
-            )
-        )
+    found = _skipped(after, "electronic_sequence", before.electronic_sequence)
+    found += [] if restarted else _skipped(after, "legal_sequence", before.legal_sequence)
     if after.opening.signed != before.closing.signed:
         found.append(
             _statement_break(
@@ -78,6 +48,17 @@ def _gaps_between(before: Statement, after: Statement) -> list[Break]:
             )
         )
     return found
+
+
+def _skipped(after: Statement, field_name: str, last: int | None) -> list[Break]:
+    """A statement_gap if `after`'s sequence number `field_name` does not follow `last`."""
+    number: int | None = getattr(after, field_name)
+    if last is None or number is None or number == last + 1:
+        return []
+    gap = _statement_break(
+        BreakType.STATEMENT_GAP, after, field_name, number - last - 1, last + 1, number
+    )
+    return [gap]
 
 
 def _statement_break(

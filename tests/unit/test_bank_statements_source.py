@@ -7,9 +7,11 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 from services.adapters.sepa.camt053 import Statement, read_camt053
 from services.adapters.sepa.camt054 import Notification, read_camt054
+from services.reconcile.bank_continuity import statement_gaps
 from services.reconcile.bank_source import BankStatements
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sepa"
@@ -69,3 +71,28 @@ def test_notifications_past_the_last_statement_add_their_day() -> None:
     assert set(debited(read)) == set(BATCH)
     assert read.booked_through() == date(2026, 3, 1)
     assert RETURNED not in debited(read)  # a return counts against a debit; it is none
+
+
+def test_statements_that_do_not_follow_each_other_are_gaps() -> None:
+    (day,) = statements("camt.053.001.08")
+    electronic, legal = day.electronic_sequence or 0, day.legal_sequence or 0
+    assert electronic and legal
+
+    def gaps(**changes: Any) -> list[tuple[str, int | None]]:
+        follows = {
+            "electronic_sequence": electronic + 1,
+            "legal_sequence": legal + 1,
+            "opening": day.closing,
+            "closing": day.closing,
+            "entries": (),
+        }
+        nxt = dataclasses.replace(day, **{**follows, **changes})
+        return [(b.field, b.difference) for b in statement_gaps([day, nxt])]
+
+    assert gaps() == []
+    assert gaps(electronic_sequence=electronic + 3) == [("electronic_sequence", 2)]
+    assert gaps(legal_sequence=legal + 2) == [("legal_sequence", 1)]
+    new_year = dataclasses.replace(day.closing, day=date(day.closing.day.year + 1, 1, 2))
+    assert gaps(legal_sequence=1, closing=new_year) == []  # the legal one restarts
+    moved = dataclasses.replace(day.closing, amount=day.closing.amount + 5)
+    assert gaps(opening=moved, closing=moved) == [("opening", 5)]
