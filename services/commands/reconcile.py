@@ -90,7 +90,7 @@ def reconcile(
         _fail(as_json, "config", str(e))
     grace = settings.reconcile_grace_seconds if grace is None else grace
     if rail_name == "sepa":
-        _bank(settings, statement, grace, as_json)
+        _bank(settings, statement, grace, read_only, as_json)
     try:
         # uvloop: a run's rail pages and cursor batches are mostly socket reads and writes
         outcome, lineage = uvloop.run(
@@ -158,13 +158,17 @@ async def _run(
         await pool.close()
 
 
-def _bank(settings: Settings, statement: Path | None, grace: int, as_json: bool) -> NoReturn:
+def _bank(
+    settings: Settings, statement: Path | None, grace: int, read_only: bool, as_json: bool
+) -> NoReturn:
     from services.commands.reconcile_bank import run_bank
     from services.commands.reconcile_output import exit_status, print_text, run_document
     from services.domain.rail import RailReadError
 
     try:
-        outcome, lineage, read = uvloop.run(run_bank(settings, statement, grace, lineage=as_json))
+        outcome, lineage, read = uvloop.run(
+            run_bank(settings, statement, grace, read_only=read_only, lineage=as_json)
+        )
     except StoreUnavailable as e:
         _fail(as_json, "postgresql", str(e))
     except StatementUnreadable as e:

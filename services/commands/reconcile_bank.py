@@ -15,9 +15,10 @@ BANK_SECONDS = 30.0
 
 
 async def run_bank(
-    settings: Settings, statement: Path | None, grace: int, *, lineage: bool
+    settings: Settings, statement: Path | None, grace: int, *, read_only: bool, lineage: bool
 ) -> tuple[Any, dict[Any, Any], dict[str, Any]]:
-    """One run of the SEPA rail: its outcome, the lineage of its breaks, what was read."""
+    """One run of the SEPA rail: its outcome, the lineage of its breaks, what was read. It
+    heals and books the bank's charges only reading the bank itself, and not `read_only`."""
     from services.adapters.postgres.database import create_pool
     from services.adapters.sepa.bank import Bank
     from services.reconcile import store
@@ -35,7 +36,7 @@ async def run_bank(
             await bank.aclose()
     pool = await create_pool(settings, max_size=2)
     try:
-        outcome = await reconcile_bank(pool, statements, grace=grace)
+        outcome = await reconcile_bank(pool, statements, grace=grace, heal=not read_only)
         reported = [store.stored_key(b) for b in outcome.report().breaks] if lineage else []
         tally = statements.tally
         read = {

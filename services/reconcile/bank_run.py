@@ -14,6 +14,8 @@ until the inbox applies it or an operator resolves it.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import asyncpg
 
 from services.domain.breaks import BreakStatus, BreakType
@@ -30,25 +32,45 @@ FILLED = "the missing statement arrived: the statements follow each other again"
 
 
 async def reconcile_bank(
-    pool: asyncpg.Pool, statements: BankStatements, *, grace: int, clock: Clock = utc_now
+    pool: asyncpg.Pool,
+    statements: BankStatements,
+    *,
+    grace: int,
+    heal: bool = True,
+    clock: Clock = utc_now,
 ) -> Outcome:
-    """Compare the SEPA settlements with `statements` and record the gaps between them."""
+    """Compare the SEPA settlements with `statements` and record the gaps between them. Only
+    a reading of the bank itself, unless `heal` is False, heals breaks and books charges: a
+    file from anywhere may be another account's, or one day of many."""
+    changes = heal and statements.live
     outcome = await reconcile(
         pool,
         statements,
         statements.window(clock()),
         grace=grace,
+        clock=clock,
+        heal=changes,
         booked_through=statements.booked_through(),
     )
     if outcome.error is not None:
         return outcome
     gaps = statements.gaps()
     now = clock()
-    statements.tally.charges_booked = await book_charges(pool, statements.charges, now=now)
     await store.upsert_breaks(pool, outcome.run_id, gaps, now)
     outcome.breaks += gaps
     found = {store.stored_key(g) for g in gaps}
     outcome.stored |= await store.break_statuses(pool, sorted(found))
+    if changes:
+        statements.tally.charges_booked = await book_charges(pool, statements.charges, now=now)
+        outcome.healed += await _heal_filled_gaps(pool, statements, found, now)
+    return outcome
+
+
+async def _heal_filled_gaps(
+    pool: asyncpg.Pool, statements: BankStatements, found: set[str], now: datetime
+) -> int:
+    """Heal the open gaps of the statements' accounts that they no longer show."""
+    healed = 0
     accounts = {f"statement:{st.account_iban}:" for st in statements.statements}
     for stored in await store.open_breaks(pool, break_type=BreakType.STATEMENT_GAP):
         if stored.break_key in found or not (stored.rail_object_id or "").startswith(
@@ -59,5 +81,5 @@ async def reconcile_bank(
             await close_break(
                 conn, stored.id, BreakStatus.HEALED, actor=ACTOR, reason=FILLED, now=now
             )
-        outcome.healed += 1
-    return outcome
+        healed += 1
+    return healed

@@ -73,8 +73,11 @@ class BankStatements:
         source: str,
         statements: Sequence[Statement],
         notifications: Sequence[Notification] = (),
+        *,
+        live: bool = False,
     ) -> None:
         self.source = source[:64]
+        self.live = live  # read from the bank itself (else a file from anywhere)
         self.statements = sorted(statements, key=_order)
         self.notified = list(notifications)
         self.tally = Tally(statements=len(statements), notifications=len(self.notified))
@@ -102,24 +105,24 @@ class BankStatements:
             statements += _read(report_id, read_camt053, data).statements
         async for report_id, data in _reports(bank, "camt.054"):
             notifications += _read(report_id, read_camt054, data).notifications
-        return cls(f"bank:{bank.base_url}", statements, notifications)
+        return cls(f"bank:{bank.base_url}", statements, notifications, live=True)
 
     def booked_through(self) -> date | None:
-        """The last business day a statement closed: the bank may still book more on a day
-        only notified so far."""
-        return max((st.closing.day for st in self.statements), default=None)
+        """The last business day a statement closed on every account read (the bank may
+        still book more on a day only notified so far)."""
+        return min(self._covered.values(), default=None)
 
     def window(self, now: datetime) -> Window:
-        """From the first day read to the day after the last one, or to `now` if later: a
-        settlement sent after the records' last day is compared too (pending until its
-        booking date has a statement)."""
+        """From the first day read to the day after the last one; read from the bank, to
+        `now` if later: a settlement sent after the records' last day is compared too
+        (pending until its booking date has a statement)."""
         days = [s.opening.day for s in self.statements] + [s.closing.day for s in self.statements]
         days += [day for day, _, _ in self._notified_entries()]
         if not days:
             raise StatementUnreadable(None, "no statement to reconcile against")
         start = datetime.combine(min(days), time(), UTC)
         end = datetime.combine(max(days), time(), UTC) + timedelta(days=1)
-        return Window(RunKind.STATEMENT, start, max(end, now))
+        return Window(RunKind.STATEMENT, start, max(end, now) if self.live else end)
 
     def rows_read(self, objects: int) -> int:
         """The entries the statements held."""
@@ -196,14 +199,17 @@ class BankStatements:
 
     def _charge(self, st: Statement, at: int, entry: Entry) -> None:
         self.tally.charges += entry.amount
-        if entry.direction is not CreditDebit.DEBIT:
-            return  # a charge refunded: the bank's credit, not settle's cost
+        if entry.direction is not CreditDebit.DEBIT or entry.amount <= 0:
+            return  # a charge refunded (the bank's credit, not settle's cost), or nothing
         charged = {tx.end_to_end_id for tx in entry.transactions} - {None}
-        reference = entry.servicer_reference or entry.reference
+        # The bank's own reference is unique on the account; an entry's own (NtryRef), or
+        # its place, only within its statement.
+        within = entry.reference or str(at)
+        reference = entry.servicer_reference or f"{st.statement_id}:{within}"
         self.charges.append(
             RailCharge(
                 rail=SEPA_RAILS[0],
-                reference=reference or f"{st.account_iban}:{st.statement_id}:{at}",
+                reference=f"{st.account_iban}:{reference}",
                 amount=entry.amount,
                 currency=entry.currency,
                 charged_on=entry.booking_date or st.closing.day,

@@ -40,14 +40,18 @@ SELECT {BREAK_COLUMNS} FROM closed
 ACTIONS = {BreakStatus.HEALED: "break.heal", BreakStatus.RESOLVED: "break.resolve"}
 # The open breaks of the settlements and objects a run compared that it no longer finds,
 # healed and audited at once: of the types the evidence can resolve, and not among the keys
-# the run still found (or still waits on).
+# the run still found (or still waits on). A break naming a rail object is healed only if
+# that object was among those compared (its settlement alone is no evidence of it); an
+# amount the rail paid never changes, so only a reversed amount catches up.
 HEAL_AGREEING = """
 WITH closed AS (
     UPDATE reconciliation_breaks
        SET status = $3, resolved_at = $4, resolved_by = $5, resolution_reason = $6
      WHERE status = $2 AND break_type = ANY($7::text[])
-       AND (settlement_id = ANY($1::uuid[])
-            OR (settlement_id IS NULL AND rail_object_id = ANY($9::text[])))
+       AND (settlement_id = ANY($1::uuid[]) OR settlement_id IS NULL)
+       AND (rail_object_id = ANY($9::text[])
+            OR (rail_object_id IS NULL AND settlement_id IS NOT NULL))
+       AND (break_type <> 'amount_mismatch' OR field = 'amount_reversed')
        AND break_key <> ALL($10::text[])
     RETURNING id, break_type, break_key, status, resolution_reason
 ), audit AS (

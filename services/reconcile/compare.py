@@ -23,7 +23,7 @@ window in which it may still fail (`PAYOUT_FAILURE_WINDOW_SECONDS`) have passed 
 Objects no settlement explains are unknown_at_rail. A missing object or a status drift of a
 settlement handed to the rail less than the grace period ago is `pending`, not a break; the
 rail never changes amounts, so every other finding is a break at once. Where the rail's
-records run to a business day (`booked_through`, a bank's last statement or notification)
+records run to a business day (`booked_through`, the last day a bank statement closed)
 and the settlement has a day it is due to be booked (`due_on`, its bank file's execution
 date), a missing object is also pending while that day is after the records' last one.
 

@@ -181,13 +181,14 @@ class FileDispatcher:
         if not lease.time_for_a_call():
             return 0
         failpoint("files.before_upload")
+        generation = self.breaker.generation
         with send_gate.guarded(lease.time_for_a_call) as gate:
             upload = await self.bank.upload(bytes(row["content"]))
         if gate.refused:
             log.info("payment file %s not uploaded: the lease ran out before the write", msg_id)
             return 0
         self.counts.called(upload.outcome)
-        self.breaker.record(upload.outcome)
+        self.breaker.record(upload.outcome, generation)
         failpoint("files.after_upload")  # the bank answered; nothing of it is recorded
         if upload.outcome is RailOutcome.ACCEPTED:
             await self._taken(msg_id, fence, upload)

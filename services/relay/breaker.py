@@ -9,9 +9,11 @@ else: no leases burnt on calls bound to fail, no retry budget spent, no connecti
     half-open   after the cool-down one round of calls goes out: an answer closes the
                 breaker, a failure opens it again for twice as long (up to `max_cooldown`)
 
-A failure that comes back while the breaker is open belongs to a call sent before it opened
-(many are in flight at once): the run that opened it counted it already, so it neither opens
-it again nor lengthens the wait.
+Each call is sent under the breaker's generation (`generation`, taken as the call starts),
+which moves on each time the breaker opens. An outcome of a call sent under an older
+generation (many are in flight at once, and a timeout comes back long after) counts for
+nothing: a late failure neither opens the breaker again nor lengthens its wait, and a late
+answer does not close it.
 
 Each dispatcher has its own breaker, so one rail down never slows another rail.
 """
@@ -47,20 +49,21 @@ class CircuitBreaker:
         self._failures = 0
         self._cooldown = self.policy.cooldown
         self._open_until: float | None = None
+        self.generation = 0  # moves on each time the breaker opens
 
     @property
     def is_open(self) -> bool:
         """Whether claims wait: open and still cooling down."""
         return self._open_until is not None and self._clock() < self._open_until
 
-    def record(self, outcome: RailOutcome) -> None:
-        """One call's outcome."""
+    def record(self, outcome: RailOutcome, generation: int) -> None:
+        """The outcome of one call sent under `generation`."""
+        if generation != self.generation:
+            return  # sent before the breaker last opened: already counted, or out of date
         if outcome not in FAILURES:
             self._failures, self._open_until = 0, None
             self._cooldown = self.policy.cooldown
             return
-        if self.is_open:
-            return  # a call sent before the breaker opened
         self._failures += 1
         half_open = self._open_until is not None
         if half_open or self._failures >= self.policy.threshold:
@@ -68,3 +71,4 @@ class CircuitBreaker:
                 self._cooldown = min(2 * self._cooldown, self.policy.max_cooldown)
             self._open_until = self._clock() + self._cooldown
             self._failures = 0
+            self.generation += 1

@@ -131,14 +131,14 @@ class Dispatcher:
             if not lease.time_for_a_call():
                 return None  # pass 2 takes it over once the lease ran out
             failpoint("dispatch.before_call")
-            started = time.monotonic()
+            started, generation = time.monotonic(), self.breaker.generation
             failpoint("dispatch.during_call")  # with kill-in:S, lands while the call is out
             result = await call_rail(self.rail, instruction, lease.time_for_a_call)
             if result is None:
                 return None  # the lease ran out on the way to the rail; nothing went out
         self.counts.rail_seconds.observe(time.monotonic() - started)
         self.counts.called(result.outcome)
-        self.breaker.record(result.outcome)
+        self.breaker.record(result.outcome, generation)
         return result
 
     async def sweep(self) -> int:

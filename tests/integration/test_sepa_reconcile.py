@@ -198,7 +198,7 @@ def reconcile_file(database: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
-async def test_a_camt053_file_from_anywhere_is_read_its_foreign_debits_named_its_charge_booked_once(
+async def test_a_camt053_file_from_anywhere_is_read_its_foreign_debits_named_nothing_booked(
     database: str, pool: asyncpg.Pool
 ) -> None:
     run = reconcile_file(database)
@@ -206,21 +206,46 @@ async def test_a_camt053_file_from_anywhere_is_read_its_foreign_debits_named_its
     assert [b["rail_object_id"] for b in unknown] == ["018f3c2a7b4e7c1d9a2b3c4d5e6f7086"]
     (read,) = run["read"].values()
     assert (read["statements"], read["entries"], read["transfers_debited"]) == (1, 3, 1)
-    assert (read["charges"], read["charges_booked"]) == (50, 1)
     assert {"opening", "closing", "electronic_sequence"} <= read["balances"][0].keys()
+    # Its charge is counted, not booked: a file from anywhere may be another account's.
+    assert (read["charges"], read["charges_booked"]) == (50, 0)
+    assert await pool.fetchval("SELECT count(*) FROM rail_charges") == 0
 
-    # Read again, the statement's charge is not booked a second time.
-    (again,) = reconcile_file(database)["read"].values()
-    assert again["charges_booked"] == 0
-    fees = await pool.fetch(
-        "SELECT p.account_id, p.amount FROM rail_charges c"
-        " JOIN postings p ON p.entry_id = c.entry_id"
-    )
-    assert sorted((f["account_id"], f["amount"]) for f in fees) == [
-        ("platform:funding:EUR", -50),
-        ("platform:rail_fees:EUR", 50),
-    ]
-    balance = await pool.fetchval(
-        "SELECT sum(balance) FROM account_balances WHERE account_id = 'platform:rail_fees:EUR'"
-    )
-    assert balance == 50
+
+async def test_the_banks_charges_are_booked_to_the_fee_account_once(
+    infra: Servers, bank_url: str
+) -> None:
+    async with scratch_database(infra.database_url, "settle_bankfee_") as url:
+        pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
+        bank = Bank(bank_url, timeout=5.0)
+        control = httpx.AsyncClient(base_url=bank_url)
+        try:
+            await control.post("/_control/faults", json={"charge": 1.0, "charge_minor": 35})
+            await pay_and_apply(pool, bank, [unique("p-"), unique("p-")])
+            await control.post("/_control/advance", json={"days": 1})
+            await catch_up(pool, bank)
+            read_only = await BankStatements.from_bank(bank)
+            await reconcile_bank(pool, read_only, grace=0, heal=False)
+            assert read_only.tally.charges_booked == 0
+            first = await BankStatements.from_bank(bank)
+            await reconcile_bank(pool, first, grace=0)
+            again = await BankStatements.from_bank(bank)
+            await reconcile_bank(pool, again, grace=0)
+            assert (first.tally.charges_booked, again.tally.charges_booked) == (2, 0)
+            fees = await pool.fetch(
+                "SELECT p.account_id, sum(p.amount) AS total FROM rail_charges c"
+                " JOIN postings p ON p.entry_id = c.entry_id GROUP BY 1 ORDER BY 1"
+            )
+            assert [(f["account_id"], f["total"]) for f in fees] == [
+                ("platform:funding:EUR", -70),
+                ("platform:rail_fees:EUR", 70),
+            ]
+            balance = await pool.fetchval(
+                "SELECT sum(balance) FROM account_balances"
+                " WHERE account_id = 'platform:rail_fees:EUR'"
+            )
+            assert balance == 70
+        finally:
+            await control.aclose()
+            await bank.aclose()
+            await pool.close()

@@ -39,7 +39,10 @@ def test_before_any_statement_the_notifications_are_the_banks_record_of_the_day(
     assert read.tally.notifications == 1
     assert read.window(datetime(2026, 3, 1, tzinfo=UTC)).start.date() == DAY
     assert read.window(datetime(2026, 3, 1, tzinfo=UTC)).end.date() == date(2026, 3, 3)
-    assert read.window(datetime(2026, 3, 9, tzinfo=UTC)).end.date() == date(2026, 3, 9)
+    # A file reaches no further than its days; the bank itself, to now.
+    assert read.window(datetime(2026, 3, 9, tzinfo=UTC)).end.date() == date(2026, 3, 3)
+    live = BankStatements("bank", [], notifications(), live=True)
+    assert live.window(datetime(2026, 3, 9, tzinfo=UTC)).end.date() == date(2026, 3, 9)
 
 
 def test_a_notification_delivered_twice_debits_nothing_twice() -> None:

@@ -111,13 +111,15 @@ class Bank:
     async def listing_pages(self, what: Listing, kind: str | None = None) -> AsyncIterator[Listed]:
         """Every page of the bank's listing of `what` (the files it received, or the reports
         it delivered, of one `kind` only if given), from the first: each page's `next` is
-        followed until a page comes back empty, which is not yielded."""
+        followed until a page comes back empty (not yielded) or names no next one."""
         after: str | None = None
         while True:
             page = await (self.files(after) if what == "files" else self.reports(after, kind=kind))
             if not page.items:
                 return
             yield page
+            if page.next is None:
+                return  # the last page says so itself
             after = page.next
 
     async def listed(
