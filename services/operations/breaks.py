@@ -56,6 +56,7 @@ def break_document(item: StoredBreak) -> dict[str, Any]:
         "resolved_at": item.resolved_at.isoformat() if item.resolved_at else None,
         "resolved_by": item.resolved_by,
         "resolution_reason": item.resolution_reason,
+        "previous_id": item.previous_id,  # the closed break of the same key this one followed
     }
 
 
