@@ -30,13 +30,13 @@ transfer), so it is compared with what the settlement has recorded as back alrea
 and the transition books only the difference; the same amount again, or an older smaller
 one arriving late, plans nothing. Each reported amount is its own change (`change_key`).
 
-A payout that was paid and then returned sends `payout.paid` then `payout.failed`, in either
-order. The failure tells the two cases apart by time, as Stripe's payout does: its
-`arrival_date` is when the money was due at the bank, so a `payout.failed` created after it
-is money that had arrived and came back (its `payout_failure` balance transaction is dated
-then), and one created by then is a payout that never paid. `events.parse_event` reads the
-former as a reversal of the whole amount, so a returned payout ends `reversed` whichever of
-its two events comes first, and one that never paid ends `failed`.
+A payout that was paid and then returned sends `payout.paid` then `payout.failed`. A
+`payout.failed` created by the payout's `arrival_date` is a payout that never paid: `failed`.
+One created after it (`RETURNED`; `events.parse_event` reads the whole amount as come back)
+is money back only if it had arrived: a settlement settle has seen `paid` ends `reversed`;
+one it has not (its `payout.paid` lost or still on its way, or never sent because the money
+never arrived) ends `failed`, so no `paid` is ever told for money that may not have arrived.
+A `payout.paid` coming after that failure changes nothing: `failed` is final.
 
 The inbox row's own states (SPEC 4.4): received -> applied | ignored | parked -> dead, with
 `rejected` for a signed body that is not an event, and `mismatch` (final) for an event whose
@@ -67,6 +67,7 @@ class Signal(StrEnum):
     CONFIRMED = "confirmed"  # the money reached the destination
     FAILED = "failed"  # the rail did not pay it, or a paid payout came back
     REVERSED = "reversed"  # money was taken back after it moved, in part or in full
+    RETURNED = "returned"  # a payout failed after its arrival date: back, if it had arrived
 
 
 class InboxStatus(StrEnum):
@@ -118,10 +119,10 @@ class Reversal(NamedTuple):
 
 
 def signal_for(event_type: str, amount_reversed: int | None) -> Signal | None:
-    """The signal of a stored event: a returned payout's failure (one that reports an amount
-    back) is a reversal; otherwise what its type carries."""
+    """The signal of a stored event: a payout's failure after its arrival date (one that
+    reports an amount back) is a return; otherwise what its type carries."""
     if event_type == "payout.failed" and amount_reversed is not None:
-        return Signal.REVERSED
+        return Signal.RETURNED
     return signal_of(event_type)
 
 
@@ -132,6 +133,9 @@ def plan(
     a reversal without `reversal` is one of the whole amount."""
     if current in TERMINAL and current not in REVERSIBLE:
         return ()  # failed and reversed are final: a late signal changes nothing
+    if signal is Signal.RETURNED:
+        # Back, if it had arrived: a reversal of what was paid, else a payout that failed.
+        signal = Signal.REVERSED if current in REVERSIBLE else Signal.FAILED
     if signal is Signal.CONFIRMED:
         steps: tuple[SettlementStatus, ...] = () if current in REVERSIBLE else (_S.PAID,)
     elif signal is Signal.FAILED:

@@ -108,7 +108,7 @@ def test_the_same_reversal_again_or_an_older_smaller_one_plans_nothing() -> None
     assert plan(S.PARTLY_REVERSED, Signal.CONFIRMED) == ()  # a late transfer.created
 
 
-def test_a_payout_failure_after_its_arrival_date_is_a_return_of_the_whole_amount() -> None:
+def test_a_payout_failure_after_its_arrival_date_reverses_only_what_was_seen_paid() -> None:
     def failed(created: int) -> bytes:
         obj = b'{"id":"po_1","amount":700,"arrival_date":100,"metadata":{}}'
         return b'{"id":"evt_%d","type":"payout.failed","created":%d,"data":{"object":%s}}' % (
@@ -119,11 +119,13 @@ def test_a_payout_failure_after_its_arrival_date_is_a_return_of_the_whole_amount
 
     returned, never_paid = parse_event(failed(101)), parse_event(failed(100))
     assert returned.amount_reversed == 700
-    assert signal_for(returned.event_type, returned.amount_reversed) is Signal.REVERSED
+    assert signal_for(returned.event_type, returned.amount_reversed) is Signal.RETURNED
     assert never_paid.amount_reversed is None
     assert signal_for(never_paid.event_type, never_paid.amount_reversed) is Signal.FAILED
-    # Before payout.paid: the return still ends reversed, through paid.
-    assert plan(S.SUBMITTED, Signal.REVERSED, Reversal(700, 0, 700)) == (S.PAID, S.REVERSED)
+    # Seen paid, the money came back; never seen paid, nothing says it ever arrived.
+    assert plan(S.PAID, Signal.RETURNED, Reversal(700, 0, 700)) == (S.REVERSED,)
+    assert plan(S.SUBMITTED, Signal.RETURNED, Reversal(700, 0, 700)) == (S.FAILED,)
+    assert plan(S.FAILED, Signal.CONFIRMED) == ()  # a payout.paid after it changes nothing
 
 
 def test_each_partial_reversal_is_its_own_change_and_a_duplicate_shares_it() -> None:
@@ -204,12 +206,19 @@ def test_any_order_and_duplication_ends_where_the_rail_did_with_the_postings_it_
 ) -> None:
     history, order = case
     final, back, postings = fold(start, order)
-    # Whichever reversal comes last, the largest amount reported stands.
-    assert (final, back) == HISTORIES[history]
+    # Whichever reversal comes last, the largest amount reported stands. A returned payout
+    # whose failure comes before its payout.paid was never seen paid: it ends failed.
+    returned = ("payout.failed", 700)
+    if returned in history and order.index(returned) < order.index(PAID):
+        assert (final, back) == (S.FAILED, 0)
+    else:
+        assert (final, back) == HISTORIES[history]
     assert net_by_account(postings) == expected_net(AMOUNT, "EUR", "t", final, amount_reversed=back)
 
 
-def test_the_simulators_returned_payout_and_partial_reversal_read_as_reversals() -> None:
+def test_the_simulators_returned_payout_and_partial_reversal_read_as_returns_and_reversals() -> (
+    None
+):
     clock = ManualClock()
     faults = Faults(payout_return=1, partial_reversal=1, payout_delay_ms=100, reversal_delay_ms=500)
     sim = RailSim(clock=clock, faults=faults)
@@ -219,6 +228,6 @@ def test_the_simulators_returned_payout_and_partial_reversal_read_as_reversals()
     clock.advance(5)
     read = {e.event_type: e for e in map(parse_event, (d.payload for d in sim.take_webhooks()))}
     assert read["payout.failed"].amount_reversed == 701
-    assert signal_for("payout.failed", read["payout.failed"].amount_reversed) is Signal.REVERSED
+    assert signal_for("payout.failed", read["payout.failed"].amount_reversed) is Signal.RETURNED
     assert read["transfer.reversed"].amount_reversed == 350  # half, rounded down
     assert read["payout.paid"].amount_reversed is None
