@@ -83,6 +83,7 @@ class BankStatements:
         self.tally = Tally(statements=len(statements), notifications=len(self.notified))
         self.charges: list[RailCharge] = []
         self._covered = {st.account_iban: st.closing.day for st in self.statements}
+        self._notified = self._notified_entries()
         self.objects = self._objects()
 
     @classmethod
@@ -117,7 +118,7 @@ class BankStatements:
         `now` if later: a settlement sent after the records' last day is compared too
         (pending until its booking date has a statement)."""
         days = [s.opening.day for s in self.statements] + [s.closing.day for s in self.statements]
-        days += [day for day, _, _ in self._notified_entries()]
+        days += [day for day, _ in self._notified]
         if not days:
             raise StatementUnreadable(None, "no statement to reconcile against")
         start = datetime.combine(min(days), time(), UTC)
@@ -154,17 +155,17 @@ class BankStatements:
                 if _is_charge(entry) and entry.status is EntryStatus.BOOKED and not entry.reversal:
                     self._charge(st, at, entry)
                 self._take(entry, entry.booking_date or st.closing.day, debits, returned)
-        for day, _, entry in self._notified_entries():
+        for day, entry in self._notified:
             self._take(entry, day, debits, returned)
         return {
             name: obj._replace(amount_reversed=min(obj.amount, returned[_e2e(name)]))
             for name, obj in debits.items()
         }
 
-    def _notified_entries(self) -> list[tuple[date, str, Entry]]:
-        """Each booked entry of the notifications dated after its account's last statement,
-        once per bank reference."""
-        found: dict[str, tuple[date, str, Entry]] = {}
+    def _notified_entries(self) -> list[tuple[date, Entry]]:
+        """Each entry of the notifications dated after its account's last statement, with
+        its day, once per bank reference."""
+        found: dict[str, tuple[date, Entry]] = {}
         for n in self.notified:
             for at, entry in enumerate(n.entries):
                 day = entry.booking_date
@@ -172,7 +173,7 @@ class BankStatements:
                 if day is None or (covered is not None and day <= covered):
                     continue
                 ref = entry.servicer_reference or f"{n.notification_id}:{at}"
-                found.setdefault(f"{n.account_iban}:{ref}", (day, ref, entry))
+                found.setdefault(f"{n.account_iban}:{ref}", (day, entry))
         return list(found.values())
 
     def _take(
