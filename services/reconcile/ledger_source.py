@@ -28,15 +28,17 @@ _STATUSES = {s.value: s for s in SettlementStatus}  # a lookup: an Enum call cos
 
 # sent_at: the first move out of `accepted`, i.e. when the settlement was first handed on to
 # the rail (a refusal before sending has no object either, and `failed` expects none).
-# due_on: the execution date of the bank file the transfer is in (other rails have none).
-_COLUMNS = """
+# due_on: the execution date of the bank file the transfer is in (other rails have none),
+# for the settlement whose id is `{id}`.
+DUE_ON = """(SELECT f.execution_date FROM rail_instructions AS i JOIN bank_files AS f
+            ON f.msg_id = i.bank_file
+         WHERE i.settlement_id = {id}) AS due_on"""
+_COLUMNS = f"""
 SELECT s.id, s.tenant, s.amount, s.currency, s.destination, s.status, s.rail_reference,
        s.amount_reversed,
        (SELECT min(t.occurred_at) FROM settlement_transitions AS t
          WHERE t.settlement_id = s.id AND t.to_status <> 'accepted') AS sent_at,
-       (SELECT f.execution_date FROM rail_instructions AS i JOIN bank_files AS f
-            ON f.msg_id = i.bank_file
-         WHERE i.settlement_id = s.id) AS due_on
+       {DUE_ON.format(id="s.id")}
   FROM settlements AS s
 """
 BY_IDS = _COLUMNS + " WHERE s.id = ANY($1::uuid[]) AND s.rail = ANY($2::text[]) ORDER BY s.id"

@@ -36,7 +36,7 @@ from services.adapters.postgres.store_errors import unavailable_when_down
 from services.domain.payout import PayoutMethod
 from services.domain.reconciliation import LedgerRecord, RailObject
 from services.reconcile.errors import StagedRowsLost
-from services.reconcile.ledger_source import ledger_record
+from services.reconcile.ledger_source import DUE_ON, ledger_record
 
 TABLE = "reconciliation_rail_staging"
 BATCH_ROWS = 5000  # objects copied at a time: the most a run holds before they are staged
@@ -96,9 +96,7 @@ SELECT w.id, w.tenant, w.amount, w.currency, w.destination, w.status, w.rail_ref
        own.amount_reversed AS o_reversed, own.currency AS o_currency,
        own.destination AS o_destination, own.status AS o_status, own.created AS o_created,
        own.settlement_id AS o_settlement_id, own.arrival AS o_arrival, w.amount_reversed,
-       (SELECT f.execution_date FROM rail_instructions AS i JOIN bank_files AS f
-            ON f.msg_id = i.bank_file
-         WHERE i.settlement_id = w.id) AS due_on
+       {DUE_ON.format(id="w.id")}
   FROM w LEFT JOIN sent ON sent.settlement_id = w.id LEFT JOIN own ON own.owner = w.id
  ORDER BY w.id, own.seq
 """
