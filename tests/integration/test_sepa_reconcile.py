@@ -65,6 +65,23 @@ def bank_url(tmp_path: Path) -> AsyncIterator[str]:
         yield url
 
 
+@pytest.fixture
+async def own_books(
+    infra: Servers, bank_url: str
+) -> AsyncIterator[tuple[asyncpg.Pool, Bank, httpx.AsyncClient]]:
+    """A database of the test's own, a bank simulator, and its control interface."""
+    async with scratch_database(infra.database_url, "settle_bankown_") as url:
+        pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
+        bank = Bank(bank_url, timeout=5.0)
+        control = httpx.AsyncClient(base_url=bank_url)
+        try:
+            yield pool, bank, control
+        finally:
+            await control.aclose()
+            await bank.aclose()
+            await pool.close()
+
+
 async def pay_and_apply(
     pool: asyncpg.Pool, bank: Bank, references: list[str], policy: FilePolicy = POLICY
 ) -> list[str]:
@@ -151,36 +168,28 @@ async def test_the_statements_agree_then_a_foreign_debit_a_second_file_and_a_gap
 
 
 async def test_a_transfer_due_after_the_last_statement_is_pending_then_agrees(
-    infra: Servers, bank_url: str
+    own_books: tuple[asyncpg.Pool, Bank, httpx.AsyncClient],
 ) -> None:
-    async with scratch_database(infra.database_url, "settle_bankdue_") as url:
-        pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
-        bank = Bank(bank_url, timeout=5.0)
-        control = httpx.AsyncClient(base_url=bank_url)
-        try:
-            await pay_and_apply(pool, bank, [unique("p-")])  # paid on Tuesday
-            await control.post("/_control/advance", json={"days": 1})  # Tuesday's statement
-            await catch_up(pool, bank)
-            past_cutoff = FilePolicy(DEBTOR, cutoff=time(0, 0))  # due the next business day
-            (sid,) = await pay_and_apply(pool, bank, [unique("p-")], past_cutoff)
-            (record,) = await ledger_source.by_ids(pool, [sid], ("sepa",))
-            assert record.due_on == date(2026, 12, 3)
+    pool, bank, control = own_books
+    await pay_and_apply(pool, bank, [unique("p-")])  # paid on Tuesday
+    await control.post("/_control/advance", json={"days": 1})  # Tuesday's statement
+    await catch_up(pool, bank)
+    past_cutoff = FilePolicy(DEBTOR, cutoff=time(0, 0))  # due the next business day
+    (sid,) = await pay_and_apply(pool, bank, [unique("p-")], past_cutoff)
+    (record,) = await ledger_source.by_ids(pool, [sid], ("sepa",))
+    assert record.due_on == date(2026, 12, 3)
 
-            # Sent past any grace period (0), but due after Tuesday, the last statement's day.
-            early = await reconcile_bank(pool, await BankStatements.from_bank(bank), grace=0)
-            assert early.open_breaks == 0, early.report()
-            assert [(p.settlement_id, p.would_be) for p in early.pending] == [
-                (sid, BreakType.MISSING_AT_RAIL)
-            ]
+    # Sent past any grace period (0), but due after Tuesday, the last statement's day.
+    early = await reconcile_bank(pool, await BankStatements.from_bank(bank), grace=0)
+    assert early.open_breaks == 0, early.report()
+    assert [(p.settlement_id, p.would_be) for p in early.pending] == [
+        (sid, BreakType.MISSING_AT_RAIL)
+    ]
 
-            await control.post("/_control/advance", json={"days": 2})  # booked on Thursday
-            await catch_up(pool, bank)
-            booked = await reconcile_bank(pool, await BankStatements.from_bank(bank), grace=0)
-            assert (booked.open_breaks, booked.pending) == (0, []), booked.report()
-        finally:
-            await control.aclose()
-            await bank.aclose()
-            await pool.close()
+    await control.post("/_control/advance", json={"days": 2})  # booked on Thursday
+    await catch_up(pool, bank)
+    booked = await reconcile_bank(pool, await BankStatements.from_bank(bank), grace=0)
+    assert (booked.open_breaks, booked.pending) == (0, []), booked.report()
 
 
 def reconcile_file(database: str) -> dict[str, Any]:
@@ -213,39 +222,30 @@ async def test_a_camt053_file_from_anywhere_is_read_its_foreign_debits_named_not
 
 
 async def test_the_banks_charges_are_booked_to_the_fee_account_once(
-    infra: Servers, bank_url: str
+    own_books: tuple[asyncpg.Pool, Bank, httpx.AsyncClient],
 ) -> None:
-    async with scratch_database(infra.database_url, "settle_bankfee_") as url:
-        pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=4)
-        bank = Bank(bank_url, timeout=5.0)
-        control = httpx.AsyncClient(base_url=bank_url)
-        try:
-            await control.post("/_control/faults", json={"charge": 1.0, "charge_minor": 35})
-            await pay_and_apply(pool, bank, [unique("p-"), unique("p-")])
-            await control.post("/_control/advance", json={"days": 1})
-            await catch_up(pool, bank)
-            read_only = await BankStatements.from_bank(bank)
-            await reconcile_bank(pool, read_only, grace=0, heal=False)
-            assert read_only.tally.charges_booked == 0
-            first = await BankStatements.from_bank(bank)
-            await reconcile_bank(pool, first, grace=0)
-            again = await BankStatements.from_bank(bank)
-            await reconcile_bank(pool, again, grace=0)
-            assert (first.tally.charges_booked, again.tally.charges_booked) == (2, 0)
-            fees = await pool.fetch(
-                "SELECT p.account_id, sum(p.amount) AS total FROM rail_charges c"
-                " JOIN postings p ON p.entry_id = c.entry_id GROUP BY 1 ORDER BY 1"
-            )
-            assert [(f["account_id"], f["total"]) for f in fees] == [
-                ("platform:funding:EUR", -70),
-                ("platform:rail_fees:EUR", 70),
-            ]
-            balance = await pool.fetchval(
-                "SELECT sum(balance) FROM account_balances"
-                " WHERE account_id = 'platform:rail_fees:EUR'"
-            )
-            assert balance == 70
-        finally:
-            await control.aclose()
-            await bank.aclose()
-            await pool.close()
+    pool, bank, control = own_books
+    await control.post("/_control/faults", json={"charge": 1.0, "charge_minor": 35})
+    await pay_and_apply(pool, bank, [unique("p-"), unique("p-")])
+    await control.post("/_control/advance", json={"days": 1})
+    await catch_up(pool, bank)
+    read_only = await BankStatements.from_bank(bank)
+    await reconcile_bank(pool, read_only, grace=0, heal=False)
+    assert read_only.tally.charges_booked == 0
+    first = await BankStatements.from_bank(bank)
+    await reconcile_bank(pool, first, grace=0)
+    again = await BankStatements.from_bank(bank)
+    await reconcile_bank(pool, again, grace=0)
+    assert (first.tally.charges_booked, again.tally.charges_booked) == (2, 0)
+    fees = await pool.fetch(
+        "SELECT p.account_id, sum(p.amount) AS total FROM rail_charges c"
+        " JOIN postings p ON p.entry_id = c.entry_id GROUP BY 1 ORDER BY 1"
+    )
+    assert [(f["account_id"], f["total"]) for f in fees] == [
+        ("platform:funding:EUR", -70),
+        ("platform:rail_fees:EUR", 70),
+    ]
+    balance = await pool.fetchval(
+        "SELECT sum(balance) FROM account_balances WHERE account_id = 'platform:rail_fees:EUR'"
+    )
+    assert balance == 70
