@@ -3,7 +3,12 @@
     {"ok": bool, "run_id": n, "status": "completed"|"failed", "error": str|null,
      "window": {"kind", "start", "end"}, "healed": n, "counts": {<every break type>: n},
      "breaks": [{"type", "settlement_id", "rail_object_id", "expected", "actual", "currency",
-                 "reason", "status", "lineage"}], "pending": [...]}
+                 "reason", "status", "lineage"}], "pending": [...],
+     "out_of_scope": {"count": n, "by_kind": {"transfer"|"payout": n},
+                      "listed": [{"rail_object_id", "kind", "amount", "currency", "created"}]}}
+
+`out_of_scope` counts the rail objects that are not settle's (no settlement named or claiming
+them: another system's transfers, automatic payouts) and lists the first of them.
 
 `ok` is true when the run completed and no break it found is open. Keys are sorted. A break's
 `lineage` (services/reconcile/lineage.py) is null when it was not read.
@@ -20,7 +25,7 @@ from services.domain.breaks import BreakStatus
 from services.domain.reconciliation import RunStatus
 from services.reconcile.lineage import Ref
 from services.reconcile.outcome import Outcome
-from services.reconcile.report import break_document, counts, pending_document
+from services.reconcile.report import break_document, counts, foreign_document, pending_document
 from services.reconcile.store import stored_key
 
 NO_OPEN_BREAK, OPEN_BREAKS, SOURCE_UNREADABLE = 0, 1, 2
@@ -56,6 +61,11 @@ def run_document(outcome: Outcome, lineage: Mapping[Ref, Any] | None = None) -> 
             for b in report.breaks
         ],
         "pending": [pending_document(p) for p in report.pending],
+        "out_of_scope": {
+            "count": sum(outcome.foreign.values()),
+            "by_kind": dict(sorted(outcome.foreign.items())),
+            "listed": [foreign_document(o) for o in outcome.foreign_listed],
+        },
     }
 
 
@@ -66,7 +76,7 @@ def print_text(outcome: Outcome) -> None:
         f"reconciliation run {outcome.run_id} ({window.kind.value} "
         f"{window.start.isoformat()} .. {window.end.isoformat()}): {outcome.status.value}, "
         f"{outcome.open_breaks} open break(s), {len(outcome.report().pending)} pending, "
-        f"{outcome.healed} healed"
+        f"{outcome.healed} healed, {sum(outcome.foreign.values())} out of scope"
     )
     if outcome.error:
         click.echo(f"  source unreadable: {outcome.error}", err=True)

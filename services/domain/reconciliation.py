@@ -87,9 +87,19 @@ class BalanceMove(NamedTuple):
 
     move_id: str  # the rail's id, `txn_...`
     move_type: str  # Stripe's `type`: transfer, payout, transfer_refund, payout_failure...
-    amount: int  # signed minor units: negative when money left the balance
+    amount: int  # gross signed minor units: negative when money left the balance
     currency: str  # ISO 4217, upper case
     created: int  # when the rail booked it, Unix seconds
+    fee: int = 0  # minor units the rail kept on top (the balance moves by amount - fee)
+    source: str | None = None  # the object that moved the money: `tr_`, `trr_`, `po_`, `ch_`...
+    settlement_id: str | None = None  # the settlement the source carries settle's mark for
+    reverses: str | None = None  # for a transfer reversal, the transfer it took money back from
+    ours: bool = True  # whether the source is settle's (read by the nostro pass)
+
+    @property
+    def net(self) -> int:
+        """What the move did to the balance: the gross less the rail's fee."""
+        return self.amount - self.fee
 
 
 class Break(NamedTuple):
@@ -120,6 +130,9 @@ class Report(NamedTuple):
 
     breaks: tuple[Break, ...]  # sorted by `break_key`
     pending: tuple[Pending, ...]  # sorted by settlement id, then rail object id
+    # Objects on the rail account that are not settle's (no settlement named or claiming
+    # them: another system's transfers, automatic payouts): counted and listed, never breaks.
+    foreign: tuple[RailObject, ...] = ()  # by created, then id
 
 
 def money_state(obj: RailObject) -> MoneyState:

@@ -20,7 +20,10 @@ its money state must be one the status allows (`AGREES`), and for a transfer the
 reversed must equal the ledger's. A payout still in transit once its arrival date and the
 window in which it may still fail (`PAYOUT_FAILURE_WINDOW_SECONDS`) have passed is
 `overdue`: it agrees with `submitted`, but it should have arrived or failed by now.
-Objects no settlement explains are unknown_at_rail. A missing object or a status drift of a
+Objects no settlement explains are unknown_at_rail when they carry settle's mark (they name a
+settlement the ledger does not have); without it they are another system's (automatic
+payouts, transfers of destination charges or of other software on the same account): out of
+scope, listed in the report's `foreign` and never a break. A missing object or a status drift of a
 settlement handed to the rail less than the grace period ago is `pending`, not a break; the
 rail never changes amounts, so every other finding is a break at once. Where the rail's
 records run to a business day (`booked_through`, the last day a bank statement closed)
@@ -118,11 +121,13 @@ def compare(
                 breaks.append(found)
             else:
                 pending.append(early)
-    breaks.extend(_unknown(o) for o in objects if o.object_id not in explained)
+    unexplained = [o for o in objects if o.object_id not in explained]
+    breaks.extend(_unknown(o) for o in unexplained if o.settlement_id is not None)
     breaks.extend(claimed_twice(ledger_records, first_claims))
     return Report(
         tuple(sorted(breaks, key=break_key)),
         tuple(sorted(pending, key=lambda p: (p.settlement_id, p.would_be.value))),
+        tuple(o for o in unexplained if o.settlement_id is None),
     )
 
 
@@ -268,7 +273,7 @@ def _amount(record: LedgerRecord, ref: str, field: str, expected: int, actual: i
 
 
 def _unknown(obj: RailObject) -> Break:
-    """An object no settlement explains: its named settlement (if any) is not in the ledger."""
+    """An object no settlement explains: the settlement it names is not in the ledger."""
     return Break(
         BreakType.UNKNOWN_AT_RAIL,
         None,

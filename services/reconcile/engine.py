@@ -9,8 +9,9 @@
        names that is not staged, compare the page with its objects (and, for each rail
        reference, the first settlement in the whole ledger to name it), store its breaks (an
        open break seen again is seen again, not added; after it closed, a new one is opened)
-    4. page the staged objects no window settlement owns: those naming no settlement are
-       unknown_at_rail; the others are compared with the settlements they name, read by id
+    4. page the staged objects no window settlement owns: each is compared with the
+       settlement it names or that claims it, read by id; those naming a settlement the ledger
+       lacks are unknown_at_rail, those with no mark of settle's are out of scope (counted)
     5. the nostro view (nostro_pass.py): the rail's balance read and recorded, its movement
        against its balance transactions and the ledger's postings: balance_mismatch breaks
     6. record each source (when read, how many rows), finish the run, drop its staged rows
@@ -115,7 +116,7 @@ async def reconcile(
                 await _recheck(pool, rail, by_id, outcome, state)
             if live is not None and by_id is None:  # a re-check of items judges no balance
                 balance = await nostro_pass.balance_breaks(
-                    pool, live, run_id, clock(), quiet=outcome.quiet
+                    pool, live, run_id, clock(), quiet=outcome.quiet, book_fees=heal
                 )
                 await _store(pool, outcome, state, Report(tuple(balance), ()))
         except (ReconcileError, RailReadError) as e:
@@ -177,7 +178,10 @@ async def _remaining(
     pages = state.staged.unowned(window.start, window.end, state.page_size)
     async with contextlib.aclosing(pages):
         async for objects in pages:
-            names = sorted({o.settlement_id for o in objects if o.settlement_id is not None})
+            names = {o.settlement_id for o in objects if o.settlement_id is not None}
+            # An object without settle's mark is still settle's if a settlement claims it.
+            unmarked = [o.object_id for o in objects if o.settlement_id is None]
+            names |= set((await ledger_source.claims_of(pool, unmarked)).values())
             records = await ledger_source.by_ids(pool, names, rail.rails) if names else []
             state.settlements += len(records)
             referenced = [r.rail_reference for r in records if r.rail_reference]
@@ -261,6 +265,7 @@ async def _store(pool: asyncpg.Pool, outcome: Outcome, state: _Pass, report: Rep
     await store.upsert_breaks(pool, outcome.run_id, report.breaks, state.seen_at)
     outcome.breaks.extend(report.breaks)
     outcome.pending.extend(report.pending)
+    outcome.out_of_scope(report.foreign)
     if state.healer is not None:
         outcome.healed += await state.healer.heal(report.breaks)
 

@@ -73,7 +73,15 @@ async def first_claims(
 ) -> dict[str, str]:
     """The first settlement (by id) in the whole ledger that names each of the records' rail
     references."""
-    references = sorted({r.rail_reference for r in records if r.rail_reference is not None})
+    return await claims_of(conn, (r.rail_reference for r in records if r.rail_reference))
+
+
+async def claims_of(
+    conn: asyncpg.Connection | asyncpg.Pool, object_ids: Iterable[str]
+) -> dict[str, str]:
+    """The first settlement (by id) in the whole ledger that names each of these rail objects
+    as its rail reference; an object no settlement names is left out."""
+    references = sorted(set(object_ids))
     if not references:
         return {}
     rows = await conn.fetch(FIRST_CLAIMS, references)

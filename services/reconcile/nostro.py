@@ -2,17 +2,20 @@
 
 Money settle sends sits in a tenant's `in_transit` account, then `paid_out`; money that comes
 back leaves them for `funding`. So over any window, what left the rail's balance for payees
-(transfers and payouts out, less reversals, failures and cancellations back) equals what
-entered those two accounts, per currency:
+through settle's own objects (transfers and payouts out, less reversals, failures and
+cancellations back, by gross amount) equals what entered those two accounts, per currency:
 
-    rail outflow  = -(sum of the window's payee balance transactions)
+    rail outflow  = -(sum of the gross of the window's payee balance transactions of settle's)
     ledger inflow =   sum of the window's postings to in_transit and paid_out accounts
 
 A difference is a balance_mismatch for the currency (field `balance`), with actual -
-expected. Balance transactions of other types (charges, top-ups, fees) are none of the
-ledger's business, but they do move the balance: the rail's own closing balance must be its
-recorded opening balance plus every transaction of the window, or the transactions read are
-not the whole story (a balance_mismatch of field `balance_transactions`).
+expected. The account is shared: balance transactions of other types (charges, top-ups,
+fees) and those of other systems' objects (automatic payouts, destination-charge transfers)
+are none of the ledger's business, but they do move the balance, by their net (gross less
+the rail's fee): the rail's own closing balance must be its recorded opening balance plus the
+net of every transaction of the window, or the transactions read are not the whole story (a
+balance_mismatch of field `balance_transactions`). The fees the rail kept on settle's own
+moves are booked to the platform's rail fees account (nostro_pass.py), not to a payee's.
 """
 
 from __future__ import annotations
@@ -39,10 +42,11 @@ _SENT_ACCOUNTS = frozenset({AccountKind.IN_TRANSIT.value, AccountKind.PAID_OUT.v
 
 
 def rail_outflow(moves: Iterable[BalanceMove]) -> dict[str, int]:
-    """Per currency, the minor units that left the rail's balance for payees, net of returns."""
+    """Per currency, the minor units that left the rail's balance for payees through settle's
+    own objects, net of returns."""
     out: dict[str, int] = {}
     for move in moves:
-        if move.move_type in PAYEE_TYPES:
+        if move.ours and move.move_type in PAYEE_TYPES:
             out[move.currency] = out.get(move.currency, 0) - move.amount
     return out
 
@@ -67,10 +71,10 @@ def statement_breaks(
     opening: Mapping[str, int], closing: Mapping[str, int], moves: Iterable[BalanceMove]
 ) -> list[Break]:
     """A balance_mismatch for each currency whose balance moved by another sum than its
-    transactions: `opening` and `closing` are the rail's balances, per currency."""
+    transactions' net: `opening` and `closing` are the rail's balances, per currency."""
     moved: dict[str, int] = dict(opening)
     for move in moves:
-        moved[move.currency] = moved.get(move.currency, 0) + move.amount
+        moved[move.currency] = moved.get(move.currency, 0) + move.net
     return _mismatches("balance_transactions", moved, closing)
 
 

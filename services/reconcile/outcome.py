@@ -3,14 +3,19 @@ items) and `Outcome` (the breaks, pending items and heals of one run, and how it
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from services.domain.breaks import BreakStatus, BreakType
-from services.domain.reconciliation import Break, Pending, Report, RunStatus
+from services.domain.reconciliation import Break, Pending, RailObject, Report, RunStatus
 from services.domain.reconciliation import break_key as sort_key
 from services.reconcile import store
 from services.reconcile.windows import Window
+
+# Objects out of scope listed by id in a run's report; the rest are only counted (an account
+# shared with another system may hold millions).
+FOREIGN_LISTED = 100
 
 
 class ById(NamedTuple):
@@ -33,6 +38,15 @@ class Outcome:
     error: str | None = None  # why a source could not be read
     healed: int = 0  # status drifts this run healed through the inbox
     paid_after: list[float] = field(default_factory=list)  # accepted -> paid, of heals to paid
+    foreign: dict[str, int] = field(default_factory=dict)  # objects out of scope, by kind
+    foreign_listed: list[RailObject] = field(default_factory=list)  # the first FOREIGN_LISTED
+
+    def out_of_scope(self, objects: Iterable[RailObject]) -> None:
+        """Count (and list the first few of) rail objects that are not settle's."""
+        for obj in objects:
+            self.foreign[obj.kind.value] = self.foreign.get(obj.kind.value, 0) + 1
+            if len(self.foreign_listed) < FOREIGN_LISTED:
+                self.foreign_listed.append(obj)
 
     def report(self) -> Report:
         """The breaks and pending items found, in the stable order."""

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from services.domain.breaks import BreakType
-from services.domain.reconciliation import Break, Pending, Report, break_key
+from services.domain.reconciliation import Break, Pending, RailObject, Report, break_key
 
 
 def with_breaks(report: Report, more: Iterable[Break]) -> Report:
@@ -58,6 +58,17 @@ def pending_document(item: Pending) -> dict[str, Any]:
         "would_be": item.would_be.value,
         "age": item.age,
         "bucket": item.bucket,
+    }
+
+
+def foreign_document(obj: RailObject) -> dict[str, Any]:
+    """One rail object out of scope, as a run's report lists it."""
+    return {
+        "rail_object_id": obj.object_id,
+        "kind": obj.kind.value,
+        "amount": obj.amount,
+        "currency": obj.currency,
+        "created": obj.created,
     }
 
 

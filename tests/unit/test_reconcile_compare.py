@@ -40,11 +40,18 @@ def test_a_paid_settlement_the_rail_never_saw_is_missing_at_rail() -> None:
     assert (found.settlement_id, found.rail_object_id) == (sid(1), None)
 
 
-def test_a_transfer_no_settlement_explains_is_unknown_at_rail() -> None:
-    stray = transfer(9, settlement_id=None)
-    found = only_break(run([settled(1)], [transfer(1), stray]))
-    assert found.break_type is T.UNKNOWN_AT_RAIL
-    assert (found.settlement_id, found.rail_object_id) == (None, "tr_9")
+def test_an_object_without_settles_mark_is_out_of_scope_not_a_break() -> None:
+    foreign = [transfer(9, settlement_id=None), payout(8, "paid", settlement_id=None)]
+    report = run([settled(1)], [transfer(1), *foreign])
+    assert report.breaks == ()
+    assert {o.object_id for o in report.foreign} == {"tr_9", "po_8"}
+
+
+def test_an_unmarked_object_a_settlement_claims_is_compared_not_out_of_scope() -> None:
+    claimed = transfer(1, settlement_id=None, amount=999)
+    report = run([settled(1)], [claimed])
+    assert report.foreign == ()
+    assert [b.break_type for b in report.breaks] == [T.AMOUNT_MISMATCH]
 
 
 def test_a_transfer_naming_a_settlement_the_ledger_lacks_is_unknown_at_rail() -> None:

@@ -72,3 +72,28 @@ def test_the_rails_closing_balance_is_its_opening_plus_its_transactions() -> Non
         5_000,
         "EUR",
     )
+
+
+def test_a_foreign_charge_with_a_fee_moves_the_balance_by_its_net_and_breaks_nothing() -> None:
+    charge = move(1, "charge", 1_000)._replace(fee=30, ours=False)
+    assert statement_breaks({"EUR": 0}, {"EUR": 970}, [charge]) == []
+    assert balance_breaks([charge], []) == []
+    (found,) = statement_breaks({"EUR": 0}, {"EUR": 1_000}, [charge])
+    assert found.difference == 30
+
+
+def test_another_systems_transfers_and_payouts_are_no_payee_outflow_of_settles() -> None:
+    sent = booked("acme", 1_000, "EUR", SettlementStatus.SUBMITTED)
+    automatic = move(2, "payout", -5_000)._replace(ours=False)
+    foreign = move(3, "transfer", -700)._replace(ours=False)
+    ours = move(4, "transfer", -1_000)
+    assert balance_breaks([ours, automatic, foreign], sent) == []
+    (found,) = balance_breaks([ours, automatic._replace(ours=True)], sent)
+    assert found.difference == 5_000
+
+
+def test_a_fee_on_settles_payout_is_no_payee_money_but_moves_the_balance() -> None:
+    sent = booked("acme", 1_000, "EUR", SettlementStatus.SUBMITTED)
+    instant = move(5, "payout", -1_000)._replace(fee=15)
+    assert balance_breaks([instant], sent) == []
+    assert statement_breaks({"EUR": 2_000}, {"EUR": 985}, [instant]) == []

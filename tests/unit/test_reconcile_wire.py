@@ -78,7 +78,76 @@ def test_an_object_with_a_field_of_the_wrong_kind_is_refused_not_rounded(
 
 
 def test_a_balance_transaction_keeps_its_sign() -> None:
-    wire = {"id": "txn_1", "type": "transfer", "amount": -1_000, "currency": "eur", "created": 7}
-    assert balance_move_of(wire) == BalanceMove("txn_1", "transfer", -1_000, "EUR", 7)
+    wire = {
+        "id": "txn_1",
+        "type": "transfer",
+        "amount": -1_000,
+        "fee": 0,
+        "net": -1_000,
+        "currency": "eur",
+        "created": 7,
+        "source": "tr_1",
+    }
+    assert balance_move_of(wire) == BalanceMove("txn_1", "transfer", -1_000, "EUR", 7, 0, "tr_1")
     with pytest.raises(UnreadableRailObject):
         balance_move_of(wire | {"amount": -10.5})
+
+
+def test_a_balance_transaction_moves_the_balance_by_its_net() -> None:
+    wire = {
+        "id": "txn_2",
+        "type": "charge",
+        "amount": 1_000,
+        "fee": 30,
+        "net": 970,
+        "currency": "usd",
+        "created": 7,
+        "source": "ch_1",
+    }
+    move = balance_move_of(wire)
+    assert (move.amount, move.fee, move.net) == (1_000, 30, 970)
+    with pytest.raises(UnreadableRailObject, match="net"):
+        balance_move_of(wire | {"net": 1_000})
+
+
+def test_an_expanded_source_names_the_settlement_and_the_transfer_reversed() -> None:
+    sid = "0190a5c4-7d3e-7000-8000-000000000001"
+    base = {"amount": -500, "fee": 0, "net": -500, "currency": "usd", "created": 7}
+    transfer = balance_move_of(
+        base
+        | {
+            "id": "txn_3",
+            "type": "transfer",
+            "source": {"id": "tr_9", "object": "transfer", "metadata": {"settlement_id": sid}},
+        }
+    )
+    assert (transfer.source, transfer.settlement_id, transfer.reverses) == ("tr_9", sid, None)
+    grouped = balance_move_of(
+        base
+        | {
+            "id": "txn_4",
+            "type": "transfer",
+            "source": {"id": "tr_8", "object": "transfer", "metadata": {}, "transfer_group": sid},
+        }
+    )
+    assert grouped.settlement_id == sid
+    foreign = balance_move_of(
+        base
+        | {
+            "id": "txn_5",
+            "type": "transfer",
+            "source": {"id": "tr_7", "object": "transfer", "transfer_group": "ORDER_95"},
+        }
+    )
+    assert foreign.settlement_id is None
+    reversal = balance_move_of(
+        base
+        | {
+            "id": "txn_6",
+            "type": "transfer_refund",
+            "amount": 200,
+            "net": 200,
+            "source": {"id": "trr_1", "object": "transfer_reversal", "transfer": "tr_9"},
+        }
+    )
+    assert (reversal.source, reversal.reverses, reversal.settlement_id) == ("trr_1", "tr_9", None)

@@ -82,8 +82,14 @@ def rail_chunks(count: int, end: int, spread: int, size: int) -> Iterator[dict[s
         if len(chunk) >= size:
             yield {"transfers": chunk}
             chunk = []
-    strays = [_transfer(n, f"tr_benchstray{n:011d}", end - 1, None) for n in range(PLANTED)]
-    yield {"transfers": chunk + strays}
+    # Strays name settlements the ledger never booked (unknown_at_rail); the foreign ones
+    # carry no mark of settle's (another system's transfers: out of scope, no break).
+    strays = [
+        _transfer(n, f"tr_benchstray{n:011d}", end - 1, settlement_id(count + n))
+        for n in range(PLANTED)
+    ]
+    foreign = [_transfer(n, f"tr_benchforeign{n:09d}", end - 1, None) for n in range(PLANTED)]
+    yield {"transfers": chunk + strays + foreign}
 
 
 def _transfer(n: int, object_id: str, created: int, named: str | None) -> dict[str, Any]:

@@ -158,7 +158,12 @@ class RailSource:
         newest first, page after page as the list pages them."""
 
         async def fetch(after: str | None) -> RawPage:
-            params: dict[str, Any] = {"created": dict(created), "limit": PAGE_SIZE}
+            # The source expanded: whose money it was (settle's mark) comes with each move.
+            params: dict[str, Any] = {
+                "created": dict(created),
+                "limit": PAGE_SIZE,
+                "expand": ["data.source"],
+            }
             if after is not None:
                 params["starting_after"] = after
             return raw_page_of(await self._body("/v1/balance_transactions", params))

@@ -6,6 +6,7 @@ and must be ISO 4217 codes.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -53,8 +54,6 @@ def rail_object_of(wire: Mapping[str, Any]) -> RailObject:
     if kind is None:
         raise UnreadableRailObject(object_id, "`object` is neither transfer nor payout")
     transfer = kind is PayoutMethod.TRANSFER
-    metadata = wire.get("metadata")
-    named = metadata.get("settlement_id") if isinstance(metadata, Mapping) else None
     return RailObject(
         object_id,
         kind,
@@ -64,9 +63,28 @@ def rail_object_of(wire: Mapping[str, Any]) -> RailObject:
         _ref(wire.get("destination")),
         None if transfer else _text(wire, "status"),
         _int(wire, "created", object_id),
-        named if isinstance(named, str) and named else None,
+        settlement_named(wire),
         None if transfer else _arrival(wire, object_id),
     )
+
+
+def settlement_named(wire: Mapping[str, Any]) -> str | None:
+    """The settlement an object carries settle's mark for: its `metadata.settlement_id`, else
+    its `transfer_group` when that is a settlement id (settle sets both); None on an object
+    another system made (no metadata, or a group of its own such as an order number)."""
+    metadata = wire.get("metadata")
+    named = metadata.get("settlement_id") if isinstance(metadata, Mapping) else None
+    if isinstance(named, str) and named:
+        return named
+    group = wire.get("transfer_group")
+    return group if isinstance(group, str) and _is_uuid(group) else None
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        return str(uuid.UUID(text)) == text.lower()
+    except ValueError:
+        return False
 
 
 def _arrival(wire: Mapping[str, Any], object_id: str) -> int | None:
@@ -75,14 +93,25 @@ def _arrival(wire: Mapping[str, Any], object_id: str) -> int | None:
 
 
 def balance_move_of(wire: Mapping[str, Any]) -> BalanceMove:
-    """The balance transaction in `wire`; UnreadableRailObject if it is malformed."""
+    """The balance transaction in `wire`; UnreadableRailObject if it is malformed. With its
+    `source` expanded, the move names the settlement the source carries settle's mark for
+    and, for a transfer reversal, the transfer reversed."""
     move_id = _text(wire, "id")
+    amount, fee = _int(wire, "amount", move_id), _int(wire, "fee", move_id)
+    if _int(wire, "net", move_id) != amount - fee:
+        raise UnreadableRailObject(move_id, "`net` must be `amount` less `fee`")
+    source = wire.get("source")
+    expanded = source if isinstance(source, Mapping) else {}
     return BalanceMove(
         move_id,
         _text(wire, "type"),
-        _int(wire, "amount", move_id),
+        amount,
         _currency(wire, move_id),
         _int(wire, "created", move_id),
+        fee,
+        _ref(source),
+        settlement_named(expanded) if expanded else None,
+        _ref(expanded.get("transfer")) if expanded.get("object") == "transfer_reversal" else None,
     )
 
 
