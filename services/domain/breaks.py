@@ -17,9 +17,12 @@ is one of a closed set whose names are stable (they are stored, counted and expo
     from      may go to   by
     open      healed      the rail's proof, applied through the inbox (status_drift), or
                           the missing statement, once it arrives (statement_gap)
-    open      resolved    an operator, with a reason
+    open      resolved    an operator, with a reason (and how: `ResolutionKind`)
     healed    (terminal)
-    resolved  (terminal)
+    resolved  (terminal for reconciliation; an operator may reopen it, with a reason)
+
+Reopening is the one step back (`reopening`): an operator's, never reconciliation's, and not
+part of `TRANSITIONS`, which say where a break may go once it is found.
 
 Pending is not broken: an item still inside its expected settlement time (the grace period)
 is reported `pending` with its age bucket, never as a break. Open items and `submitted`
@@ -95,6 +98,11 @@ DEFAULT_RECHECK_AGES: tuple[int, ...] = (3600, 86400, 7 * 86400, 30 * 86400)
 # A transfer shows at the rail at once and a webhook lands in seconds; an hour leaves room
 # for the rail's first delivery retries before a lag is called a break.
 DEFAULT_GRACE_SECONDS = 3600
+# A drift the rail already shows final (a transfer made, a payout paid or failed, money
+# reversed) needs no hour: the proof is there. It is left this long for its webhook, which
+# lands in seconds, so that a run does not heal what the inbox is applying anyway; then it
+# heals, however long the grace period.
+PROVEN_DRIFT_SECONDS = 60
 # How long after its arrival date a payout may still fail (Stripe: a few business days), so
 # how long one still in transit is waited for before it is overdue.
 PAYOUT_FAILURE_WINDOW_SECONDS = 5 * 86400
@@ -119,6 +127,19 @@ class BreakNotHealable(DomainError):
     def __init__(self, break_type: BreakType) -> None:
         super().__init__(f"{break_type} is never healed automatically; an operator resolves it")
         self.break_type = break_type
+
+
+class ResolutionKind(StrEnum):
+    """How an operator resolved a break; the values are `resolution_kind`."""
+
+    RESOLVE = "resolve"  # closed with a sentence, the books left as they are
+    WRITE_OFF = "write_off"  # its amount booked to the platform's loss account
+    CORRECT = "correct"  # its settlement moved where the rail says it is
+    MATCH = "match"  # its rail object recorded as a settlement's reference
+
+
+# The statuses an operator may take a break back to open from: healed is the evidence's.
+REOPENABLE: frozenset[BreakStatus] = frozenset({_B.RESOLVED})
 
 
 class BreakChange(NamedTuple):
@@ -146,6 +167,16 @@ def transition(
     if target is _B.RESOLVED and not (reason and reason.strip()):
         raise ReasonRequired(f"resolving a {break_type} break needs the operator's reason")
     return BreakChange(current, target, reason)
+
+
+def reopening(current: BreakStatus, reason: str | None) -> BreakChange:
+    """The step back to open of a break in `current`; IllegalBreakTransition unless it was
+    resolved, ReasonRequired without a reason."""
+    if current not in REOPENABLE:
+        raise IllegalBreakTransition(current, _B.OPEN)
+    if not (reason and reason.strip()):
+        raise ReasonRequired("reopening a break needs the operator's reason")
+    return BreakChange(current, _B.OPEN, reason)
 
 
 def parse_ages(text: str) -> tuple[int, ...]:

@@ -24,8 +24,10 @@ Objects no settlement explains are unknown_at_rail when they carry settle's mark
 settlement the ledger does not have); without it they are another system's (automatic
 payouts, transfers of destination charges or of other software on the same account): out of
 scope, listed in the report's `foreign` and never a break. A missing object or a status drift of a
-settlement handed to the rail less than the grace period ago is `pending`, not a break; the
-rail never changes amounts, so every other finding is a break at once. Where the rail's
+settlement handed to the rail less than the grace period ago is `pending`, not a break; a
+drift to a state the rail shows only once it has acted (paid, failed, reversed) is proof,
+pending only for its webhook's first minute (`PROVEN_DRIFT_SECONDS`); the rail never changes
+amounts, so every other finding is a break at once. Where the rail's
 records run to a business day (`booked_through`, the last day a bank statement closed)
 and the settlement has a day it is due to be booked (`due_on`, its bank file's execution
 date), a missing object is also pending while that day is after the records' last one.
@@ -44,6 +46,7 @@ from services.domain.breaks import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_RECHECK_AGES,
     PAYOUT_FAILURE_WINDOW_SECONDS,
+    PROVEN_DRIFT_SECONDS,
     BreakType,
     age_bucket,
     is_pending,
@@ -81,6 +84,10 @@ AGREES: Mapping[SettlementStatus, frozenset[MoneyState | None]] = {
 # The statuses that say money left: without a rail object they are missing_at_rail.
 SENT: frozenset[SettlementStatus] = frozenset(
     {_S.SUBMITTED, _S.PAID, _S.PARTLY_REVERSED, _S.REVERSED}
+)
+# The money states a rail object shows only once the rail has acted: proof, not a lag.
+_FINAL = frozenset(
+    {_M.PAID.value, _M.FAILED.value, _M.REVERSED.value, _M.PARTLY_REVERSED.value}
 )
 # The findings a settlement can grow out of while the rail catches up.
 _MAY_BE_EARLY = frozenset({BreakType.MISSING_AT_RAIL, BreakType.STATUS_DRIFT})
@@ -154,6 +161,8 @@ def _early(
     if found.break_type not in _MAY_BE_EARLY or record.sent_at is None:
         return None
     age = now - record.sent_at
+    if found.actual in _FINAL and age >= min(grace, PROVEN_DRIFT_SECONDS):
+        return None  # the rail proves where the money is: no waiting out the grace
     due = record.due_on
     not_due = due is not None and booked_through is not None and due > booked_through
     if not (is_pending(age, grace) or (not_due and found.break_type is _MISSING)):

@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from services.domain.breaks import PAYOUT_FAILURE_WINDOW_SECONDS, BreakType
+from services.domain.breaks import PAYOUT_FAILURE_WINDOW_SECONDS, PROVEN_DRIFT_SECONDS, BreakType
 from services.domain.reconciliation import Break, LedgerRecord, RailObject, Report
 from services.domain.settlement import SettlementStatus
 from services.reconcile.compare import compare
@@ -176,8 +176,8 @@ def test_a_payout_whose_status_the_ledger_disagrees_with_drifts(
 def test_inside_the_grace_period_a_missing_object_or_a_lagging_status_is_pending() -> None:
     sent = NOW - GRACE + 1
     report = run(
-        [settled(1, sent_at=sent), settled(2, S.SUBMITTED, sent_at=sent)],
-        [payout(2, "paid")._replace(object_id="tr_2")],
+        [settled(1, sent_at=sent), settled(2, S.PAID, sent_at=sent)],
+        [payout(2, "in_transit")._replace(object_id="tr_2")],
     )
     assert report.breaks == ()
     assert [(p.settlement_id, p.rail_object_id, p.would_be, p.age) for p in report.pending] == [
@@ -185,6 +185,15 @@ def test_inside_the_grace_period_a_missing_object_or_a_lagging_status_is_pending
         (sid(2), "tr_2", T.STATUS_DRIFT, GRACE - 1),
     ]
     assert {p.bucket for p in report.pending} == {"T+0s"}
+
+
+def test_a_drift_the_rail_proves_waits_only_a_minute_for_its_webhook() -> None:
+    paid = [payout(2, "paid")._replace(object_id="tr_2")]
+    early = run([settled(2, S.SUBMITTED, sent_at=NOW - PROVEN_DRIFT_SECONDS + 1)], paid)
+    assert (early.breaks, [p.would_be for p in early.pending]) == ((), [T.STATUS_DRIFT])
+    proven = only_break(run([settled(2, S.SUBMITTED, sent_at=NOW - PROVEN_DRIFT_SECONDS)], paid))
+    assert (proven.break_type, proven.actual) == (T.STATUS_DRIFT, "paid")
+    assert PROVEN_DRIFT_SECONDS < GRACE
 
 
 def test_a_bank_transfer_missing_from_the_statements_is_pending_until_its_booking_day() -> None:
