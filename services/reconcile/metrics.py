@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.domain.breaks import BreakType
+from services.domain.payout import PayoutMethod
 from services.domain.reconciliation import RunKind
 from services.platform.metrics import accepted_to_paid_histogram, with_children
 
@@ -33,6 +34,7 @@ class ReconcileMetrics:
     healed: Counter  # settle_reconcile_healed_total: breaks healed from the rail's proof
     runs: Counter  # settle_reconcile_runs_total{kind,outcome}: runs this process made
     objects_read: Counter  # settle_reconcile_objects_read_total{source}: rows the runs read
+    out_of_scope: Counter  # settle_reconcile_out_of_scope_objects_total{kind}: not settle's
     run_seconds: Histogram  # settle_reconcile_run_seconds{kind}: one run, start to finish
     lock_held: Gauge  # settle_reconcile_lock_held: 1 while this replica is the reconciler
     oldest_submitted: Gauge  # settle_settlement_oldest_submitted_seconds: since it was submitted
@@ -78,6 +80,15 @@ def create_metrics(registry: CollectorRegistry | None = None) -> ReconcileMetric
         ),
         runs=with_children(runs, kind=[k.value for k in RunKind], outcome=RUN_OUTCOMES),
         objects_read=with_children(objects_read, source=SOURCES),
+        out_of_scope=with_children(
+            Counter(
+                "settle_reconcile_out_of_scope_objects",
+                "Rail objects runs read that are not settle's (another system's), by kind.",
+                ["kind"],
+                registry=r,
+            ),
+            kind=[m.value for m in PayoutMethod],
+        ),
         run_seconds=Histogram(
             "settle_reconcile_run_seconds",
             "Duration of one reconciliation run.",

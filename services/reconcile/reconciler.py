@@ -185,6 +185,8 @@ class Reconciler:
             self._metrics.run_seconds.labels(kind=kind).observe(time.monotonic() - started)
         self._metrics.runs.labels(kind=kind, outcome=outcome.status.value).inc()
         self._metrics.healed.inc(outcome.healed)
+        for obj_kind, count in outcome.foreign.items():
+            self._metrics.out_of_scope.labels(kind=obj_kind).inc(count)
         for seconds in outcome.paid_after:
             self._metrics.accepted_to_paid.observe(seconds)
         for source, rows in (await standing.source_rows(self._pool, outcome.run_id)).items():
