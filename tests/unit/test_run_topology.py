@@ -114,3 +114,13 @@ def test_the_console_runs_on_its_own_default_port_with_the_stacks_rail() -> None
         ports.inbox_admin,
     ]
     assert ports.console not in taken
+
+
+def test_the_simulator_gets_the_account_activity_and_keeps_its_objects_where_told() -> None:
+    plain = {s.name: s for s in service_specs(Ports(), {}, StackOptions())}["railsim"].args
+    assert plain[plain.index("--account-activity") + 1] == "none"
+    assert "--data-dir" not in plain
+    options = StackOptions(account_activity="realistic", rail_state=Path("/state/rail"))
+    real = {s.name: s for s in service_specs(Ports(), {}, options)}["railsim"].args
+    assert real[real.index("--account-activity") + 1] == "realistic"
+    assert real[real.index("--data-dir") + 1] == "/state/rail"

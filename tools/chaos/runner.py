@@ -123,6 +123,9 @@ async def _start_services(
         bank_state=infra.paths.run / "banksim",
         # A restarted bank comes back with its chaos faults; the schedule calms it at the end.
         bank_fault_profile=BANK_PROFILE,
+        # A real account's other activity beside settle's, and objects a killed rail keeps.
+        account_activity="realistic",
+        rail_state=infra.paths.run / "railsim",
     )
     specs = service_specs(ports, env, stack)
     pauses = self_pauses(options.seed, options.count, options.rails)

@@ -63,6 +63,15 @@ PORTS_ENV = "SETTLE_RUN_PORTS_FROM"
     help="The rails the stack drives; with sepa, the bank simulator runs too and the demo "
     "pays its euro settlements by SEPA credit transfer.",
 )
+@click.option(
+    "--account-activity",
+    default="realistic",
+    show_default=True,
+    type=click.Choice(["none", "realistic"]),
+    help="What else happens on the simulated Stripe account: realistic adds other systems' "
+    "charges with fees, automatic payouts and transfers, which reconciliation must leave "
+    "out of scope.",
+)
 def run(
     count: int,
     no_demo: bool,
@@ -72,6 +81,7 @@ def run(
     ports_from: int | None,
     seed: int | None,
     rails: str,
+    account_activity: str,
 ) -> None:
     """Start infrastructure and every service, run a demo batch, serve until Ctrl-C."""
     from services.adapters.postgres.migrate import upgrade
@@ -104,6 +114,8 @@ def run(
             LOCAL_RELAY_LEASE_SECONDS,
             rails=tuple(rails.split(",")),
             bank_state=run_paths().run / f"banksim-{ports.banksim}",
+            account_activity=account_activity,
+            rail_state=run_paths().run / f"railsim-{ports.railsim}",
         )
         demo = DemoBatch(0 if no_demo else count, rate or None)
         status = asyncio.run(serve(ports, options, demo, log_dir, console, idle))

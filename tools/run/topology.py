@@ -69,6 +69,10 @@ class StackOptions:
     bank_state: Path | None = None  # where the bank simulator keeps its books (sepa)
     day_seconds: float = 20.0  # the bank simulator's business day
     bank_fault_profile: str | None = None  # the bank's profile at every start; None: the rail's
+    # What else happens on the simulated Stripe account: "none", or "realistic" (charges with
+    # fees, automatic payouts, other systems' transfers and payouts beside settle's).
+    account_activity: str = "none"
+    rail_state: Path | None = None  # where the simulator keeps its objects; None: in memory
 
 
 def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> list[ServiceSpec]:
@@ -116,7 +120,8 @@ def service_specs(ports: Ports, env: dict[str, str], options: StackOptions) -> l
 
 
 def _railsim_spec(ports: Ports, env: dict[str, str], options: StackOptions) -> ServiceSpec:
-    """The simulator, posting its webhooks to the inbox, keys honoured or not as asked."""
+    """The simulator, posting its webhooks to the inbox, keys honoured or not as asked, with
+    the account activity asked for, its objects kept on disk when the stack says where."""
     args = [
         "railsim",
         "--host",
@@ -129,9 +134,13 @@ def _railsim_spec(ports: Ports, env: dict[str, str], options: StackOptions) -> S
         options.fault_profile,
         "--idempotency-window",
         "0" if options.rail_ignores_keys else "86400",
+        "--account-activity",
+        options.account_activity,
     ]
     if options.seed is not None:
         args += ["--seed", str(options.seed)]
+    if options.rail_state is not None:
+        args += ["--data-dir", str(options.rail_state)]
     rail = ports.url(ports.railsim)
     return ServiceSpec("railsim", args, env, ports.railsim, f"{rail}/healthz")
 
