@@ -82,7 +82,11 @@ async def compose(
     metrics = create_metrics()
     pool = await create_pool(settings, max_size=POOL_SIZE)
     api_base = rail_api_base(settings)
-    rail = RailSource(settings.stripe_api_key.get_secret_value(), api_base=api_base)
+    rail = RailSource(
+        settings.stripe_api_key.get_secret_value(),
+        api_base=api_base,
+        read_rate=settings.reconcile_read_rate,
+    )
     lookup = stripe_lookup(settings)
     operators = BearerAuth(settings.operator_by_token)
     tenants = BearerAuth(settings.tenant_by_token)

@@ -19,6 +19,10 @@ from services.domain.errors import SettleError
 from services.domain.payout import PayoutMethod
 from services.domain.trace_context import TraceContext
 
+# Reads a second a reconciliation may make of a rail's API: Stripe's limit for a live account
+# (it answers 429 past it).
+DEFAULT_READ_RATE = 100.0
+
 
 class RailOutcome(StrEnum):
     """The class of a rail call's result; see the module docstring."""

@@ -14,6 +14,7 @@ from services.domain.breaks import (
     DEFAULT_RECHECK_AGES,
     parse_ages,
 )
+from services.domain.rail import DEFAULT_READ_RATE
 from services.platform.config import Section
 
 
@@ -69,8 +70,9 @@ class InboxSection(Section):
 class ReconcileSection(Section):
     """Seconds between intraday runs; the ages at which open breaks and submitted
     settlements are compared again ("1h,1d,7d,30d"; a bare number is seconds); how long an
-    item handed to the rail may lag before the lag is a break; and how far back before the
-    last run's end an intraday run reads again, for objects the rail listed late."""
+    item handed to the rail may lag before the lag is a break; how far back before the
+    last run's end an intraday run reads again, for objects the rail listed late; and how
+    many reads a second a run may make of the rail (its read limit)."""
 
     reconcile_interval_seconds: float = Field(300.0, alias="SETTLE_RECONCILE_INTERVAL", gt=0)
     reconcile_recheck_ages: Annotated[tuple[int, ...], NoDecode] = Field(
@@ -82,6 +84,7 @@ class ReconcileSection(Section):
     reconcile_overlap_seconds: float = Field(
         DEFAULT_OVERLAP_SECONDS, alias="SETTLE_RECONCILE_OVERLAP_SECONDS", ge=0
     )
+    reconcile_read_rate: float = Field(DEFAULT_READ_RATE, alias="SETTLE_RECONCILE_READ_RATE", gt=0)
 
     @field_validator("reconcile_recheck_ages", mode="before")
     @classmethod

@@ -41,11 +41,8 @@ from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 import asyncpg
-import stripe
 
 from services.adapters.stripe.source import PAGE_SIZE, RailSource
-from services.adapters.stripe.wire import balance_of
-from services.domain.rail import RailUnreadable
 from services.domain.reconciliation import BalanceMove, Break
 from services.reconcile import ledger_source, nostro, nostro_store
 from services.reconcile.nostro_store import Balance
@@ -92,14 +89,10 @@ async def closing_balance(rail: RailSource, at: datetime) -> Balance | None:
     cut_off = math.floor(at.timestamp())
     for _ in range(READ_ATTEMPTS):
         before = [m async for m in rail.balance_moves({"gte": cut_off})]
-        try:
-            wire = await rail.client.v1.balance.retrieve_async()
-        except stripe.StripeError as e:
-            raise RailUnreadable(f"reading the balance at {rail.where}: {e!r}") from e
+        balance = await rail.balance()
         after = [m async for m in rail.balance_moves({"gte": cut_off})]
         # Nothing moved while the balance was read: it holds exactly `after` beyond the cut-off.
         if before == after:
-            balance = balance_of(wire.to_dict())
             for move in after:
                 balance[move.currency] = balance.get(move.currency, 0) - move.net
             return Balance(datetime.fromtimestamp(cut_off, UTC), balance)

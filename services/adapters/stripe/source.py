@@ -26,9 +26,15 @@ import stripe
 from services.adapters.stripe import paging
 from services.adapters.stripe.http import StripeAPI
 from services.adapters.stripe.paging import RawPage
-from services.adapters.stripe.wire import balance_move_of, rail_object_of, raw_page_of
+from services.adapters.stripe.read_limit import ReadLimit
+from services.adapters.stripe.wire import balance_move_of, balance_of, rail_object_of, raw_page_of
 from services.domain.payout import PayoutMethod
-from services.domain.rail import RailReadError, RailUnreadable, UnreadableRailObject
+from services.domain.rail import (
+    DEFAULT_READ_RATE,
+    RailReadError,
+    RailUnreadable,
+    UnreadableRailObject,
+)
 from services.domain.rail_routing import SPEAKS_STRIPE
 from services.domain.reconciliation import BalanceMove, RailObject
 
@@ -73,20 +79,23 @@ class RailSource:
     rails = STRIPE_API_RAILS
 
     def __init__(
-        self, api_key: str, *, api_base: str | None = None, timeout: float = DEFAULT_TIMEOUT
+        self,
+        api_key: str,
+        *,
+        api_base: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        read_rate: float = DEFAULT_READ_RATE,
     ) -> None:
         # The relay's transport: the same timeouts and error classes; read-only calls here,
         # so the library may retry them.
         self._api = StripeAPI(
             api_key, api_base=api_base, timeout=timeout, connections=CONNECTIONS, retries=2
         )
+        # Every read waits its turn under the rail's read limit, as many in flight as the
+        # connections hold.
+        self._limit = ReadLimit(read_rate, burst=CONNECTIONS)
         self._client = self._api.client
         self.where = self._api.where
-
-    @property
-    def client(self) -> stripe.StripeClient:
-        """Stripe's client this source reads through (the nostro view reads the balance)."""
-        return self._client
 
     async def objects(self, start: int, end: int) -> list[RailObject]:
         """Every transfer and payout created in [start, end), transfers first, newest first."""
@@ -137,13 +146,13 @@ class RailSource:
         await queue.put(None)
 
     async def retrieve(self, object_ids: Iterable[str]) -> list[RailObject]:
-        """The transfers and payouts with these ids; an id the rail does not know is left out."""
-        found: list[RailObject] = []
-        for object_id in sorted(set(object_ids)):
-            obj = await self._retrieve(object_id)
-            if obj is not None:
-                found.append(obj)
-        return found
+        """The transfers and payouts with these ids, read side by side under the read limit;
+        an id the rail does not know is left out."""
+        ids = sorted(set(object_ids))
+        found: list[RailObject | None] = []
+        for i in range(0, len(ids), CONNECTIONS):  # at most the connections' worth in flight
+            found += await asyncio.gather(*(self._retrieve(o) for o in ids[i : i + CONNECTIONS]))
+        return [obj for obj in found if obj is not None]
 
     def rows_read(self, objects: int) -> int:
         """The objects the rail returned."""
@@ -183,6 +192,7 @@ class RailSource:
         """The body of one list request through the library's requestor, unread; an error
         answer is read by the library and raised as RailUnreadable."""
         requestor = self._client._requestor
+        await self._limit.wait()
         try:
             body, status, headers = await requestor.request_raw_async(
                 "get", path, params, base_address="api", api_mode="V1", usage=["reconcile"]
@@ -202,6 +212,7 @@ class RailSource:
         metadata and amount reversed included); None if the rail does not know it."""
         v1 = self._client.v1
         found: stripe.StripeObject
+        await self._limit.wait()
         try:
             if object_id.startswith(TRANSFER_PREFIX):
                 found = await v1.transfers.retrieve_async(object_id)
@@ -219,9 +230,19 @@ class RailSource:
             raise RailUnreadable(f"retrieving {object_id} at {self.where}: {e!r}") from e
         return found.to_dict()
 
+    async def balance(self) -> dict[str, int]:
+        """The account's balance now, per currency (available plus pending)."""
+        await self._limit.wait()
+        try:
+            wire = await self._client.v1.balance.retrieve_async()
+        except stripe.StripeError as e:
+            raise RailUnreadable(f"reading the balance at {self.where}: {e!r}") from e
+        return balance_of(wire.to_dict())
+
     async def moved_at(self, transaction_id: str) -> int | None:
         """When the balance transaction `transaction_id` was created (Unix seconds); None if
         the rail does not know it."""
+        await self._limit.wait()
         try:
             found = await self._client.v1.balance_transactions.retrieve_async(transaction_id)
         except stripe.InvalidRequestError as e:
