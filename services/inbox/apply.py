@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 import asyncpg
@@ -140,6 +140,7 @@ def _apply_one(
             reason=f"{event.event_type} {event.rail_event_id}",
             rail_reference=event.object_id,
             amount_reversed=reported,
+            effective_at=rail_time(event.created),
         )
         if moved is None:  # plan only answers legal moves
             raise TransitionConflict(f"settlement {sid} refused {target} under its row lock")
@@ -148,3 +149,8 @@ def _apply_one(
     where = f"{current} ({before} back)" if before else str(current)
     note = None if moves else f"settlement already {where}; nothing to change"
     return Outcome(InboxStatus.APPLIED, note, sid, moves, settlement=s)
+
+
+def rail_time(created: int | None) -> datetime | None:
+    """When the rail says it moved the money (an event's `created`), as the entry's date."""
+    return None if created is None else datetime.fromtimestamp(created, UTC)

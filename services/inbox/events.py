@@ -77,13 +77,14 @@ def parse_event(body: bytes) -> RailEvent:
     )
 
 
-def reported_in(body: bytes) -> Reported | None:
-    """What the stored event in `body` says of its object's money; None if the body is no
-    longer readable as an event (then it matches nothing)."""
+def stored_event_facts(body: bytes) -> tuple[Reported | None, int | None]:
+    """What the stored event in `body` says of its object's money, and when the rail created
+    it (None when it does not say); (None, None) if the body is no longer readable."""
     try:
-        return parse_event(body).reported
+        event = parse_event(body)
     except MalformedEvent:
-        return None
+        return None, None
+    return event.reported, event.created or None
 
 
 def _value(value: object) -> Value:

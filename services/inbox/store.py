@@ -18,7 +18,7 @@ from services.adapters.postgres.history_months import month_start
 from services.domain.rail_event import InboxStatus
 from services.domain.webhook_match import Difference, Reported
 from services.inbox.errors import ClaimedEventChanged
-from services.inbox.events import reported_in
+from services.inbox.events import stored_event_facts
 
 RAIL = "stripe"
 
@@ -28,7 +28,7 @@ VALUES ($1, $2, 'rejected', $3, $4, $5)
 RETURNING id
 """
 # What a claim reads of a row: the fields of StoredEvent, and the body, read again for what
-# it reports (`events.reported_in`): the row keeps no copy of it.
+# it reports and when (`events.stored_event_facts`): the row keeps no copy of it.
 _CLAIMED = """
 SELECT id, status, rail_event_id, event_type, object_id, settlement_id, attempts, received_at,
        amount_reversed, payload
@@ -86,6 +86,7 @@ class StoredEvent(NamedTuple):
     received_at: datetime
     amount_reversed: int | None = None  # what a reversal reported as back in all (RailEvent)
     reported: Reported | None = None  # what the event says of its object (RailEvent)
+    created: int | None = None  # Unix seconds the rail created the event, if it says
 
 
 async def store_rejected(
@@ -96,6 +97,7 @@ async def store_rejected(
 
 
 def _stored(row: asyncpg.Record) -> StoredEvent:
+    reported, created = stored_event_facts(row["payload"])
     return StoredEvent(
         row["id"],
         row["rail_event_id"],
@@ -106,7 +108,8 @@ def _stored(row: asyncpg.Record) -> StoredEvent:
         InboxStatus(row["status"]),
         row["received_at"],
         row["amount_reversed"],
-        reported_in(row["payload"]),
+        reported,
+        created,
     )
 
 

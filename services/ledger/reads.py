@@ -49,7 +49,8 @@ _TRANSITIONS = """
       FROM settlement_transitions WHERE settlement_id = $1 ORDER BY sequence
 """
 _POSTINGS = """
-    SELECT e.id AS entry_id, e.kind, p.account_id, p.amount, p.currency, e.occurred_at
+    SELECT e.id AS entry_id, e.kind, p.account_id, p.amount, p.currency, e.occurred_at,
+           coalesce(e.effective_at, e.occurred_at) AS effective_at
       FROM journal_entries e JOIN postings p ON p.entry_id = e.id
      WHERE e.settlement_id = $1 AND e.tenant = $2
      ORDER BY e.occurred_at, p.id
@@ -63,7 +64,7 @@ _BALANCE = """
 _ACCOUNT = "SELECT 1 FROM accounts WHERE id = $1 AND tenant = $2"
 _ENTRIES = """
     SELECT p.id AS posting_id, p.entry_id, e.kind, e.settlement_id, p.amount, p.currency,
-           e.occurred_at
+           e.occurred_at, coalesce(e.effective_at, e.occurred_at) AS effective_at
       FROM postings p JOIN journal_entries e ON e.id = p.entry_id
      WHERE p.account_id = $1 AND ($2::bigint IS NULL OR p.id < $2)
      ORDER BY p.id DESC LIMIT $3

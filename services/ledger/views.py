@@ -40,7 +40,8 @@ class SettlementPosting:
     account_id: str
     amount: int  # signed minor units: debit +, credit -
     currency: str
-    occurred_at: Timestamp
+    occurred_at: Timestamp  # when settle recorded it
+    effective_at: Timestamp  # when the money moved: the rail's time when it said, else recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +102,8 @@ class AccountEntry:
     settlement_id: str | None
     amount: int  # signed minor units
     currency: str
-    occurred_at: Timestamp
+    occurred_at: Timestamp  # when settle recorded it
+    effective_at: Timestamp  # when the money moved: the rail's time when it said, else recorded
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,9 +86,7 @@ SENT: frozenset[SettlementStatus] = frozenset(
     {_S.SUBMITTED, _S.PAID, _S.PARTLY_REVERSED, _S.REVERSED}
 )
 # The money states a rail object shows only once the rail has acted: proof, not a lag.
-_FINAL = frozenset(
-    {_M.PAID.value, _M.FAILED.value, _M.REVERSED.value, _M.PARTLY_REVERSED.value}
-)
+_FINAL = frozenset({_M.PAID.value, _M.FAILED.value, _M.REVERSED.value, _M.PARTLY_REVERSED.value})
 # The findings a settlement can grow out of while the rail catches up.
 _MAY_BE_EARLY = frozenset({BreakType.MISSING_AT_RAIL, BreakType.STATUS_DRIFT})
 _MISSING = BreakType.MISSING_AT_RAIL

@@ -157,10 +157,11 @@ class Healer:
         healed = 0
         for item in proof.healable(breaks):
             wire = await self._rail.wire(item.rail_object_id or "")
-            # A payout's failure and its return after paying differ only by when the money
-            # came back (the inbox compares that with its arrival date): the rail dates it.
-            money_back = proof.money_back(wire) if wire is not None else None
-            at = await self._rail.moved_at(money_back) if money_back is not None else None
+            # The change is dated when the rail moved the money: the entries it books are
+            # effective then, and a payout's failure and its return after paying differ only
+            # by when the money came back (the inbox compares that with its arrival date).
+            moved = proof.dated_by(wire) if wire is not None else None
+            at = await self._rail.moved_at(moved) if moved is not None else None
             done = await retry_contended(partial(self._heal_one, item, wire, at))
             if done.settlement is not None:
                 s = done.settlement

@@ -80,15 +80,7 @@ def create_metrics(registry: CollectorRegistry | None = None) -> ReconcileMetric
         ),
         runs=with_children(runs, kind=[k.value for k in RunKind], outcome=RUN_OUTCOMES),
         objects_read=with_children(objects_read, source=SOURCES),
-        out_of_scope=with_children(
-            Counter(
-                "settle_reconcile_out_of_scope_objects",
-                "Rail objects runs read that are not settle's (another system's), by kind.",
-                ["kind"],
-                registry=r,
-            ),
-            kind=[m.value for m in PayoutMethod],
-        ),
+        out_of_scope=_out_of_scope(r),
         run_seconds=Histogram(
             "settle_reconcile_run_seconds",
             "Duration of one reconciliation run.",
@@ -108,3 +100,14 @@ def create_metrics(registry: CollectorRegistry | None = None) -> ReconcileMetric
         ),
         accepted_to_paid=accepted_to_paid_histogram(r),
     )
+
+
+def _out_of_scope(r: CollectorRegistry) -> Counter:
+    """settle_reconcile_out_of_scope_objects_total{kind}, every kind at 0 from the start."""
+    counter = Counter(
+        "settle_reconcile_out_of_scope_objects",
+        "Rail objects runs read that are not settle's (another system's), by kind.",
+        ["kind"],
+        registry=r,
+    )
+    return with_children(counter, kind=[m.value for m in PayoutMethod])

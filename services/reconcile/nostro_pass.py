@@ -151,6 +151,7 @@ def fee_charge(move: BalanceMove) -> RailCharge:
         move.currency,
         charged_at.date(),
         move.settlement_id,
+        charged_at,
     )
 
 

@@ -33,6 +33,11 @@ SELECT b.as_of, b.currency, b.balance
                     WHERE o.as_of <= $1 AND o.quiet AND r.status = 'completed'
                     ORDER BY o.as_of DESC, o.run_id DESC LIMIT 1)
 """
+# Entries are cut by when the rail moved the money (`effective_at`, else when recorded), as
+# the rail's balance transactions are. The rail acts before settle records it, so an entry
+# effective in the window was recorded in it or later: the index on `occurred_at` bounds the
+# scan from the window's start, less what the rail's clock may run ahead of ours.
+RAIL_CLOCK_AHEAD = "5 minutes"
 # Summed in the database per account: a window's postings never come into memory one by one.
 # bigint: sum() of bigint is numeric, which asyncpg would hand over as a Decimal.
 # Only the money of the rails that move it through this Stripe account (and entries of no
@@ -41,7 +46,9 @@ POSTINGS_BETWEEN = f"""
 SELECT p.account_id, p.currency, sum(p.amount)::bigint AS amount
   FROM journal_entries AS e
   JOIN postings AS p ON p.entry_id = e.id
- WHERE e.occurred_at >= $1 AND e.occurred_at < $2
+ WHERE e.occurred_at >= $1::timestamptz - interval '{RAIL_CLOCK_AHEAD}'
+   AND coalesce(e.effective_at, e.occurred_at) >= $1
+   AND coalesce(e.effective_at, e.occurred_at) < $2
    AND (e.settlement_id IS NULL
         OR EXISTS (SELECT 1 FROM settlements AS s
                     WHERE s.id = e.settlement_id AND s.rail IN {RAILS_READ}))
@@ -89,7 +96,8 @@ async def opening_balance(
 async def postings_between(
     conn: asyncpg.Connection | asyncpg.Pool, start: datetime, end: datetime
 ) -> list[Posting]:
-    """The postings of journal entries booked in [start, end), one summed line per account."""
+    """The postings of journal entries effective in [start, end), one summed line per
+    account."""
     with unavailable_when_down("PostgreSQL is unreachable; no posting was read"):
         rows = await conn.fetch(POSTINGS_BETWEEN, start, end)
     return [Posting(r["account_id"], r["amount"], r["currency"]) for r in rows]

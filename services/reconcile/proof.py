@@ -48,11 +48,22 @@ def proven_event(wire: Mapping[str, Any]) -> str | None:
     return _PAYOUT_EVENTS.get(obj.status or "")
 
 
-def money_back(wire: Mapping[str, Any]) -> str | None:
-    """The id of the balance transaction that brought a failed payout's money back, if any."""
-    if wire.get("object") != "payout" or wire.get("status") != "failed":
-        return None
-    moved = wire.get("failure_balance_transaction")
+def dated_by(wire: Mapping[str, Any]) -> str | None:
+    """The id of the balance transaction that moved the money of the change the object shows
+    (its `created` is when the rail did it), if the object names one: a failed payout's
+    `failure_balance_transaction`, a reversed transfer's latest reversal's, a transfer's
+    own."""
+    if wire.get("object") == "payout":
+        moved = wire.get("failure_balance_transaction") if wire.get("status") == "failed" else None
+    elif wire.get("object") == "transfer":
+        reversals = wire.get("reversals")
+        parts = reversals.get("data") if isinstance(reversals, Mapping) else None
+        made = [p for p in parts if isinstance(p, Mapping)] if isinstance(parts, list) else []
+        # The latest reversal, whichever order the list gives them in.
+        last = max(reversed(made), key=lambda p: _created(p), default=wire)
+        moved = last.get("balance_transaction")
+    else:
+        moved = None
     if isinstance(moved, Mapping):  # expanded
         moved = moved.get("id")
     return moved if isinstance(moved, str) and moved else None
@@ -92,3 +103,8 @@ def healable(breaks: Iterable[Break]) -> list[Break]:
         and b.rail_object_id is not None
         and b.settlement_id not in others
     ]
+
+
+def _created(part: Mapping[str, Any]) -> int:
+    created = part.get("created")
+    return created if isinstance(created, int) else 0

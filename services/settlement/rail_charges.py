@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import UTC, date, datetime, time
 from typing import NamedTuple
 
 import asyncpg
@@ -38,8 +38,9 @@ RETURNING entry_id
 """
 WRITE_ENTRIES = f"""
 WITH entries AS (
-    INSERT INTO journal_entries (id, tenant, settlement_id, kind, occurred_at)
-    SELECT e, '{PLATFORM}', NULL, '{ENTRY_KIND}', $1 FROM unnest($2::uuid[]) AS e
+    INSERT INTO journal_entries (id, tenant, settlement_id, kind, occurred_at, effective_at)
+    SELECT e, '{PLATFORM}', NULL, '{ENTRY_KIND}', $1, t
+      FROM unnest($2::uuid[], $9::timestamptz[]) AS c(e, t)
 ), legs AS (
     INSERT INTO postings (entry_id, account_id, amount, currency, occurred_at)
     SELECT p.entry_id, p.account_id, p.amount, p.currency, $1
@@ -62,7 +63,14 @@ class RailCharge(NamedTuple):
     amount: int  # minor units, positive
     currency: str
     charged_on: date  # the rail's booking date
-    end_to_end_id: str | None  # the charged transfer, when the rail names it
+    end_to_end_id: str | None  # the charged transfer (or settlement), when the rail names it
+    charged_at: datetime | None = None  # when the rail took it, if it says more than the day
+
+    @property
+    def effective_at(self) -> datetime:
+        """The entry's date: when the rail took the charge (its booking day's start, if only
+        the day is known)."""
+        return self.charged_at or datetime.combine(self.charged_on, time(), UTC)
 
 
 async def book_charges(pool: asyncpg.Pool, charges: Sequence[RailCharge], *, now: datetime) -> int:
@@ -114,4 +122,5 @@ async def _write_entries(
         [p.currency for _, p in legs],
         sorted(net),
         [net[a] for a in sorted(net)],
+        [c.effective_at for c in booked.values()],
     )

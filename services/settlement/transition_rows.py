@@ -53,6 +53,9 @@ class EntryRow(NamedTuple):
     tenant: str
     settlement_id: uuid.UUID
     kind: str  # the target status (one entry per kind per settlement)
+    # When the rail moved the money, if it said (a webhook's or statement's time); None: the
+    # entry is effective when it is recorded.
+    effective_at: datetime | None = None
 
 
 class PostingRow(NamedTuple):
@@ -172,6 +175,7 @@ class PlannedStep:
     done: Transitioned
     actor: str
     published_reference: str | None  # the event's rail reference, as the row had it then
+    effective_at: datetime | None = None  # when the rail moved the money, if it said
 
 
 def rows_of(
@@ -202,7 +206,13 @@ def rows_of(
         if done.postings:
             entry = uuid7()
             entries.append(
-                EntryRow(entry, s.tenant, s.id, entry_kind(done.target, done.amount_reversed))
+                EntryRow(
+                    entry,
+                    s.tenant,
+                    s.id,
+                    entry_kind(done.target, done.amount_reversed),
+                    m.effective_at,
+                )
             )
             for p in done.postings:
                 postings.append(PostingRow(entry, p.account_id, p.amount, p.currency))

@@ -44,8 +44,9 @@ WITH moved AS (
     SELECT t.settlement_id, t.sequence, t.from_status, t.to_status, t.reason, t.actor, $1
       FROM unnest($3::transition_row[]) AS t
 ), entries AS (
-    INSERT INTO journal_entries (id, tenant, settlement_id, kind, occurred_at)
-    SELECT j.id, j.tenant, j.settlement_id, j.kind, $1 FROM unnest($4::entry_row[]) AS j
+    INSERT INTO journal_entries (id, tenant, settlement_id, kind, occurred_at, effective_at)
+    SELECT j.id, j.tenant, j.settlement_id, j.kind, $1, j.effective_at
+      FROM unnest($4::entry_row[]) AS j
 ), legs AS (
     INSERT INTO postings (entry_id, account_id, amount, currency, occurred_at)
     SELECT p.entry_id, p.account_id, p.amount, p.currency, $1 FROM unnest($5::posting_row[]) AS p

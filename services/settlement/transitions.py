@@ -110,10 +110,12 @@ class TransitionBatch:
         reason: str | None = None,
         rail_reference: str | None = None,
         amount_reversed: int | None = None,
+        effective_at: datetime | None = None,
     ) -> Transitioned | None:
         """Plan moving a locked settlement to `target`; None if it is not locked or not legal
         now; ReasonRequired for needs_review without a reason. A reversal names the
-        cumulative `amount_reversed` (None: all of it) and books only what it adds."""
+        cumulative `amount_reversed` (None: all of it) and books only what it adds; its entry
+        is dated `effective_at` when the rail said when it moved the money."""
         s = self.settlements.get(settlement_id)
         if s is None:
             return None
@@ -126,7 +128,7 @@ class TransitionBatch:
             s.amount, s.currency, s.tenant, s.held_in, target, s.amount_reversed, after
         )
         s.amount_reversed = after
-        return self._plan(s, step, postings, held, actor, rail_reference)
+        return self._plan(s, step, postings, held, actor, rail_reference, effective_at)
 
     def record_rail_reference(
         self, settlement_id: uuid.UUID, rail_reference: str, *, actor: str
@@ -146,11 +148,13 @@ class TransitionBatch:
         held: AccountKind,
         actor: str,
         rail_reference: str | None,
+        effective_at: datetime | None = None,
     ) -> Transitioned:
         done = Transitioned(
             str(s.id), step.source, step.target, s.version + 1, tuple(postings), s.amount_reversed
         )
-        self._steps.append(PlannedStep(s, step, done, actor, rail_reference or s.rail_reference))
+        published = rail_reference or s.rail_reference
+        self._steps.append(PlannedStep(s, step, done, actor, published, effective_at))
         s.status, s.version, s.held_in = step.target, s.version + 1, held
         # The guarded update keeps what a step leaves out (coalesce).
         s.rail_reference = rail_reference if rail_reference is not None else s.rail_reference
@@ -206,6 +210,7 @@ class Move(NamedTuple):
     target: SettlementStatus
     reason: str | None = None
     rail_reference: str | None = None
+    effective_at: datetime | None = None  # when the rail moved the money, if it said
 
 
 async def apply_transitions(
@@ -218,7 +223,12 @@ async def apply_transitions(
     batch = await TransitionBatch.lock(conn, (m.settlement_id for m in moves))
     done = [
         batch.move(
-            m.settlement_id, m.target, actor=actor, reason=m.reason, rail_reference=m.rail_reference
+            m.settlement_id,
+            m.target,
+            actor=actor,
+            reason=m.reason,
+            rail_reference=m.rail_reference,
+            effective_at=m.effective_at,
         )
         for m in moves
     ]

@@ -14,7 +14,14 @@ from services.domain.breaks import BreakType
 from services.domain.reconciliation import Break
 from services.domain.settlement import SettlementStatus as S
 from services.inbox.events import parse_event
-from services.reconcile.proof import EVENT_PREFIX, agrees, healable, proven_event, synthetic_event
+from services.reconcile.proof import (
+    EVENT_PREFIX,
+    agrees,
+    dated_by,
+    healable,
+    proven_event,
+    synthetic_event,
+)
 from tests.unit.reconcile_cases import sid
 
 SID = sid(7)
@@ -96,3 +103,16 @@ def test_a_healed_status_must_agree_with_what_the_rail_shows() -> None:
     assert not agrees(S.PAID, sent(1_000).to_wire())
     assert not agrees(S.SUBMITTED, sent().to_wire())
     assert agrees(S.FAILED, payout("failed")) and not agrees(S.PAID, payout("failed"))
+
+
+def test_a_change_is_dated_by_the_balance_transaction_that_moved_its_money() -> None:
+    made = Transfer("tr_8", 1_000, "eur", "acct_8", 1_800_000_000, balance_transaction="txn_t")
+    assert dated_by(made.to_wire()) == "txn_t"
+    made.reversals += [
+        Reversal("trr_2", 200, 1_800_000_900, "txn_r2"),
+        Reversal("trr_1", 100, 1_800_000_500, "txn_r1"),
+    ]
+    assert dated_by(made.to_wire()) == "txn_r2"  # the latest reversal, in any order
+    failed = {"object": "payout", "status": "failed", "failure_balance_transaction": "txn_f"}
+    assert dated_by(failed) == "txn_f"
+    assert dated_by(failed | {"status": "paid"}) is None

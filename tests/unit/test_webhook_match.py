@@ -17,7 +17,7 @@ from services.domain.webhook_match import (
     describe,
     differences,
 )
-from services.inbox.events import parse_event, reported_in
+from services.inbox.events import parse_event, stored_event_facts
 
 SENT = Sent(amount=900, currency="USD", destination="acct_1Q2w3E", rail_reference="tr_1")
 SAME = Reported("tr_1", 900, "usd", "acct_1Q2w3E", None)
@@ -88,7 +88,7 @@ def test_a_body_is_read_into_what_it_reports() -> None:
 
 
 def test_a_stored_body_that_no_longer_reads_reports_nothing() -> None:
-    assert reported_in(b"not json") is None
+    assert stored_event_facts(b"not json") == (None, None)
 
 
 @pytest.mark.parametrize("kind", [Kind.TRANSFER, Kind.PAYOUT])
