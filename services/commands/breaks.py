@@ -1,5 +1,9 @@
-"""`settle breaks list|show|resolve|export`: reconciliation breaks as operators handle them.
+"""`settle breaks list|show|resolve|export` and the work on one break
+(`write-off|adjust|correct|match|assign|comment|reopen`, break_work.py): reconciliation breaks
+as operators handle them.
 
+`list` filters by status, type, age bucket (by first seen: 0-1d, 1-7d, 7-30d, 30d+),
+currency and amount (the absolute difference, minor units), and shows who has each break.
 `resolve ID --reason TEXT --operator NAME` closes an open break as resolved (healed and
 resolved ones are final: exit 1, `break_closed`); `--all-of-type TYPE` and `--from-file FILE`
 resolve many, each its own audited action, and print a summary; in two-person mode
@@ -16,6 +20,7 @@ from typing import Any
 
 import click
 
+from services.commands.break_work import WORK
 from services.commands.common import (
     DONE,
     REFUSED,
@@ -31,7 +36,9 @@ from services.commands.common import (
     reason_option,
     run,
 )
+from services.domain.break_work import AgingBucket
 from services.domain.breaks import BreakStatus, BreakType
+from services.platform.clock import utc_now
 from services.platform.service_settings import Settings
 
 TYPES = click.Choice([t.value for t in BreakType])
@@ -45,33 +52,49 @@ def breaks() -> None:
 @breaks.command("list")
 @click.option("--status", type=click.Choice([s.value for s in BreakStatus]), default=None)
 @click.option("--type", "break_type", type=TYPES, default=None)
+@click.option("--bucket", type=click.Choice([b.value for b in AgingBucket]), default=None)
+@click.option("--currency", default=None, help="Only breaks in this currency, e.g. EUR.")
+@click.option("--min-amount", type=click.IntRange(0), default=None, help="Minor units, at least.")
+@click.option("--max-amount", type=click.IntRange(0), default=None, help="Minor units, at most.")
 @click.option("--after", default=0, type=click.IntRange(0), help="List ids after this one.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 1000))
 @json_option
 def list_(
-    status: str | None, break_type: str | None, after: int, limit: int, as_json: bool
+    status: str | None,
+    break_type: str | None,
+    bucket: str | None,
+    currency: str | None,
+    min_amount: int | None,
+    max_amount: int | None,
+    after: int,
+    limit: int,
+    as_json: bool,
 ) -> None:
-    """Breaks by id, filtered by status and type."""
-    from services.operations.breaks import break_document, list_breaks
+    """Breaks by id, filtered by status, type, age, currency and amount."""
+    from services.operations.breaks import break_filter, list_breaks, view_document
 
     async def work(settings: Settings) -> None:
+        where = break_filter(
+            BreakStatus(status) if status else None,
+            BreakType(break_type) if break_type else None,
+            AgingBucket(bucket) if bucket else None,
+            currency,
+            min_amount,
+            max_amount,
+        )
+        now = utc_now()
         async with database(settings) as pool:
-            found = await list_breaks(
-                pool,
-                after=after,
-                limit=limit,
-                status=BreakStatus(status) if status else None,
-                break_type=BreakType(break_type) if break_type else None,
-            )
-        echo_listing([break_document(b) for b in found], as_json, _break_line)
+            found = await list_breaks(pool, where, now=now, after=after, limit=limit)
+        echo_listing([view_document(b, now) for b in found], as_json, _break_line)
 
     run("breaks", as_json, work)
 
 
 def _break_line(b: Mapping[str, Any]) -> str:
     return (
-        f"{b['id']}  {b['status']}  {b['type']}  {b['reason']}  "
-        f"settlement={b['settlement_id']}  rail={b['rail_object_id']}"
+        f"{b['id']}  {b['status']}  {b['type']}  {b['reason']}  age={b['age_bucket']}  "
+        f"assignee={b['assignee'] or '-'}  settlement={b['settlement_id']}  "
+        f"rail={b['rail_object_id']}"
     )
 
 
@@ -79,12 +102,15 @@ def _break_line(b: Mapping[str, Any]) -> str:
 @click.argument("break_id")
 @json_option
 def show(break_id: str, as_json: bool) -> None:
-    """One break."""
-    from services.operations.breaks import break_document, show_break
+    """One break, with its comments."""
+    from services.operations.break_notes import comments_of
+    from services.operations.breaks import show_break, view_document
 
     async def work(settings: Settings) -> None:
         async with database(settings) as pool:
-            document = break_document(await show_break(pool, break_id))
+            found = await show_break(pool, break_id)
+            document = view_document(found, utc_now())
+            document["comments"] = await comments_of(pool, str(found.item.id))
         echo_document(document, as_json)
 
     run("breaks", as_json, work)
@@ -141,7 +167,7 @@ def resolve(
             ids = (
                 bulk.lines_of(listed)
                 if from_file is not None
-                else open_ids(operations.pool, BreakType(str(all_of_type)))
+                else open_ids(operations.pool, BreakType(str(all_of_type)), utc_now())
             )
             outcomes = await bulk.each(ids, act)
         echo_json(bulk.summary(outcomes))
@@ -168,3 +194,7 @@ def export(fmt: str, break_type: str | None) -> None:
         sys.stdout.flush()
 
     run("breaks", False, work)
+
+
+for _command in WORK:
+    breaks.add_command(_command)

@@ -12,18 +12,29 @@ Each item is its own audited action (or proposal) in its own transaction
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 from services.adapters.postgres.store_errors import unavailable_when_down
-from services.domain.instruction import Resolution
+from services.domain.break_work import BreakAction
 from services.domain.proposal import Move, ProposedAction
 from services.inbox.errors import InboxError
+from services.operations.actions import ACTIONS, ActionName
 from services.operations.approvals import Submitted
 from services.operations.bulk import ItemOutcome, each
 from services.operations.desk import OperationsDesk
-from services.operations.errors import BadRequest, Refused
+from services.operations.errors import BadRequest, ReasonMissing, Refused
 
 MAX_TARGETS = 500
+# The form fields each action reads as its payload (the others read none).
+FIELDS: Mapping[ActionName, tuple[str, ...]] = {
+    ProposedAction.REVIEW_RESOLVE: ("as",),
+    BreakAction.ADJUST: ("account", "direction", "amount", "currency"),
+    BreakAction.CORRECT: ("as",),
+    BreakAction.MATCH: ("settlement_id",),
+    BreakAction.ASSIGN: ("assignee",),
+    BreakAction.COMMENT: ("text",),
+}
 
 
 async def _targets(ids: Sequence[str]) -> AsyncIterator[str]:
@@ -33,20 +44,22 @@ async def _targets(ids: Sequence[str]) -> AsyncIterator[str]:
 
 async def perform(
     desk: OperationsDesk,
-    action: ProposedAction,
+    action: ActionName,
     targets: Sequence[str],
     form: Mapping[str, str],
     operator: str,
 ) -> list[ItemOutcome]:
     """Do (or, in two-person mode, propose) `action` on each of `targets` as `operator` with
-    the form's `as` and `reason`; each item done, proposed or refused (with its code), in
-    order. BadRequest when nothing is selected or the action itself cannot be read;
+    the form's fields (`FIELDS`) and `reason`; each item done, proposed or refused (with its
+    code), in order. BadRequest when nothing is selected or the action itself cannot be read;
     StoreUnavailable (PostgreSQL down) stops the run."""
     _selected(targets, "ids")
-    payload: dict[str, Any] = {}
-    if action is ProposedAction.REVIEW_RESOLVE:
-        payload["as"] = str(_resolution(form.get("as", "")))
     reason = form.get("reason") or None
+    payload = payload_of(action, form)
+    # A request that cannot be read is the page's error; a missing reason each item's, as
+    # every surface refuses it.
+    with suppress(ReasonMissing):
+        ACTIONS[action].check(payload, reason)
 
     async def act(item: str) -> Submitted:
         # The inbox's refusals answered as the other actions' are: a code and a message.
@@ -87,10 +100,13 @@ def _selected(items: Sequence[str], field: str) -> None:
         raise BadRequest(f"select at most {MAX_TARGETS} items", code="too_many", field=field)
 
 
-def _resolution(value: str) -> Resolution:
-    try:
-        return Resolution(value)
-    except ValueError:
-        raise BadRequest(
-            "say how to resolve: paid, failed or retry", code="invalid_as", field="as"
-        ) from None
+def payload_of(action: ActionName, form: Mapping[str, str]) -> dict[str, Any]:
+    """The payload `action` reads, from the form's text fields: an amount as a whole number
+    (when it is one), a blank assignee as nobody."""
+    payload: dict[str, Any] = {name: form.get(name, "") for name in FIELDS.get(action, ())}
+    amount = payload.get("amount")
+    if isinstance(amount, str) and amount.strip().isascii() and amount.strip().isdigit():
+        payload["amount"] = int(amount.strip())
+    if action is BreakAction.ASSIGN and not payload["assignee"].strip():
+        payload["assignee"] = None
+    return payload

@@ -24,7 +24,11 @@ holding account of its status, and each change books the move between holding ac
 settle's own accounts belong to the tenant named `platform` (no tenant may take the name):
 a rail's charge on settle's account at the rail (a bank's fee for a transfer) moves the
 charge from `platform:funding:<CUR>`, settle's own money there, to `platform:rail_fees:<CUR>`
-(`charge_postings`). Those entries belong to no settlement.
+(`charge_postings`). Those entries belong to no settlement. An operator correcting the books
+from a reconciliation break moves money the same way between the platform's funding and its
+other accounts (`platform_postings`): `write_offs` (what settle lost or found at the rail) and
+`suspense` (money waiting to be explained). They are `PlatformAccount`s, not `AccountKind`s,
+because booking opens every `AccountKind` for each tenant and no tenant has these.
 
 A reversal books only what came back since the last one recorded (`reversal_postings`): the
 delta between the cumulative amounts reversed before and after, so a settlement partly
@@ -168,6 +172,27 @@ def charge_postings(amount: int, currency: str) -> list[Posting]:
     return [
         Posting(account_id(PLATFORM, AccountKind.FUNDING, currency), -amount, currency),
         Posting(f"{PLATFORM}:{RAIL_FEES}:{currency}", amount, currency),
+    ]
+
+
+class PlatformAccount(StrEnum):
+    """settle's own accounts beside its funding; the value is `accounts.kind`."""
+
+    RAIL_FEES = RAIL_FEES  # what the rails charged
+    WRITE_OFFS = "write_offs"  # settle's loss (or, debited the other way, its gain)
+    SUSPENSE = "suspense"  # money booked while its cause is found
+
+
+def platform_postings(account: PlatformAccount, amount: int, currency: str) -> list[Posting]:
+    """The postings moving `amount` from the platform's funding to its `account` (a negative
+    `amount` moves it back)."""
+    if type(amount) is not int or not is_amount(abs(amount)):
+        raise ValueError(f"amount must be a non-zero int of minor units, not {amount!r}")
+    if not is_currency(currency):
+        raise ValueError(f"currency must be an ISO 4217 code, not {currency!r}")
+    return [
+        Posting(account_id(PLATFORM, AccountKind.FUNDING, currency), -amount, currency),
+        Posting(f"{PLATFORM}:{account}:{currency}", amount, currency),
     ]
 
 

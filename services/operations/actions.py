@@ -5,18 +5,19 @@ HTTP routes, the console, the commands) and maker-checker reach them through `AC
 
 A target names its item as `settlement:<uuid>`, `break:<id>` or `inbox:<row id>`. The item
 must exist, in a status its action takes, when the action is asked for; the rail is asked
-only when the action is done.
+only when the action is done. The work on a break beyond resolving it (write off, adjust,
+correct, match, assign, comment, reopen) is in break_actions.py, registered here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 import asyncpg
 
 from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.break_work import BreakAction
 from services.domain.breaks import BreakStatus
 from services.domain.instruction import Resolution
 from services.domain.proposal import ProposedAction
@@ -24,61 +25,35 @@ from services.domain.settlement import SettlementStatus
 from services.inbox import errors as inbox_errors
 from services.inbox.operator import replay, replayable_id
 from services.operations import breaks, review
-from services.operations.errors import BadRequest, OperationsError, ReasonMissing, Refused
+from services.operations.action_base import Action, Doing, required
+from services.operations.break_actions import BREAK_ACTIONS
+from services.operations.errors import BadRequest, NotFound, OperationsError, Refused
 from services.operations.rail_lookup import RailLookup
 from services.operations.verdict import NOT_IN_REVIEW
 
 # What an approved action may answer instead of doing it: refusals, never "try again".
 ACTION_REFUSALS = (OperationsError, inbox_errors.InboxError)
-
-
-class Doing(NamedTuple):
-    """One action being done: on which item, with what, by whom (approved by whom), when."""
-
-    item: str  # the id as the action's own function takes it
-    payload: Mapping[str, Any]  # as `check` kept it
-    reason: str | None
-    operator: str  # whose action it is: the proposer, when a proposal is approved
-    now: datetime
-    approver: str | None = None  # the second operator who approved it, if any
-
-
-class Action(Protocol):
-    """One kind of operator action."""
-
-    def check(
-        self, payload: Mapping[str, Any], reason: str | None
-    ) -> tuple[dict[str, Any], str | None]:
-        """The payload and reason the action keeps, read strictly; BadRequest or
-        ReasonMissing."""
-        ...
-
-    async def target(self, conn: asyncpg.Connection, item: str) -> str:
-        """The canonical target of `item` (an id as an operator gives it); NotFound when there
-        is no such item, the action's own refusal when its status refuses the action."""
-        ...
-
-    async def perform(
-        self, conn: asyncpg.Connection, lookup: RailLookup, doing: Doing
-    ) -> dict[str, Any]:
-        """Do the action now, audited as its operator's (and its approver's, if any); its
-        result as the HTTP routes answer it."""
-        ...
-
-
-def _required(reason: str | None) -> str:
-    if not reason or not reason.strip():
-        raise ReasonMissing()
-    return reason
+ActionName = ProposedAction | BreakAction
+__all__ = [
+    "ACTIONS",
+    "ACTION_REFUSALS",
+    "Action",
+    "ActionName",
+    "Doing",
+    "action_named",
+    "item_of",
+]
 
 
 class ResolveReview:
     """A settlement under review resolved as paid, failed or retry, if the rail agrees."""
 
+    checked = True
+
     def check(
         self, payload: Mapping[str, Any], reason: str | None
     ) -> tuple[dict[str, Any], str | None]:
-        why = _required(reason)
+        why = required(reason)
         try:
             resolution = Resolution(str(payload.get("as")))
         except ValueError:
@@ -112,13 +87,15 @@ class ResolveReview:
 class ResolveBreak:
     """An open reconciliation break closed by an operator, with the reason."""
 
+    checked = True
+
     def check(
         self, payload: Mapping[str, Any], reason: str | None
     ) -> tuple[dict[str, Any], str | None]:
-        return {}, _required(reason)
+        return {}, required(reason)
 
     async def target(self, conn: asyncpg.Connection, item: str) -> str:
-        found = await breaks.show_break(conn, item)
+        found = (await breaks.show_break(conn, item)).item
         if found.status is not BreakStatus.OPEN:
             raise Refused(f"break {item} is {found.status}", code=breaks.BREAK_CLOSED)
         return f"break:{found.id}"
@@ -130,11 +107,13 @@ class ResolveBreak:
         closed = await breaks.resolve_break(
             conn, d.item, reason=d.reason or "", operator=d.operator, now=d.now, approver=d.approver
         )
-        return breaks.break_document(closed)
+        return breaks.view_document(closed, d.now)
 
 
 class ReplayWebhook:
     """A dead or parked inbox event sent back to be applied (a reason is kept if given)."""
+
+    checked = True
 
     def check(
         self, payload: Mapping[str, Any], reason: str | None
@@ -152,11 +131,21 @@ class ReplayWebhook:
         return {"id": row_id, "status": "received"}
 
 
-ACTIONS: dict[ProposedAction, Action] = {
+ACTIONS: dict[ActionName, Action] = {
     ProposedAction.REVIEW_RESOLVE: ResolveReview(),
     ProposedAction.BREAK_RESOLVE: ResolveBreak(),
     ProposedAction.INBOX_REPLAY: ReplayWebhook(),
 }
+# Item by item: a dict keyed by BreakAction is not one keyed by ActionName to the type checker.
+ACTIONS.update((name, action) for name, action in BREAK_ACTIONS.items())
+
+
+def action_named(name: str) -> ActionName:
+    """The action an audit row or a proposal names; NotFound for a name no action has."""
+    for action in ACTIONS:
+        if action.value == name:
+            return action
+    raise NotFound(f"no operator action {name!r}")
 
 
 def item_of(target: str) -> str:

@@ -29,12 +29,18 @@ from services.domain.proposal import (
     Pending,
     ProposalRefused,
     ProposalStatus,
-    ProposedAction,
     after_action,
     decide,
 )
 from services.operations import proposal_rows as sql
-from services.operations.actions import ACTION_REFUSALS, ACTIONS, Doing, item_of
+from services.operations.actions import (
+    ACTION_REFUSALS,
+    ACTIONS,
+    ActionName,
+    Doing,
+    action_named,
+    item_of,
+)
 from services.operations.approval_policy import DEFAULT_MAX_AGE
 from services.operations.errors import NotFound, Refused
 from services.operations.proposal_rows import proposal_document
@@ -71,7 +77,7 @@ def parse_proposal_id(text: str) -> int:
 async def submit(
     pool: asyncpg.Pool,
     lookup: RailLookup,
-    action: ProposedAction,
+    action: ActionName,
     target: str,
     payload: Mapping[str, Any],
     *,
@@ -82,9 +88,9 @@ async def submit(
     max_age: timedelta = DEFAULT_MAX_AGE,
 ) -> Submitted:
     """Do `action` on `target` (a settlement, break or inbox event id) as `operator` now, or,
-    in two-person mode, propose it for a different operator to approve."""
+    in two-person mode, propose it for a different operator to approve if it `checked`."""
     async with pool.acquire() as conn:
-        if two_person:
+        if two_person and ACTIONS[action].checked:
             found = await propose(
                 conn,
                 action,
@@ -104,7 +110,7 @@ async def submit(
 
 async def propose(
     conn: asyncpg.Connection,
-    action: ProposedAction,
+    action: ActionName,
     target: str,
     payload: Mapping[str, Any],
     *,
@@ -116,6 +122,8 @@ async def propose(
     """Record `operator`'s proposal of `action` on `target`; Refused (`proposal_pending`) while
     another one for it waits, NotFound, BadRequest or ReasonMissing change nothing."""
     act = ACTIONS[action]
+    if not act.checked:
+        raise Refused(f"{action} needs no second operator: do it", code="not_proposed")
     kept, why = act.check(payload, reason)
     canonical = await act.target(conn, target)
     with unavailable_when_down("PostgreSQL is unreachable; nothing was proposed"):
@@ -166,7 +174,7 @@ async def approve(
                         now,
                         approver=operator,
                     )
-                    action = ACTIONS[ProposedAction(row["action"])]
+                    action = ACTIONS[action_named(row["action"])]
                     outcome = await action.perform(conn, lookup, doing)
                 except ACTION_REFUSALS as e:
                     if e.retriable:

@@ -1,28 +1,34 @@
-"""Reconciliation breaks as operators see them: listed by status and type, shown, resolved.
+"""Reconciliation breaks as operators see them: listed (by status, type, age, currency and
+amount), shown with who works on them, and closed by an operator.
 
-Resolving is reconciliation's own audited close (`services.reconcile.closing.close_break`):
-open -> resolved with the operator's reason, one `operator_actions` row in the same
-statement; healed and resolved breaks are final. Its refusals are answered here as
-operator errors with a status and a code.
+An operator's close is reconciliation's own audited close
+(`services.reconcile.closing.close_break`): open -> resolved with the operator's reason, one
+`operator_actions` row in the same statement, and how it was resolved (`resolution_kind`,
+migration 0022) written in the same transaction; healed and resolved breaks are final to
+reconciliation (only an operator reopens one: break_notes.py). Its refusals are answered
+here as operator errors with a status and a code.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
 from services.adapters.postgres.store_errors import unavailable_when_down
+from services.domain.break_work import AgingBucket, aging_bucket, first_seen_window
 from services.domain.breaks import (
     BreakStatus,
     BreakType,
     IllegalBreakTransition,
+    ResolutionKind,
 )
 from services.domain.keyset import parse_id
+from services.domain.money import is_currency
 from services.domain.settlement import ReasonRequired
-from services.operations.errors import NotFound, ReasonMissing, Refused
+from services.operations.errors import BadRequest, NotFound, ReasonMissing, Refused
 from services.reconcile.closing import close_break
 from services.reconcile.errors import BreakChanged, BreakNotFound
 from services.reconcile.store import BREAK_COLUMNS, StoredBreak, stored_break
@@ -30,12 +36,69 @@ from services.reconcile.store import BREAK_COLUMNS, StoredBreak, stored_break
 MAX_PAGE = 1000
 BREAK_CLOSED = "break_closed"
 
+# A break about money (it names a currency) says by how much in its reason code, as the
+# report writes it ("amount:-500": services/reconcile/report.py `reason_code`); its expected
+# and actual values do not always hold it (a bank statement's closing balance).
+DIFFERENCE = (
+    "CASE WHEN currency IS NOT NULL THEN substring(reason FROM ':([+-][0-9]+)$')::bigint END"
+)
+COLUMNS = f"{BREAK_COLUMNS}, assignee, resolution_kind, {DIFFERENCE} AS difference"
 LIST = f"""
-SELECT {BREAK_COLUMNS} FROM reconciliation_breaks
+SELECT {COLUMNS} FROM reconciliation_breaks
  WHERE id > $1 AND ($3::text IS NULL OR status = $3) AND ($4::text IS NULL OR break_type = $4)
+   AND ($5::timestamptz IS NULL OR first_seen > $5)
+   AND ($6::timestamptz IS NULL OR first_seen <= $6)
+   AND ($7::text IS NULL OR currency = $7)
+   AND ($8::bigint IS NULL OR abs({DIFFERENCE}) >= $8)
+   AND ($9::bigint IS NULL OR abs({DIFFERENCE}) <= $9)
  ORDER BY id LIMIT $2
 """
-SHOW = f"SELECT {BREAK_COLUMNS} FROM reconciliation_breaks WHERE id = $1"
+SHOW = f"SELECT {COLUMNS} FROM reconciliation_breaks WHERE id = $1"
+LOCK = f"{SHOW} FOR UPDATE"
+SET_KIND = f"""
+UPDATE reconciliation_breaks SET resolution_kind = $2 WHERE id = $1 AND status = 'resolved'
+RETURNING {COLUMNS}
+"""
+
+
+class BreakView(NamedTuple):
+    """A stored break with what operators add to it."""
+
+    item: StoredBreak
+    assignee: str | None  # the operator working on it
+    resolution_kind: ResolutionKind | None  # how an operator resolved it
+    difference: int | None  # actual - expected, for a break about money
+
+
+class BreakFilter(NamedTuple):
+    """Which breaks a listing shows; None: any."""
+
+    status: BreakStatus | None = None
+    break_type: BreakType | None = None
+    bucket: AgingBucket | None = None  # by first_seen
+    currency: str | None = None
+    min_amount: int | None = None  # the absolute difference, minor units, inclusive
+    max_amount: int | None = None
+
+
+def break_filter(
+    status: BreakStatus | None = None,
+    break_type: BreakType | None = None,
+    bucket: AgingBucket | None = None,
+    currency: str | None = None,
+    min_amount: int | None = None,
+    max_amount: int | None = None,
+) -> BreakFilter:
+    """A listing's filter, its currency and amount range checked; BadRequest otherwise."""
+    if currency is not None and not is_currency(currency):
+        raise BadRequest(
+            "currency must be an ISO 4217 code", code="invalid_currency", field="currency"
+        )
+    if min_amount is not None and max_amount is not None and min_amount > max_amount:
+        raise BadRequest(
+            "min_amount is above max_amount", code="invalid_amount_range", field="min_amount"
+        )
+    return BreakFilter(status, break_type, bucket, currency, min_amount, max_amount)
 
 
 def break_document(item: StoredBreak) -> dict[str, Any]:
@@ -60,6 +123,28 @@ def break_document(item: StoredBreak) -> dict[str, Any]:
     }
 
 
+def view_document(view: BreakView, now: datetime) -> dict[str, Any]:
+    """One break as the operators' listings and answers give it, aged at `now`."""
+    return {
+        **break_document(view.item),
+        "assignee": view.assignee,
+        "resolution_kind": view.resolution_kind and view.resolution_kind.value,
+        "difference": view.difference,
+        "age_bucket": aging_bucket(view.item.first_seen, now).value,
+    }
+
+
+def view_of(row: asyncpg.Record) -> BreakView:
+    """A row of COLUMNS as a BreakView."""
+    kind = row["resolution_kind"]
+    return BreakView(
+        stored_break({name: row[name] for name in StoredBreak._fields}),
+        row["assignee"],
+        ResolutionKind(kind) if kind else None,
+        row["difference"],
+    )
+
+
 def parse_break_id(text: str) -> int:
     """A break id from text; NotFound when it is not one (no such break)."""
     parsed = parse_id(text)
@@ -70,32 +155,95 @@ def parse_break_id(text: str) -> int:
 
 async def list_breaks(
     conn: asyncpg.Connection | asyncpg.Pool,
+    where: BreakFilter,
     *,
+    now: datetime,
     after: int = 0,
     limit: int = MAX_PAGE,
-    status: BreakStatus | None = None,
-    break_type: BreakType | None = None,
-) -> list[StoredBreak]:
-    """Breaks with id above `after`, by id, at most `limit` (capped), filtered by status and
-    type when given: pass the last id back for the next page."""
+) -> list[BreakView]:
+    """Breaks `where` says with id above `after`, by id, at most `limit` (capped), aged at
+    `now`: pass the last id back for the next page."""
+    newer, older = first_seen_window(where.bucket, now) if where.bucket else (None, None)
     with unavailable_when_down("PostgreSQL is unreachable; no break was read"):
         rows = await conn.fetch(
             LIST,
             after,
             min(limit, MAX_PAGE),
-            status and status.value,
-            break_type and break_type.value,
+            where.status and where.status.value,
+            where.break_type and where.break_type.value,
+            newer,
+            older,
+            where.currency,
+            where.min_amount,
+            where.max_amount,
         )
-    return [stored_break(r) for r in rows]
+    return [view_of(r) for r in rows]
 
 
-async def show_break(conn: asyncpg.Connection | asyncpg.Pool, break_id: str) -> StoredBreak:
-    """One stored break; NotFound if there is none."""
+async def show_break(conn: asyncpg.Connection | asyncpg.Pool, break_id: str) -> BreakView:
+    """One break; NotFound if there is none."""
     with unavailable_when_down("PostgreSQL is unreachable; no break was read"):
         row = await conn.fetchrow(SHOW, parse_break_id(break_id))
     if row is None:
         raise NotFound(f"no reconciliation break {break_id}")
-    return stored_break(row)
+    return view_of(row)
+
+
+async def locked_break(conn: asyncpg.Connection, break_id: str) -> BreakView:
+    """One break, locked until the caller's transaction ends; NotFound if there is none."""
+    row = await conn.fetchrow(LOCK, parse_break_id(break_id))
+    if row is None:
+        raise NotFound(f"no reconciliation break {break_id}")
+    return view_of(row)
+
+
+async def close_as(
+    conn: asyncpg.Connection,
+    break_id: str,
+    kind: ResolutionKind,
+    *,
+    reason: str,
+    operator: str,
+    now: datetime,
+    approver: str | None = None,
+) -> BreakView:
+    """Resolve an open break as `kind` with the operator's reason, audited (with `approver`,
+    the second operator who approved it, if any), in the caller's transaction if any;
+    NotFound, Refused (`break_closed`) or ReasonMissing change nothing."""
+    if not reason.strip():
+        raise ReasonMissing()
+    try:
+        with unavailable_when_down("PostgreSQL is unreachable; the break was not closed"):
+            closed = await _closed_as(conn, break_id, kind, reason, operator, now, approver)
+    except BreakNotFound as e:
+        raise NotFound(str(e)) from e
+    except (IllegalBreakTransition, BreakChanged) as e:
+        raise Refused(f"break {break_id} is closed: {e}", code=BREAK_CLOSED) from e
+    except ReasonRequired as e:
+        raise ReasonMissing(str(e)) from e
+    return view_of(closed)
+
+
+async def _closed_as(
+    conn: asyncpg.Connection,
+    break_id: str,
+    kind: ResolutionKind,
+    reason: str,
+    operator: str,
+    now: datetime,
+    approver: str | None,
+) -> asyncpg.Record:
+    async with conn.transaction():
+        closed = await close_break(
+            conn,
+            parse_break_id(break_id),
+            BreakStatus.RESOLVED,
+            actor=operator,
+            reason=reason,
+            now=now,
+            approved_by=approver,
+        )
+        return await conn.fetchrow(SET_KIND, closed.id, kind.value)
 
 
 async def resolve_break(
@@ -106,39 +254,27 @@ async def resolve_break(
     operator: str,
     now: datetime,
     approver: str | None = None,
-) -> StoredBreak:
-    """Resolve an open break with the operator's reason, audited (with `approver`, the second
-    operator who approved it, if any); NotFound, Refused (`break_closed`: healed or resolved
-    already) or ReasonMissing change nothing."""
-    if not reason.strip():
-        raise ReasonMissing()
-    try:
-        return await close_break(
-            conn,
-            parse_break_id(break_id),
-            BreakStatus.RESOLVED,
-            actor=operator,
-            reason=reason,
-            now=now,
-            approved_by=approver,
-        )
-    except BreakNotFound as e:
-        raise NotFound(str(e)) from e
-    except (IllegalBreakTransition, BreakChanged) as e:
-        raise Refused(f"break {break_id} is closed: {e}", code=BREAK_CLOSED) from e
-    except ReasonRequired as e:
-        raise ReasonMissing(str(e)) from e
+) -> BreakView:
+    """Resolve an open break with the operator's reason alone (`close_as` of kind resolve)."""
+    return await close_as(
+        conn,
+        break_id,
+        ResolutionKind.RESOLVE,
+        reason=reason,
+        operator=operator,
+        now=now,
+        approver=approver,
+    )
 
 
 async def open_ids(
-    conn: asyncpg.Connection | asyncpg.Pool, break_type: BreakType
+    conn: asyncpg.Connection | asyncpg.Pool, break_type: BreakType, now: datetime
 ) -> AsyncIterator[str]:
     """The ids of the open breaks of `break_type`, a page at a time, in id order; a break
     closed meanwhile drops out of the later pages."""
     after = 0
-    while page := await list_breaks(
-        conn, after=after, status=BreakStatus.OPEN, break_type=break_type
-    ):
-        for item in page:
-            yield str(item.id)
-        after = page[-1].id
+    where = BreakFilter(BreakStatus.OPEN, break_type)
+    while page := await list_breaks(conn, where, now=now, after=after):
+        for view in page:
+            yield str(view.item.id)
+        after = page[-1].item.id

@@ -11,8 +11,9 @@ from typing import Any
 
 import asyncpg
 
-from services.domain.proposal import Move, ProposalStatus, ProposedAction
+from services.domain.proposal import Move, ProposalStatus
 from services.operations import approvals
+from services.operations.actions import ActionName
 from services.operations.approval_policy import Policy
 from services.operations.approvals import Submitted
 from services.operations.rail_lookup import RailLookup
@@ -29,14 +30,15 @@ class OperationsDesk:
 
     async def act(
         self,
-        action: ProposedAction,
+        action: ActionName,
         item: str,
         payload: Mapping[str, Any],
         *,
         reason: str | None,
         operator: str,
     ) -> Submitted:
-        """`action` on `item` as `operator`: done now, or proposed in two-person mode."""
+        """`action` on `item` as `operator`: done now, or proposed in two-person mode (an
+        action that needs no second operator is done now all the same)."""
         return await approvals.submit(
             self.pool,
             self.rail,

@@ -5,9 +5,14 @@ OperationsError (ApiError)      base; nothing was changed when one is raised
 ├── NotFound                    404: no settlement or break with that id
 ├── Refused                     409: the action is not allowed now; `code` says why
 │                                    (rail_disagrees, not_in_review, attempt_in_flight,
-│                                    break_closed, instruction_status)
+│                                    break_closed, instruction_status; on a break:
+│                                    no_amount, wrong_break_type, wrong_currency,
+│                                    illegal_correction, in_review, reference_taken,
+│                                    object_claimed, not_resolved, open_break_of_key,
+│                                    not_proposed)
 ├── ReasonMissing               400 `reason_required`: an operator action needs a reason
 ├── BadRequest                  400: a parameter or body that cannot be read; `field` names it
+│                                    (e.g. unknown_account, invalid_amount, invalid_as)
 ├── Forbidden                   403 `forbidden`: a token that is not an operator's
 └── RailUnavailable             503 `rail_unreadable`: the rail could not be asked; retriable
 """

@@ -3,17 +3,20 @@
     GET  /v1/review                      settlements under review (?after=<id>&limit=)
     GET  /v1/review/{id}                 one settlement with its rail instruction
     POST /v1/review/{id}/resolve         {"as": "paid|failed|retry", "reason": "..."}
-    GET  /v1/breaks                      breaks (?status=&type=&after=&limit=)
+    GET  /v1/breaks                      breaks (?status=&type=&bucket=&currency=&min_amount=
+                                         &max_amount=&after=&limit=)
     GET  /v1/breaks/export               open breaks streamed (?format=csv|jsonl&type=)
-    GET  /v1/breaks/{id}                 one break
-    POST /v1/breaks/{id}/resolve         {"reason": "..."}
+    GET  /v1/breaks/{id}                 one break, with its comments
+    POST /v1/breaks/{id}/{action}        resolve, write_off, adjust, correct, match, assign,
+                                         comment, reopen (services/operations/break_http.py)
     GET  /v1/approvals                   proposals (?status=pending|...|any&after=&limit=)
     POST /v1/approvals/{id}/approve      a different operator approves: the action is done
     POST /v1/approvals/{id}/reject       a different operator refuses it {"reason": optional}
     POST /v1/approvals/{id}/withdraw     its proposer takes it back
 
-In two-person mode (`Policy.two_person`, services/operations/approvals.py) a resolution is not
-done but proposed: 202 with the proposal, for a different operator to approve.
+In two-person mode (`Policy.two_person`, services/operations/approvals.py) an action that moves
+money or closes a break is not done but proposed: 202 with the proposal, for a different
+operator to approve; assigning, commenting and reopening a break are done at once.
 
 Every route takes `Authorization: Bearer <operator token>` (SETTLE_OPERATOR_TOKENS); the
 token's name is the operator the audit row names. No token or an unknown one is 401, a
@@ -22,31 +25,28 @@ tenant's API token 403. Errors leave in the shared edge's shape with a status an
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import TypeVar
 
 import asyncpg
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
-from services.domain.breaks import BreakStatus, BreakType
 from services.domain.errors import ApiError
 from services.domain.instruction import Resolution
 from services.domain.proposal import Move, ProposalStatus, ProposedAction
-from services.operations import breaks, review
+from services.operations import review
 from services.operations.approval_policy import ONE_PERSON, Policy
 from services.operations.approvals import Submitted
+from services.operations.break_http import break_routes
 from services.operations.desk import OperationsDesk
 from services.operations.errors import BadRequest, Forbidden
-from services.operations.export import ExportFormat, export_open
-from services.operations.query import choice, json_body, reason, whole_number
+from services.operations.query import choice, json_body, json_response, reason, whole_number
 from services.operations.rail_lookup import RailLookup
 from services.platform.clock import Clock, utc_now
 from services.platform.edge import (
-    JSON,
     BearerAuth,
     Unauthorized,
     api_error_response,
@@ -57,10 +57,6 @@ FORBIDDEN = "a tenant's token; operator actions need an operator token (SETTLE_O
 Handler = Callable[[Request, str], Awaitable[Response]]  # request, operator -> response
 Endpoint = Callable[[Request], Awaitable[Response]]
 _E = TypeVar("_E", bound=StrEnum)
-
-
-def _json(document: object, status: int = 200) -> Response:
-    return Response(json.dumps(document, sort_keys=True), status, media_type=JSON)
 
 
 def _guarded(operators: BearerAuth, tenants: BearerAuth | None, handler: Handler) -> Endpoint:
@@ -95,7 +91,7 @@ def routes(
     desk = OperationsDesk(pool, rail, policy, clock)
     handlers = [
         *_review_routes(desk),
-        *_break_routes(desk),
+        *break_routes(desk),
         *_approval_routes(desk),
     ]
     return [
@@ -106,7 +102,7 @@ def routes(
 
 def _answer(done: Submitted) -> Response:
     """An action done (200 with its result) or, in two-person mode, proposed (202)."""
-    return _json(done.document, 202 if done.proposed else 200)
+    return json_response(done.document, 202 if done.proposed else 200)
 
 
 def _review_routes(desk: OperationsDesk) -> list[tuple[str, str, Handler]]:
@@ -116,10 +112,10 @@ def _review_routes(desk: OperationsDesk) -> list[tuple[str, str, Handler]]:
         q = request.query_params
         after = review.parse_id(q["after"]) if "after" in q else None
         items = await review.list_review(pool, after, whole_number(q.get("limit"), "limit", 50))
-        return _json({"data": items, "next_after": items[-1]["id"] if items else None})
+        return json_response({"data": items, "next_after": items[-1]["id"] if items else None})
 
     async def review_show(request: Request, _: str) -> Response:
-        return _json(await review.show(pool, request.path_params["id"]))
+        return json_response(await review.show(pool, request.path_params["id"]))
 
     async def review_resolve(request: Request, operator: str) -> Response:
         body = await json_body(request)
@@ -143,52 +139,6 @@ def _review_routes(desk: OperationsDesk) -> list[tuple[str, str, Handler]]:
     ]
 
 
-def _break_routes(desk: OperationsDesk) -> list[tuple[str, str, Handler]]:
-    pool = desk.pool
-
-    async def breaks_list(request: Request, _: str) -> Response:
-        q = request.query_params
-        found = await breaks.list_breaks(
-            pool,
-            after=whole_number(q.get("after"), "after", 0),
-            limit=whole_number(q.get("limit"), "limit", 100),
-            status=choice(BreakStatus, q.get("status"), "status"),
-            break_type=choice(BreakType, q.get("type"), "type"),
-        )
-        data = [breaks.break_document(b) for b in found]
-        return _json({"data": data, "next_after": found[-1].id if found else None})
-
-    async def breaks_show(request: Request, _: str) -> Response:
-        found = await breaks.show_break(pool, request.path_params["id"])
-        return _json(breaks.break_document(found))
-
-    async def breaks_resolve(request: Request, operator: str) -> Response:
-        why = reason(await json_body(request))
-        done = await desk.act(
-            ProposedAction.BREAK_RESOLVE,
-            request.path_params["id"],
-            {},
-            reason=why,
-            operator=operator,
-        )
-        return _answer(done)
-
-    async def breaks_export(request: Request, _: str) -> Response:
-        q = request.query_params
-        fmt = choice(ExportFormat, q.get("format", "jsonl"), "format") or ExportFormat.JSONL
-        break_type = choice(BreakType, q.get("type"), "type")
-        media = "text/csv" if fmt is ExportFormat.CSV else "application/x-ndjson"
-        return StreamingResponse(_streamed(pool, fmt, break_type), media_type=media)
-
-    # The export before {id}: Starlette matches routes in order.
-    return [
-        ("/v1/breaks", "GET", breaks_list),
-        ("/v1/breaks/export", "GET", breaks_export),
-        ("/v1/breaks/{id}", "GET", breaks_show),
-        ("/v1/breaks/{id}/resolve", "POST", breaks_resolve),
-    ]
-
-
 def _approval_routes(desk: OperationsDesk) -> list[tuple[str, str, Handler]]:
     async def approvals_list(request: Request, _: str) -> Response:
         q = request.query_params
@@ -199,14 +149,16 @@ def _approval_routes(desk: OperationsDesk) -> list[tuple[str, str, Handler]]:
             after=whole_number(q.get("after"), "after", 0),
             limit=whole_number(q.get("limit"), "limit", 50),
         )
-        return _json({"data": found, "next_after": found[-1]["id"] if found else None})
+        return json_response({"data": found, "next_after": found[-1]["id"] if found else None})
 
     def deciding(move: Move) -> Handler:
         async def decide(request: Request, operator: str) -> Response:
             why = (await json_body(request)).get("reason") if move is Move.REJECT else None
             proposal = request.path_params["id"]
             reason = why if isinstance(why, str) else None
-            return _json(await desk.decide(move, proposal, operator=operator, reason=reason))
+            return json_response(
+                await desk.decide(move, proposal, operator=operator, reason=reason)
+            )
 
         return decide
 
@@ -216,11 +168,3 @@ def _approval_routes(desk: OperationsDesk) -> list[tuple[str, str, Handler]]:
         ("/v1/approvals/{id}/reject", "POST", deciding(Move.REJECT)),
         ("/v1/approvals/{id}/withdraw", "POST", deciding(Move.WITHDRAW)),
     ]
-
-
-async def _streamed(
-    pool: asyncpg.Pool, fmt: ExportFormat, break_type: BreakType | None
-) -> AsyncIterator[str]:
-    async with pool.acquire() as conn:
-        async for line in export_open(conn, fmt, break_type=break_type):
-            yield line

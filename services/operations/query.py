@@ -1,6 +1,7 @@
 """What an operator's request carries, read one way by the HTTP routes and the console: a
-choice among named values, a whole number (a cursor), a JSON body, a reason. Each refusal is
-a BadRequest naming the field (ReasonMissing for a reason)."""
+choice among named values, a whole number (a cursor), a JSON body, a reason; and the JSON
+answer of the HTTP routes. Each refusal is a BadRequest naming the field (ReasonMissing for a
+reason)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from starlette.requests import Request
+from starlette.responses import Response
 
 from services.domain.keyset import parse_id
 from services.operations.errors import BadRequest, ReasonMissing
-from services.platform.edge import read_capped_body
+from services.platform.edge import JSON, read_capped_body
 
 MAX_BODY = 16_384
 E = TypeVar("E", bound=StrEnum)
@@ -22,14 +24,18 @@ E = TypeVar("E", bound=StrEnum)
 def choice(kinds: Iterable[E], value: str | None, name: str) -> E | None:
     """The one of `kinds` whose value is `value` (None when not given); BadRequest
     (`invalid_<name>`) naming the allowed values otherwise."""
-    if value is None:
-        return None
+    return None if value is None else one_of(kinds, value, name)
+
+
+def one_of(kinds: Iterable[E], value: object, name: str, code: str | None = None) -> E:
+    """The one of `kinds` whose value is `value`; BadRequest (`code`, else `invalid_<name>`)
+    naming the allowed values otherwise."""
     allowed = list(kinds)
     for kind in allowed:
         if kind.value == value:
             return kind
     names = ", ".join(k.value for k in allowed)
-    raise BadRequest(f"{name} must be one of {names}", code=f"invalid_{name}", field=name)
+    raise BadRequest(f"{name} must be one of {names}", code=code or f"invalid_{name}", field=name)
 
 
 def whole_number(value: str | None, name: str, default: int = 0) -> int:
@@ -60,3 +66,8 @@ def reason(body: dict[str, Any]) -> str:
     if not isinstance(given, str) or not given.strip():
         raise ReasonMissing()
     return given
+
+
+def json_response(document: object, status: int = 200) -> Response:
+    """`document` as the HTTP routes answer it: JSON, keys sorted."""
+    return Response(json.dumps(document, sort_keys=True), status, media_type=JSON)

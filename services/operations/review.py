@@ -104,11 +104,18 @@ async def list_review(
 
 async def show(conn: asyncpg.Connection | asyncpg.Pool, settlement_id: str) -> dict[str, Any]:
     """One settlement with its instruction, whatever its status; NotFound if there is none."""
+    return review_item(await settlement_row(conn, settlement_id))
+
+
+async def settlement_row(
+    conn: asyncpg.Connection | asyncpg.Pool, settlement_id: str
+) -> asyncpg.Record:
+    """One settlement's row of SHOW (with its instruction); NotFound if there is none."""
     with unavailable_when_down("PostgreSQL is unreachable; nothing was read"):
         row = await conn.fetchrow(SHOW, parse_id(settlement_id))
     if row is None:
         raise NotFound(f"no settlement {settlement_id}")
-    return review_item(row)
+    return row
 
 
 async def resolve(
@@ -127,15 +134,12 @@ async def resolve(
     Refused, NotFound, ReasonMissing or RailUnavailable change nothing."""
     if not reason.strip():
         raise ReasonMissing()
-    with unavailable_when_down("PostgreSQL is unreachable; nothing was resolved"):
-        row = await conn.fetchrow(SHOW, parse_id(settlement_id))
-    if row is None:
-        raise NotFound(f"no settlement {settlement_id}")
+    row = await settlement_row(conn, settlement_id)
     # Refused before the rail is asked when the rows alone refuse it; decided again below on
     # the rows as locked.
-    admissible(_under_review(row, row["status"], row["instruction_status"]), resolution)
+    admissible(under_review(row, row["status"], row["instruction_status"]), resolution)
     known = {r for r in (row["rail_reference"], row["instruction_reference"]) if r}
-    objects = await rail.objects_for(_instruction(row), known, row["instruction_created_at"])
+    objects = await rail.objects_for(instruction_of(row), known, row["instruction_created_at"])
     with unavailable_when_down("PostgreSQL is unreachable; nothing was resolved"):
         async with conn.transaction():
             return await _write(conn, row, resolution, objects, reason, (operator, approver), now)
@@ -154,7 +158,7 @@ async def _write(
     batch = await TransitionBatch.lock(conn, [row["id"]])
     locked = batch.settlements[row["id"]]
     instruction = InstructionStatus(await conn.fetchval(LOCK_INSTRUCTION, row["id"]))
-    decision = decide(_under_review(row, locked.status, instruction), resolution, objects)
+    decision = decide(under_review(row, locked.status, instruction), resolution, objects)
     before = _snapshot(locked, instruction)
     if decision.settlement is not None:
         moved = batch.move(
@@ -223,7 +227,8 @@ def _resolved(
     )
 
 
-def _under_review(row: asyncpg.Record, status: str, instruction: str) -> UnderReview:
+def under_review(row: asyncpg.Record, status: str, instruction: str) -> UnderReview:
+    """A row of SHOW with the settlement's and instruction's statuses as locked."""
     return UnderReview(
         str(row["id"]),
         SettlementStatus(status),
@@ -234,7 +239,7 @@ def _under_review(row: asyncpg.Record, status: str, instruction: str) -> UnderRe
     )
 
 
-def _instruction(row: asyncpg.Record) -> RailInstruction:
+def instruction_of(row: asyncpg.Record) -> RailInstruction:
     return RailInstruction(
         str(row["id"]),
         row["tenant"],

@@ -7,6 +7,16 @@
     retry       no object, and no attempt in flight: the instruction is re-armed under the
                 same rail key, so a late object from an earlier attempt is the same object
 
+An operator correcting a settlement from a reconciliation break (services/operations/
+corrections.py) asks the rail the same way, with no attempt of the dispatcher in flight:
+
+    correction  the rail must show
+    reversed    no object, or only objects whose money came back (reversed, or failed)
+    failed      no object, or only failed ones
+    paid        what a paid resolution needs
+    match       the break's object, of the settlement's amount and currency, the settlement
+                having no rail reference or that one
+
 Anything else is refused with the rule's code and changes nothing.
 """
 
@@ -31,6 +41,12 @@ RAIL_DISAGREES = "rail_disagrees"
 NOT_IN_REVIEW = "not_in_review"
 ATTEMPT_IN_FLIGHT = "attempt_in_flight"
 INSTRUCTION_STATUS = "instruction_status"
+REFERENCE_TAKEN = "reference_taken"
+# What the rail may show of a settlement corrected to each status: its money back, or none.
+CAME_BACK: dict[SettlementStatus, frozenset[MoneyState]] = {
+    SettlementStatus.REVERSED: frozenset({MoneyState.REVERSED, MoneyState.FAILED}),
+    SettlementStatus.FAILED: frozenset({MoneyState.FAILED}),
+}
 
 
 class UnderReview(NamedTuple):
@@ -58,7 +74,7 @@ def decide(item: UnderReview, resolution: Resolution, objects: Sequence[RailObje
     instruction = admissible(item, resolution)
     reference = None
     if resolution is Resolution.PAID:
-        reference = _the_one_paid(item, objects).object_id
+        reference = the_one_paid(item, objects).object_id
     elif objects:
         shown = ", ".join(sorted(o.object_id for o in objects))
         raise Refused(
@@ -73,19 +89,76 @@ def admissible(item: UnderReview, resolution: Resolution) -> InstructionStatus:
     says; Refused (not in review, attempt in flight, instruction status) otherwise."""
     if item.status is not SettlementStatus.NEEDS_REVIEW:
         raise Refused(f"settlement {item.settlement_id} is {item.status}", code=NOT_IN_REVIEW)
-    if item.instruction in IN_FLIGHT:
-        raise Refused(
-            f"settlement {item.settlement_id}: the dispatcher has an attempt in flight "
-            f"(instruction {item.instruction}); wait for its answer",
-            code=ATTEMPT_IN_FLIGHT,
-        )
+    _not_in_flight(item)
     try:
         return resolved_status(item.instruction, resolution)
     except IllegalResolution as e:
         raise Refused(str(e), code=INSTRUCTION_STATUS) from e
 
 
-def _the_one_paid(item: UnderReview, objects: Sequence[RailObject]) -> RailObject:
+def correct_verdict(
+    item: UnderReview, target: SettlementStatus, objects: Sequence[RailObject]
+) -> str | None:
+    """The rail reference correcting `item` to `target` adopts (paid only), if the rail, as
+    `objects` show it, agrees; Refused (attempt in flight, rail disagrees) otherwise."""
+    _not_in_flight(item)
+    if target is SettlementStatus.PAID:
+        return the_one_paid(item, objects).object_id
+    off = sorted(o.object_id for o in objects if money_state(o) not in CAME_BACK[target])
+    if off:
+        raise Refused(
+            f"settlement {item.settlement_id}: the rail shows {', '.join(off)} with money "
+            f"out; {target} needs none",
+            code=RAIL_DISAGREES,
+        )
+    return None
+
+
+def match_verdict(
+    item: UnderReview, reference: str | None, object_id: str, objects: Sequence[RailObject]
+) -> RailObject:
+    """The rail object `object_id` matched to `item` (whose rail reference is `reference`), if
+    the rail shows it with the settlement's amount and currency; Refused otherwise."""
+    reference_free(item.settlement_id, reference, object_id)
+    shown = [o for o in objects if o.object_id == object_id]
+    if not shown:
+        raise Refused(f"the rail does not show {object_id}", code=RAIL_DISAGREES)
+    for field, expected, actual in (
+        ("amount", item.amount, shown[0].amount),
+        ("currency", item.currency, shown[0].currency),
+    ):
+        if expected != actual:
+            raise Refused(
+                f"rail object {object_id} has {field} {actual!r}, settlement "
+                f"{item.settlement_id} {expected!r}",
+                code=RAIL_DISAGREES,
+                field=field,
+            )
+    return shown[0]
+
+
+def reference_free(settlement_id: str, reference: str | None, object_id: str) -> None:
+    """Refuse (`reference_taken`) a settlement whose rail reference is another object's."""
+    if reference not in (None, object_id):
+        raise Refused(
+            f"settlement {settlement_id} has rail reference {reference} already",
+            code=REFERENCE_TAKEN,
+            field="settlement_id",
+        )
+
+
+def _not_in_flight(item: UnderReview) -> None:
+    if item.instruction in IN_FLIGHT:
+        raise Refused(
+            f"settlement {item.settlement_id}: the dispatcher has an attempt in flight "
+            f"(instruction {item.instruction}); wait for its answer",
+            code=ATTEMPT_IN_FLIGHT,
+        )
+
+
+def the_one_paid(item: UnderReview, objects: Sequence[RailObject]) -> RailObject:
+    """The one object the rail paid `item` with: of its amount, currency and destination;
+    Refused (`rail_disagrees`, naming the field) otherwise."""
     if len(objects) != 1:
         raise Refused(
             f"settlement {item.settlement_id}: the rail shows {len(objects)} objects; "

@@ -143,3 +143,55 @@ async def plant_breaks(
 
 def new_id() -> str:
     return str(uuid.uuid4())
+
+
+async def plant_break(
+    pool: asyncpg.Pool,
+    break_type: str = "amount_mismatch",
+    *,
+    settlement_id: str | None = None,
+    rail_object_id: str | None = None,
+    field: str = "amount",
+    currency: str | None = "EUR",
+    expected: int | str | None = 700,
+    actual: int | str | None = 500,
+    reason: str | None = None,
+    status: str = "open",
+    first_seen: datetime | None = None,
+    key: str | None = None,
+) -> int:
+    """One break as reconciliation stores it; its reason code says by how much, for amounts
+    (as the report writes it), unless given."""
+    if reason is None:
+        reason = field
+        if isinstance(expected, int) and isinstance(actual, int) and field != "count":
+            reason = f"{field}:{actual - expected:+d}"
+    seen = first_seen or datetime.now(UTC)
+    closed = status != "open"
+    break_id: int = await pool.fetchval(
+        """
+        INSERT INTO reconciliation_breaks
+               (break_key, break_type, settlement_id, rail_object_id, field, currency, expected,
+                actual, reason, status, first_seen, last_seen, first_run_id, last_run_id,
+                resolved_at, resolved_by, resolution_reason)
+        VALUES ($1, $2, $3::uuid, $4, $5, $6, $7::jsonb, $8::jsonb, $9, $10, $11::timestamptz,
+                $11::timestamptz, $12, $12, CASE WHEN $13 THEN $11::timestamptz END,
+                CASE WHEN $13 THEN 'reconciler' END,
+                CASE WHEN $13 THEN 'planted' END)
+        RETURNING id
+        """,
+        key or unique("k"),
+        break_type,
+        settlement_id,
+        rail_object_id,
+        field,
+        currency,
+        json.dumps(expected),
+        json.dumps(actual),
+        reason,
+        status,
+        seen,
+        await plant_run(pool),
+        closed,
+    )
+    return break_id

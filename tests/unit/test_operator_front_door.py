@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from services.domain.break_work import BreakAction
 from services.domain.proposal import ProposedAction
 from services.operations.actions import ACTIONS
 from tools.infra.paths import repo_root
@@ -45,7 +46,7 @@ def callers_of_entry_points() -> set[str]:
 
 
 def test_every_kind_of_action_is_registered_once() -> None:
-    assert set(ACTIONS) == set(ProposedAction)
+    assert set(ACTIONS) == set(ProposedAction) | set(BreakAction)
 
 
 def test_only_the_desk_calls_maker_checkers_entry_points() -> None:

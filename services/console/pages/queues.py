@@ -1,7 +1,8 @@
 """The work queues, each a keyset page with checkboxes for a bulk action:
 
     GET /review                     settlements under review;  POST /review/resolve
-    GET /breaks?status=&type=       reconciliation breaks;     POST /breaks/resolve
+    GET /breaks?status=&type=...    reconciliation breaks;     POST /breaks/{action}
+                                    (pages/breaks.py)
     GET /webhooks?status=           parked, dead, mismatch;    POST /webhooks/replay
 
 A POST does its action through `services.console.actions.perform` and shows the queue again
@@ -20,6 +21,7 @@ from starlette.routing import Route
 from services.adapters.postgres.store_errors import unavailable_when_down
 from services.console.actions import perform
 from services.console.auth import Caller
+from services.console.pages.breaks import routes as break_routes
 from services.console.web import (
     Console,
     Handler,
@@ -29,13 +31,12 @@ from services.console.web import (
     text,
     texts,
 )
-from services.domain.breaks import BreakStatus, BreakType
 from services.domain.instruction import Resolution
 from services.domain.keyset import next_after
 from services.domain.proposal import ProposedAction
 from services.domain.rail_event import InboxStatus
 from services.inbox.operator import list_events
-from services.operations import breaks, review
+from services.operations import review
 from services.operations.bulk import ItemOutcome
 from services.operations.query import choice, whole_number
 
@@ -61,34 +62,6 @@ async def review_page(
         next_after=next_after([item["id"] for item in items], PAGE),
         outcomes=outcomes,
         resolutions=list(Resolution),
-    )
-
-
-async def breaks_page(
-    console: Console, request: Request, caller: Caller, outcomes: list[ItemOutcome] | None
-) -> Response:
-    """Breaks by status (open unless told) and type, with a bulk action's outcomes if given."""
-    q = request.query_params
-    status = choice(list(BreakStatus), q.get("status", "open") or None, "status")
-    break_type = choice(list(BreakType), q.get("type") or None, "type")
-    found = await breaks.list_breaks(
-        console.pool,
-        after=whole_number(q.get("after") or None, "after"),
-        limit=PAGE,
-        status=status,
-        break_type=break_type,
-    )
-    return render(
-        console,
-        "breaks.html",
-        caller,
-        items=found,
-        outcomes=outcomes,
-        next_after=next_after([item.id for item in found], PAGE),
-        shown_status=status.value if status else "",
-        break_type=break_type.value if break_type else "",
-        statuses=list(BreakStatus),
-        types=list(BreakType),
     )
 
 
@@ -138,16 +111,11 @@ def routes(console: Console) -> list[Route]:
 
         return post
 
-    resolve, close, replay = (
-        ProposedAction.REVIEW_RESOLVE,
-        ProposedAction.BREAK_RESOLVE,
-        ProposedAction.INBOX_REPLAY,
-    )
+    resolve, replay = ProposedAction.REVIEW_RESOLVE, ProposedAction.INBOX_REPLAY
     return [
         Route("/review", guarded(console, listing(review_page)), methods=["GET"]),
         Route("/review/resolve", guarded(console, action(resolve, review_page)), methods=["POST"]),
-        Route("/breaks", guarded(console, listing(breaks_page)), methods=["GET"]),
-        Route("/breaks/resolve", guarded(console, action(close, breaks_page)), methods=["POST"]),
+        *break_routes(console),
         Route("/webhooks", guarded(console, listing(webhooks_page)), methods=["GET"]),
         Route(
             "/webhooks/replay", guarded(console, action(replay, webhooks_page)), methods=["POST"]
