@@ -7,23 +7,20 @@ in one transaction: a statement read twice, or by two runs at once, books each f
 (the second insert of a reference does nothing and books nothing). The entries belong to no
 settlement, so a settlement's postings still say only where its own money is.
 
-With booking and the transitions, this is the third writer of postings; like them it opens
-the accounts it posts to and moves their balances on a free shard.
+The entries are written by the platform's one entry writer (`platform_entries.py`).
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, time
 from typing import NamedTuple
 
 import asyncpg
 
-from services.domain.balance_shards import BALANCE_SHARDS, free_shards
 from services.domain.ids import uuid7
-from services.domain.postings import PLATFORM, charge_postings, net_by_account
-from services.settlement.transition_sql import OPEN_ACCOUNTS
+from services.domain.postings import charge_postings
+from services.settlement.platform_entries import PlatformEntry, book_platform_entries
 
 ENTRY_KIND = "rail_charge"
 
@@ -35,23 +32,6 @@ SELECT c.rail, c.reference, c.entry_id, c.amount, c.currency, c.charged_on, c.e2
               $7::text[]) AS c(rail, reference, entry_id, amount, currency, charged_on, e2e)
 ON CONFLICT DO NOTHING
 RETURNING entry_id
-"""
-WRITE_ENTRIES = f"""
-WITH entries AS (
-    INSERT INTO journal_entries (id, tenant, settlement_id, kind, occurred_at, effective_at)
-    SELECT e, '{PLATFORM}', NULL, '{ENTRY_KIND}', $1, t
-      FROM unnest($2::uuid[], $9::timestamptz[]) AS c(e, t)
-), legs AS (
-    INSERT INTO postings (entry_id, account_id, amount, currency, occurred_at)
-    SELECT p.entry_id, p.account_id, p.amount, p.currency, $1
-      FROM unnest($3::uuid[], $4::text[], $5::bigint[], $6::text[])
-           AS p(entry_id, account_id, amount, currency)
-), shards AS MATERIALIZED ({free_shards("$7::text[]", "0")}
-)
-UPDATE account_balances AS b SET balance = b.balance + d.delta
-  FROM unnest($7::text[], $8::bigint[]) AS d(account_id, delta)
-  JOIN shards USING (account_id)
- WHERE b.account_id = d.account_id AND b.shard = shards.shard
 """
 
 
@@ -91,36 +71,14 @@ async def book_charges(pool: asyncpg.Pool, charges: Sequence[RailCharge], *, now
             now,
         )
         booked = {r["entry_id"]: planned[r["entry_id"]] for r in recorded}
-        if booked:
-            await _write_entries(conn, booked, now)
+        await book_platform_entries(
+            conn,
+            [
+                PlatformEntry(
+                    entry, ENTRY_KIND, charge_postings(c.amount, c.currency), c.effective_at
+                )
+                for entry, c in booked.items()
+            ],
+            now,
+        )
     return len(booked)
-
-
-async def _write_entries(
-    conn: asyncpg.Connection, booked: dict[uuid.UUID, RailCharge], now: datetime
-) -> None:
-    legs = [
-        (entry, p) for entry, c in booked.items() for p in charge_postings(c.amount, c.currency)
-    ]
-    net = net_by_account(p for _, p in legs)
-    accounts = sorted({p.account_id: p.currency for _, p in legs}.items())
-    await conn.execute(
-        OPEN_ACCOUNTS,
-        [a for a, _ in accounts],
-        [PLATFORM] * len(accounts),
-        [a.split(":")[1] for a, _ in accounts],
-        [currency for _, currency in accounts],
-        BALANCE_SHARDS,
-    )
-    await conn.execute(
-        WRITE_ENTRIES,
-        now,
-        list(booked),
-        [entry for entry, _ in legs],
-        [p.account_id for _, p in legs],
-        [p.amount for _, p in legs],
-        [p.currency for _, p in legs],
-        sorted(net),
-        [net[a] for a in sorted(net)],
-        [c.effective_at for c in booked.values()],
-    )
