@@ -45,7 +45,7 @@ PRODUCTION: dict[str, Lazy] = {
         "Settlements under review (needs_review): list, show, resolve against the rail.",
     ),
     "breaks": Lazy(
-        "services.commands.breaks:breaks", "Reconciliation breaks: list, show, resolve, export."
+        "services.commands.breaks:breaks", "Reconciliation breaks: list, show, resolve, correct the books, work on one."
     ),
     "approvals": Lazy(
         "services.commands.approvals:approvals",

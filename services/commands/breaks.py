@@ -46,7 +46,7 @@ TYPES = click.Choice([t.value for t in BreakType])
 
 @click.group()
 def breaks() -> None:
-    """Reconciliation breaks: list, show, resolve, export."""
+    """Reconciliation breaks: list, show, resolve, correct the books, work on one."""
 
 
 @breaks.command("list")

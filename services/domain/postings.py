@@ -61,7 +61,6 @@ class AccountKind(StrEnum):
 
 
 PLATFORM = "platform"  # the tenant name of settle's own accounts
-RAIL_FEES = "rail_fees"  # the kind of the platform's account of what the rails charged
 
 
 class Posting(NamedTuple):
@@ -163,22 +162,10 @@ def accept_postings(amount: int, currency: str, tenant: str) -> tuple[list[Posti
     return postings_for(amount, currency, tenant, AccountKind.FUNDING, _S.ACCEPTED)
 
 
-def charge_postings(amount: int, currency: str) -> list[Posting]:
-    """The postings of a rail's charge of `amount` on settle's own account at the rail."""
-    if not is_amount(amount):
-        raise ValueError(f"a charge must be an int of minor units in 1 .. 2**63-1, not {amount!r}")
-    if not is_currency(currency):
-        raise ValueError(f"currency must be an ISO 4217 code, not {currency!r}")
-    return [
-        Posting(account_id(PLATFORM, AccountKind.FUNDING, currency), -amount, currency),
-        Posting(f"{PLATFORM}:{RAIL_FEES}:{currency}", amount, currency),
-    ]
-
-
 class PlatformAccount(StrEnum):
     """settle's own accounts beside its funding; the value is `accounts.kind`."""
 
-    RAIL_FEES = RAIL_FEES  # what the rails charged
+    RAIL_FEES = "rail_fees"  # what the rails charged
     WRITE_OFFS = "write_offs"  # settle's loss (or, debited the other way, its gain)
     SUSPENSE = "suspense"  # money booked while its cause is found
 
@@ -194,6 +181,13 @@ def platform_postings(account: PlatformAccount, amount: int, currency: str) -> l
         Posting(account_id(PLATFORM, AccountKind.FUNDING, currency), -amount, currency),
         Posting(f"{PLATFORM}:{account}:{currency}", amount, currency),
     ]
+
+
+def charge_postings(amount: int, currency: str) -> list[Posting]:
+    """The postings of a rail's charge of `amount` on settle's own account at the rail."""
+    if not is_amount(amount):
+        raise ValueError(f"a charge must be an int of minor units in 1 .. 2**63-1, not {amount!r}")
+    return platform_postings(PlatformAccount.RAIL_FEES, amount, currency)
 
 
 def net_by_account(postings: Iterable[Posting]) -> dict[str, int]:
