@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -11,6 +13,7 @@ from starlette.applications import Starlette
 
 from railsim.core import RailSim
 from railsim.faults import Faults
+from railsim.habits import Habits
 from railsim.http import create_app
 from railsim.webhooks import RetryPolicy, WebhookSender
 
@@ -27,20 +30,40 @@ class SimOptions:
     faults: Faults = field(default_factory=Faults)
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # incl. concurrency and delay
     answer_delay: float = 0.0  # seconds every API call takes before it is answered
+    habits: Habits = field(default_factory=Habits)  # the account's own activity
+    data_dir: Path | None = None  # where the journal and report files are kept; None: memory
+    files_port: int | None = None  # the files host's own port; None: /files on the API's
 
 
 def build(options: SimOptions) -> tuple[RailSim, Starlette]:
-    """A fresh core and the ASGI app serving it; nothing runs until the app's lifespan starts."""
-    sim = RailSim(faults=options.faults, idempotency_window=options.idempotency_window)
+    """A core (read back from the data directory, if any) and the ASGI app serving it;
+    nothing runs until the app's lifespan starts."""
+    sim = RailSim(
+        faults=options.faults,
+        idempotency_window=options.idempotency_window,
+        habits=options.habits,
+        data_dir=options.data_dir,
+    )
     sender = None
     if options.webhook_url is not None:
         sender = WebhookSender(options.webhook_url, options.webhook_secret, policy=options.retry)
-    return sim, create_app(sim, sender, options.answer_delay)
+    return sim, create_app(sim, sender, options.answer_delay, options.files_port)
+
+
+def listening(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port, as uvicorn binds its own (it listens once served)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
 
 
 async def serve(options: SimOptions, host: str, port: int) -> None:
-    """Serve the simulator on host:port until cancelled or interrupted."""
-    _, app = build(options)
+    """Serve the simulator on host:port (and its files host on `files_port`, if given) until
+    cancelled or interrupted."""
+    sim, app = build(options)
     # The simulator keeps every object it makes, so each full collection would scan them all
     # again (a pause that grows with the run); what survived one is set aside instead
     gc.freeze()
@@ -55,7 +78,13 @@ async def serve(options: SimOptions, host: str, port: int) -> None:
         # Held answers (the timeout fault) must not keep a stopping server alive
         timeout_graceful_shutdown=2,
     )
-    await uvicorn.Server(config).serve()
+    sockets = [listening(host, port)]
+    if options.files_port is not None:
+        sockets.append(listening(host, options.files_port))
+    try:
+        await uvicorn.Server(config).serve(sockets=sockets)
+    finally:
+        sim.close()
 
 
 def _set_aside_survivors(phase: str, info: dict[str, Any]) -> None:

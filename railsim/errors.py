@@ -3,6 +3,7 @@
     RailSimError        base of every error the simulator raises on purpose
     ├── ApiError        a request Stripe would refuse; carries Stripe's error fields
     ├── FaultsError     a fault setting that is unknown or out of range
+    ├── JournalError    a data directory whose journal cannot be read back
     └── DeliveryError   a webhook attempt that got no answer (retried with backoff)
 
 ``ApiError`` never escapes the core: it becomes a Stripe-shaped error response there.
@@ -40,6 +41,10 @@ class ApiError(RailSimError):
 
 class FaultsError(RailSimError):
     """A fault setting that the simulator does not know or cannot use."""
+
+
+class JournalError(RailSimError):
+    """A journal broken before its last line: not what a kill leaves, so nothing is guessed."""
 
 
 class DeliveryError(RailSimError):

@@ -15,8 +15,10 @@ OBJECT_FILTERS = {
     Kind.TRANSFER: frozenset({"transfer_group", "destination"}),
     Kind.PAYOUT: frozenset({"status", "destination"}),
 }
-# `payout` names an automatic payout; the simulator makes none, so that filter finds nothing
+# `payout` names an automatic payout: the movements it paid out (none without the account's
+# own activity, which alone makes automatic payouts)
 BALANCE_TRANSACTION_FILTERS = frozenset({"currency", "payout", "source", "type"})
+CHARGE_FILTERS = frozenset({"transfer_group", "customer", "payment_intent"})
 R = TypeVar("R")
 _PAGING = frozenset({"limit", "starting_after", "ending_before", "created", "expand"})
 _COMPARISONS: dict[str, Callable[[int, int], bool]] = {

@@ -1,4 +1,4 @@
-"""Transfers, payouts and events as Stripe renders them."""
+"""Transfers, payouts, charges and events as Stripe renders them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Literal
 import orjson
 
 Wire = dict[str, Any]
-PayoutStatus = Literal["pending", "paid", "failed"]
+PayoutStatus = Literal["pending", "in_transit", "paid", "failed"]
 API_VERSION = "2024-06-20"
 # Ids must not repeat, not be secret: a generator seeded once from the OS draws without the
 # system call per id that `secrets` makes (four ids per transfer)
@@ -70,6 +70,7 @@ class Transfer:
     metadata: dict[str, str] = field(default_factory=dict)
     reversals: list[Reversal] = field(default_factory=list)
     balance_transaction: str | None = None
+    source_transaction: str | None = None  # the charge whose money it moves on (destination charge)
 
     @property
     def amount_reversed(self) -> int:
@@ -100,13 +101,16 @@ class Transfer:
             },
             # Stripe's own rule: true only once reversed in full, false while partly reversed
             "reversed": bool(self.reversals) and self.amount_reversed == self.amount,
+            "source_transaction": self.source_transaction,
+            "source_type": "card",
             "transfer_group": self.transfer_group,
         }
 
 
 @dataclass(slots=True)
 class Payout:
-    """A payout to a bank account: pending, then paid or failed (paid may still fail later)."""
+    """A payout to a bank account: pending (maybe in_transit), then paid or failed (paid may
+    still fail later); `automatic` when the account's payout schedule made it."""
 
     id: str
     amount: int
@@ -124,6 +128,7 @@ class Payout:
     failure_message: str | None = None
     balance_transaction: str | None = None  # the money leaving the platform
     failure_balance_transaction: str | None = None  # the money coming back, once failed
+    automatic: bool = False
 
     def to_wire(self) -> Wire:
         """The payout object as Stripe's API returns it."""
@@ -132,7 +137,7 @@ class Payout:
             "object": "payout",
             "amount": self.amount,
             "arrival_date": self.arrival_date,
-            "automatic": False,
+            "automatic": self.automatic,
             "balance_transaction": self.balance_transaction,
             "created": self.created,
             "currency": self.currency,
@@ -146,6 +151,52 @@ class Payout:
             "method": self.method,
             "status": self.status,
             "type": "bank_account",
+        }
+
+
+@dataclass(slots=True)
+class Charge:
+    """A card payment the platform took; with `transfer_destination`, a destination charge
+    whose money (less the application fee) went on to that connected account as `transfer`."""
+
+    id: str
+    amount: int
+    currency: str
+    created: int
+    description: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    balance_transaction: str | None = None
+    transfer_destination: str | None = None
+    transfer: str | None = None
+    transfer_group: str | None = None
+    application_fee_amount: int | None = None
+
+    def to_wire(self) -> Wire:
+        """The charge object as Stripe's API returns it (a captured card payment)."""
+        destination = self.transfer_destination
+        return {
+            "id": self.id,
+            "object": "charge",
+            "amount": self.amount,
+            "amount_captured": self.amount,
+            "amount_refunded": 0,
+            "application_fee_amount": self.application_fee_amount,
+            "balance_transaction": self.balance_transaction,
+            "captured": True,
+            "created": self.created,
+            "currency": self.currency,
+            "description": self.description,
+            "disputed": False,
+            "livemode": False,
+            "metadata": dict(self.metadata),
+            "paid": True,
+            "refunded": False,
+            "status": "succeeded",
+            "transfer": self.transfer,
+            "transfer_data": None
+            if destination is None
+            else {"amount": None, "destination": destination},
+            "transfer_group": self.transfer_group,
         }
 
 

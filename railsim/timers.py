@@ -1,30 +1,23 @@
-"""Changes the rail makes after answering: payouts settle or fail, money comes back."""
+"""Changes the rail makes after answering: payouts go in transit, settle or fail, money comes
+back, and the account does what it does of its own (activity.py)."""
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from dataclasses import dataclass
-from enum import Enum
+import re
 
-from railsim.announce import Withheld, announce
-from railsim.balance import BalanceBook, MovementType
-from railsim.faults import Dice, Faults
+from railsim.activity import perform
+from railsim.announce import announce
+from railsim.balance import MovementType
 from railsim.objects import Payout, Reversal, Transfer, new_id
 from railsim.replies import Delivery
+from railsim.schedule import ACTIVITY, Action, Timers
+from railsim.state import Rail
+
+__all__ = ["PARTLY_REVERSING", "REVERSING", "Action", "Rail", "Timers", "apply_due", "pieces"]
 
 REVERSING = "acct_reverse"  # accepted, then reversed after reversal_delay_ms
 PARTLY_REVERSING = "acct_partial"  # a transfer accepted, then reversed in part
-
-
-class Action(Enum):
-    """A change due at some time."""
-
-    PAY = "pay"  # payout pending -> paid
-    FAIL_CLOSED = "fail_closed"  # payout pending -> failed, account_closed
-    FAIL_PROCESSING = "fail_processing"  # payout pending -> failed, could_not_process
-    REVERSE = "reverse"  # transfer reversed in full, or paid payout returned (-> failed)
-    REVERSE_PART = "reverse_part"  # transfer reversed in part: half its amount, rounded down
+_IN_PIECES = re.compile(r"acct_partial([2-9])")  # reversed whole, in that many parts
 
 
 _FAILURES = {
@@ -33,35 +26,10 @@ _FAILURES = {
 }
 
 
-class Timers:
-    """Changes waiting for their time, earliest first."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int, Action, str]] = []
-        self._order = itertools.count()  # ties keep the order they were scheduled in
-
-    def add(self, due: float, action: Action, object_id: str) -> None:
-        """Schedule `action` on `object_id` at `due` (Unix seconds)."""
-        heapq.heappush(self._heap, (due, next(self._order), action, object_id))
-
-    def pop_due(self, now: float) -> tuple[float, Action, str] | None:
-        """Remove and return the earliest change due by `now`, if any."""
-        if not self._heap or self._heap[0][0] > now:
-            return None
-        at, _, action, object_id = heapq.heappop(self._heap)
-        return at, action, object_id
-
-
-@dataclass(frozen=True, slots=True)
-class Rail:
-    """What a due change reads and writes: the objects, their timers, the balance, the dice."""
-
-    objects: dict[str, Transfer | Payout]
-    timers: Timers
-    book: BalanceBook
-    faults: Faults
-    dice: Dice
-    withheld: Withheld
+def pieces(destination: str) -> int:
+    """How many parts a transfer to `destination` is reversed in (`acct_partial3`: 3), or 0."""
+    found = _IN_PIECES.match(destination)
+    return int(found.group(1)) if found else 0
 
 
 def apply_due(rail: Rail, now: float) -> list[Delivery]:
@@ -69,18 +37,19 @@ def apply_due(rail: Rail, now: float) -> list[Delivery]:
     deliveries: list[Delivery] = []
     while (due := rail.timers.pop_due(now)) is not None:
         at, action, object_id = due
+        if action in ACTIVITY:
+            perform(rail, action, at)
+            continue
         obj = rail.objects.get(object_id)
         if obj is None:
             continue
         subject = obj.metadata.get("settlement_id", obj.id)
-        if isinstance(obj, Transfer):
-            type_ = _reverse(rail, obj, action, at)
-        elif action is Action.PAY:
-            type_ = _pay(rail, obj, subject, at)
-        else:
-            type_ = _fail(rail, obj, action, at)
+        type_ = _change(rail, obj, action, subject, at)
         if type_ is None:
             continue
+        rail.state.changed(obj)
+        if isinstance(obj, Payout) and obj.automatic:
+            continue  # the account's own payouts are not announced to settle's endpoint
         deliveries.extend(
             announce(
                 type_,
@@ -95,9 +64,32 @@ def apply_due(rail: Rail, now: float) -> list[Delivery]:
     return deliveries
 
 
+def _change(
+    rail: Rail, obj: Transfer | Payout, action: Action, subject: str, at: float
+) -> str | None:
+    """Apply `action` to `obj`; the type of the event announcing it, None if nothing changed."""
+    if isinstance(obj, Transfer):
+        return _reverse(rail, obj, action, at)
+    if action is Action.TRANSIT:
+        if obj.status != "pending":
+            return None
+        obj.status = "in_transit"
+        return "payout.updated"  # Stripe announces the step into transit as an update
+    if action is Action.PAY:
+        return _pay(rail, obj, subject, at)
+    return _fail(rail, obj, action, at)
+
+
 def _reverse(rail: Rail, transfer: Transfer, action: Action, at: float) -> str | None:
     left = transfer.amount - transfer.amount_reversed
-    amount = transfer.amount // 2 if action is Action.REVERSE_PART else left
+    if action is Action.REVERSE_PART:
+        amount = transfer.amount // 2
+    elif action is Action.REVERSE_PIECE:
+        parts = max(pieces(transfer.destination), 1)
+        last = len(transfer.reversals) >= parts - 1
+        amount = left if last else transfer.amount // parts
+    else:
+        amount = left
     if not 0 < amount <= left:
         return None  # nothing (or too little) left to take back
     reversal_id = new_id("trr")
@@ -105,6 +97,7 @@ def _reverse(rail: Rail, transfer: Transfer, action: Action, at: float) -> str |
         MovementType.TRANSFER_REFUND, amount, transfer.currency, reversal_id, int(at)
     )
     transfer.reversals.append(Reversal(reversal_id, amount, int(at), txn))
+    rail.state.reversed_by[reversal_id] = transfer
     # Stripe announces a partial reversal with the same event type as a full one
     return "transfer.reversed"
 
@@ -112,7 +105,7 @@ def _reverse(rail: Rail, transfer: Transfer, action: Action, at: float) -> str |
 def _pay(rail: Rail, payout: Payout, subject: str, at: float) -> str:
     payout.status = "paid"
     faults, dice = rail.faults, rail.dice
-    if (
+    if not payout.automatic and (
         (payout.destination or "").startswith(REVERSING)
         or dice.chance("reversal", subject, faults.reversal)
         or dice.chance("payout_return", subject, faults.payout_return)
@@ -123,7 +116,9 @@ def _pay(rail: Rail, payout: Payout, subject: str, at: float) -> str:
     return "payout.paid"
 
 
-def _fail(rail: Rail, payout: Payout, action: Action, at: float) -> str:
+def _fail(rail: Rail, payout: Payout, action: Action, at: float) -> str | None:
+    if payout.status == "failed":
+        return None
     # A paid payout that comes back is reported by Stripe as payout.failed
     code, message = _FAILURES.get(action, ("account_closed", "The payout was returned."))
     payout.status, payout.failure_code, payout.failure_message = "failed", code, message

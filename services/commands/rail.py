@@ -1,12 +1,15 @@
-"""`settle rail statement --from T --to T --out FILE`: save the rail simulator's statement of
-[from, to) (Stripe's itemized balance change report, CSV) for `settle reconcile --statement`.
-`--rail sepa` saves the bank's camt.053 statements instead (`--date D --out FILE` one day's,
-`--out DIR` every one), and `settle rail files --rail sepa --out DIR` every payment file the
-bank received, as uploaded (services/commands/rail_bank.py).
-
-The body is streamed to a file beside FILE and renamed onto it once whole, so a failed
-download never leaves a partial statement behind. Exit status: 0 saved, 2 the rail refused
-or could not be reached.
+"""`settle rail statement --rail stripe --from T --to T --out DIR`: Stripe's statement of
+[from, to) through its Reporting API and the `stripe` library: a run of
+`balance_change_from_activity.itemized.3` (default columns, with `connected_account_id` and
+`transfer_metadata[settlement_id]`) and one of `payouts.itemized.3`, awaited, their files
+fetched from the library's `files` base address into DIR/<report type>.csv. `--rail sim` (the
+default) asks the simulator the same. A `--to` past the reports' `data_available_end` is cut
+to it (said on stderr). Against Stripe the files host is the library's own; against another
+API base it is `--files-url`, else the host the run's file names in its `url`. Files are
+renamed into place once whole. `--rail sepa` saves the bank's camt.053 statements
+(`--date D --out FILE` one day's, `--out DIR` every one) and `settle rail files --rail sepa
+--out DIR` every payment file the bank received (services/commands/rail_bank.py).
+Exit status: 0 saved; 2 the rail refused, a run failed, or the rail could not be reached.
 """
 
 from __future__ import annotations
@@ -18,16 +21,45 @@ from pathlib import Path
 from typing import NoReturn
 
 import click
-import httpx
+import stripe
 
 from services.adapters.stripe.address import SIMULATOR_API
 from services.domain.errors import ConfigError
 from services.platform.settings import load_settings
 
-STATEMENT_PATH = "/v1/reporting/statement"
 TIMES = click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"])
-TIMEOUT = 60.0  # seconds: a day's statement is one long answer
+TIMEOUT = 60.0  # seconds: a day's report file is one long answer
 UNREADABLE = 2
+BALANCE_REPORT = "balance_change_from_activity.itemized.3"
+PAYOUTS_REPORT = "payouts.itemized.3"
+# The balance report's default columns, then what the reconciliation also reads: the
+# connected account and the settlement a transfer (or its reversal) carries
+BALANCE_COLUMNS = (
+    "balance_transaction_id",
+    "created_utc",
+    "created",
+    "available_on_utc",
+    "available_on",
+    "currency",
+    "gross",
+    "fee",
+    "net",
+    "reporting_category",
+    "source_id",
+    "description",
+    "customer_facing_amount",
+    "customer_facing_currency",
+    "connected_account_id",
+    "transfer_metadata[settlement_id]",
+)
+# The columns asked for per report type; None: the type's default columns
+REPORTS: dict[str, tuple[str, ...] | None] = {BALANCE_REPORT: BALANCE_COLUMNS, PAYOUTS_REPORT: None}
+RUN_WAIT = 900.0  # seconds a run may take (Stripe's take minutes)
+POLL_FIRST, POLL_MAX = 0.2, 5.0  # seconds between looks at a run: doubling, then capped
+
+
+class ReportsUnavailable(Exception):
+    """The rail refused a run, a run failed, or its file could not be fetched."""
 
 
 @click.group()
@@ -60,9 +92,14 @@ RAILS = click.Choice(["sim", "stripe", "sepa"])
     "--out",
     type=click.Path(path_type=Path),
     required=True,
-    help="Where to save it (replaced once whole); sepa without --date: a directory.",
+    help="A directory (replaced files once whole); sepa with --date: a file.",
 )
-@click.option("--rail-url", default=None, help="The simulator (default STRIPE_API_BASE).")
+@click.option("--rail-url", default=None, help="The rail's API (default STRIPE_API_BASE).")
+@click.option(
+    "--files-url",
+    default=None,
+    help="The files host report files are fetched from (default: the one the run names).",
+)
 def statement(
     rail_name: str,
     start: datetime | None,
@@ -71,8 +108,9 @@ def statement(
     day: datetime | None,
     out: Path,
     rail_url: str | None,
+    files_url: str | None,
 ) -> None:
-    """Save the rail's statement: Stripe's of [--from, --to), or the bank's camt.053."""
+    """Save the rail's statement: Stripe's reports of [--from, --to), or the bank's camt.053."""
     try:
         settings = load_settings()
     except ConfigError as e:
@@ -82,25 +120,18 @@ def statement(
         return
     if start is None or end is None:
         raise click.UsageError("--from and --to are needed for the Stripe rail's statement")
-    base = (rail_url or settings.stripe_api_base or SIMULATOR_API).rstrip("/")
-    params = {"interval_start": _seconds(start), "interval_end": _seconds(end)}
-    partial = out.with_name(out.name + ".partial")
-    headers = {"Authorization": f"Bearer {settings.stripe_api_key.get_secret_value()}"}
+    api_base = rail_url or settings.stripe_api_base
+    if api_base is None and rail_name == "sim":
+        api_base = SIMULATOR_API
+    key = settings.stripe_api_key.get_secret_value()
+    interval = (_seconds(start), _seconds(end))
     try:
-        with httpx.stream(
-            "GET", base + STATEMENT_PATH, params=params, headers=headers, timeout=TIMEOUT
-        ) as answer:
-            if answer.status_code != httpx.codes.OK:
-                answer.read()
-                _fail(f"the rail answered {answer.status_code}: {answer.text}")
-            with partial.open("wb") as file:
-                for chunk in answer.iter_bytes():
-                    file.write(chunk)
-    except (httpx.HTTPError, OSError) as e:
-        partial.unlink(missing_ok=True)
-        _fail(f"the statement could not be saved: {e}")
-    os.replace(partial, out)
-    click.echo(f"statement of {start.isoformat()} .. {end.isoformat()} saved to {out}")
+        out.mkdir(parents=True, exist_ok=True)
+        saved = asyncio.run(_reports(key, api_base, files_url, interval, out))
+    except (ReportsUnavailable, stripe.StripeError, OSError) as e:
+        _fail(f"the reports could not be saved: {e}")
+    for path in saved:
+        click.echo(str(path))
 
 
 @rail.command()
@@ -135,6 +166,127 @@ def _bank_statements(url: str, out: Path, day: date | None) -> None:
     if day is not None and not saved:
         _fail(f"the bank has issued no statement of {day.isoformat()}")
     click.echo(f"{len(saved)} camt.053 statements saved to {out}")
+
+
+async def _reports(
+    key: str, api_base: str | None, files_url: str | None, interval: tuple[int, int], out: Path
+) -> list[Path]:
+    """Run both report types over `interval` and save their files into `out`; their paths."""
+    http = stripe.HTTPXClient(timeout=TIMEOUT)
+    client = _client(key, http, api_base, files_url)
+    try:
+        start, end = await _available(client, interval)
+        runs = [
+            await client.v1.reporting.report_runs.create_async(_run_params(t, start, end))
+            for t in REPORTS
+        ]
+        saved = []
+        for run in runs:
+            done = await _finished(client, run.id)
+            fetcher = client
+            if files_url is None and api_base is not None and done.result is not None:
+                # Not Stripe's own API: its files host is where the run's file says it is
+                fetcher = _client(key, http, api_base, _files_base(done.result.url or ""))
+            saved.append(await _save(fetcher, done, out / f"{done.report_type}.csv"))
+        return saved
+    finally:
+        await http.close_async()  # type: ignore[no-untyped-call]
+
+
+def _client(
+    key: str, http: stripe.HTTPClient, api_base: str | None, files_base: str | None
+) -> stripe.StripeClient:
+    """Stripe's client at `api_base` and `files_base` (None: the library's own addresses)."""
+    return stripe.StripeClient(
+        key,
+        base_addresses={
+            "api": (api_base or stripe.DEFAULT_API_BASE).rstrip("/"),
+            "files": (files_base or stripe.DEFAULT_UPLOAD_API_BASE).rstrip("/"),
+        },
+        max_network_retries=2,  # the library keys each POST, so a retried run is one run
+        http_client=http,
+    )
+
+
+async def _available(client: stripe.StripeClient, interval: tuple[int, int]) -> tuple[int, int]:
+    """`interval` with its end cut to the data the report types hold; ReportsUnavailable if
+    none of it is there yet."""
+    start, end = interval
+    ends = [
+        (await client.v1.reporting.report_types.retrieve_async(t)).data_available_end
+        for t in REPORTS
+    ]
+    available = min(ends)
+    if end > available:
+        click.echo(
+            f"settle rail statement: the rail's reports hold data up to {_utc(available)};"
+            f" --to cut from {_utc(end)} to it",
+            err=True,
+        )
+        end = available
+    if start >= end:
+        raise ReportsUnavailable(f"no data from {_utc(start)} is available yet")
+    return start, end
+
+
+def _run_params(
+    report_type: str, start: int, end: int
+) -> stripe.params.reporting.ReportRunCreateParams:
+    parameters: stripe.params.reporting.ReportRunCreateParamsParameters = {
+        "interval_start": start,
+        "interval_end": end,
+    }
+    columns = REPORTS[report_type]
+    if columns is not None:
+        parameters["columns"] = list(columns)
+    return {"report_type": report_type, "parameters": parameters}
+
+
+async def _finished(client: stripe.StripeClient, run_id: str) -> stripe.reporting.ReportRun:
+    """The run once it succeeded; ReportsUnavailable if it failed or took too long."""
+    pause, waited = POLL_FIRST, 0.0
+    while True:
+        run = await client.v1.reporting.report_runs.retrieve_async(run_id)
+        if run.status == "succeeded" and run.result is not None:
+            return run
+        if run.status == "failed":
+            raise ReportsUnavailable(f"the {run.report_type} run {run.id} failed: {run.error}")
+        if waited >= RUN_WAIT:
+            raise ReportsUnavailable(f"the {run.report_type} run {run.id} took over {RUN_WAIT:g} s")
+        await asyncio.sleep(pause)
+        waited, pause = waited + pause, min(pause * 2, POLL_MAX)
+
+
+def _files_base(url: str) -> str:
+    """The files host's base address in a file's `url` (everything before /v1/files/)."""
+    base, found, _ = url.partition("/v1/files/")
+    if not found or not base.startswith(("http://", "https://")):
+        raise ReportsUnavailable(f"the run's file names no files host: {url!r}")
+    return base
+
+
+async def _save(client: stripe.StripeClient, run: stripe.reporting.ReportRun, path: Path) -> Path:
+    """Stream the run's file from the files host to `path`, renamed onto it once whole."""
+    assert run.result is not None  # a succeeded run has its file
+    partial = path.with_name(path.name + ".partial")
+    try:
+        # The library has no typed call for a file's contents; its streamed request on the
+        # `files` base address is what it uses for other downloads (a quote's PDF)
+        answer = await client.v1.files._request_stream_async(
+            "get", f"/v1/files/{run.result.id}/contents", base_address="files"
+        )
+        with partial.open("wb") as file:
+            async for chunk in answer.stream():
+                file.write(chunk)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    os.replace(partial, path)
+    return path
+
+
+def _utc(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _seconds(moment: datetime) -> int:
