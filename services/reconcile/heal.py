@@ -1,6 +1,7 @@
-"""Healing a status drift the rail proves, through the inbox as if its webhook had arrived.
+"""Healing a status drift the rail proves (or a later part of a reversal), through the inbox
+as if its webhook had arrived.
 
-For each drift that is its settlement's only break (`proof.healable`), the object is read
+For each such break that is its settlement's only break (`proof.healable`), the object is read
 from the rail again and, in one transaction:
 
     1. the stored break is locked; one healed or resolved before is left alone
@@ -121,8 +122,11 @@ async def _heal(
     event, outcome, refusal = await apply_proven(conn, body, now)
     if outcome is None:
         raise _NotHealed(refusal or "the inbox did not apply it")
+    if not outcome.moves:
+        raise _NotHealed(f"{event_type} moved nothing: {outcome.reason}")
     final = outcome.moves[-1]
-    if not proof.agrees(final, wire):
+    left = outcome.settlement.amount_reversed if outcome.settlement is not None else None
+    if not proof.agrees(final, wire) or left != wire.get("amount_reversed", left):
         raise _NotHealed(f"{event_type} leaves the settlement {final}, not what the rail shows")
     moves = " -> ".join([str(item.expected), *outcome.moves])
     reason = f"{event_type} {event.event_id} applied from {item.rail_object_id}: {moves}"

@@ -10,9 +10,12 @@ rail sends for that state, so the inbox applies it by its own decision table:
     payout failed / canceled                     payout.failed / payout.canceled
     payout pending or in transit                 nothing: the money is still on its way
 
-A drift is healed only when it is its settlement's one disagreement: an object that differs in
-amount, currency or destination, or one of several, is no proof of this settlement's money,
-and every such break waits for an operator.
+The rail proves as much when a transfer shows more reversed than the ledger booked (a later
+part of a reversal whose webhook was lost): its `transfer.reversed` carries the cumulative
+amount, which the inbox applies as it applies the rail's own. A drift is healed only when it
+is its settlement's one disagreement: an object that differs in amount, currency or
+destination, or one of several, is no proof of this settlement's money, and every such break
+waits for an operator.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from services.adapters.stripe.wire import rail_object_of
-from services.domain.breaks import PROVEN_BY_THE_RAIL
+from services.domain.breaks import PROVEN_BY_THE_RAIL, BreakType
 from services.domain.payout import PayoutMethod
 from services.domain.reconciliation import Break, MoneyState, money_state
 from services.domain.settlement import SettlementStatus
@@ -92,17 +95,31 @@ def agrees(status: SettlementStatus, wire: Mapping[str, Any]) -> bool:
 
 
 def healable(breaks: Iterable[Break]) -> list[Break]:
-    """The status drifts among `breaks` that are their settlement's only break, in order."""
+    """The breaks the rail proves (`proven`) that are their settlement's only break, in
+    order."""
     found = list(breaks)
-    others = {b.settlement_id for b in found if b.break_type not in PROVEN_BY_THE_RAIL}
+    others = {b.settlement_id for b in found if not proven(b)}
     return [
         b
         for b in found
-        if b.break_type in PROVEN_BY_THE_RAIL
+        if proven(b)
         and b.settlement_id is not None
         and b.rail_object_id is not None
         and b.settlement_id not in others
     ]
+
+
+def proven(item: Break) -> bool:
+    """Whether the rail's object proves where the money is: a status drift, or more of a
+    transfer reversed at the rail than the ledger booked (a later part of a reversal whose
+    webhook was lost: the rail's cumulative amount is applied as the inbox applies it)."""
+    if item.break_type in PROVEN_BY_THE_RAIL:
+        return True
+    return (
+        item.break_type is BreakType.AMOUNT_MISMATCH
+        and item.field == "amount_reversed"
+        and (item.difference or 0) > 0
+    )
 
 
 def _created(part: Mapping[str, Any]) -> int:
