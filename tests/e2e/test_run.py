@@ -104,6 +104,11 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
     text = out.read_text()
     assert code == 0, text
     assert "all guarantees hold" in text and "demo ok" in text, text
+    # The account holds other systems' money too (a real account's habits): reconciliation
+    # leaves it out of scope, counted, and finds no open break.
+    flat = " ".join(text.split())  # the line may wrap
+    reconciled = re.search(r"reconciled: run \d+ completed, 0 open breaks, 0 pending[^:]*", flat)
+    assert reconciled and re.search(r"out of scope \([^)]*\): [^;]*\d+ transfers", flat), text
     # Offered at a steady rate, and the settlements the simulator sent a fault set apart
     assert "offered at 100/s; booked over" in text, text
     whole = re.search(r"accepted -> paid, whole batch \((\d+) paid\): p50 (\d+) ms", text)

@@ -68,6 +68,8 @@ async def reconciliation_verdict(settings: Settings, rail_url: str) -> dict[str,
             "open_breaks": final.open_breaks,
             "pending": len(final.pending),
             "error": final.error,
+            # Objects of other systems on the account: left out, counted per kind.
+            "out_of_scope": dict(sorted(final.foreign.items())),
         },
         "ok": waited is not None
         and final.status is RunStatus.COMPLETED

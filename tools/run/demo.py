@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg
 import httpx
@@ -33,6 +34,7 @@ from services.contracts.topics import COMMANDS, EVENTS
 from services.platform.config import libpq_dsn
 from services.platform.service_settings import Settings
 from services.relay.triggers import CONSUMER_GROUP
+from tools.chaos.reconciled import reconciliation_verdict
 from tools.check.cli import effect_source
 from tools.check.run import CheckOptions, Report, run_check
 from tools.run.latency import LatencySplit, split
@@ -97,6 +99,8 @@ class DemoReport:
     rate: int | None  # settlements offered per second; None: all at once
     booked_over: float  # seconds from the batch's first booking to its last
     by_rail: dict[str, dict[str, int]] = field(default_factory=dict)  # statuses per rail
+    # The reconciler's record and a last read-only run (tools/chaos/reconciled.py)
+    reconciliation: dict[str, Any] = field(default_factory=dict)
 
     @property
     def settled(self) -> int:
@@ -105,8 +109,10 @@ class DemoReport:
 
     @property
     def ok(self) -> bool:
-        """Every settlement of the batch settled and every guarantee holds."""
-        return self.settled == self.batch.count and self.check.ok
+        """Every settlement of the batch settled, every guarantee holds and the rail's
+        account reconciles with no open break."""
+        reconciled = bool(self.reconciliation.get("ok", False))
+        return self.settled == self.batch.count and self.check.ok and reconciled
 
 
 async def set_fault_profile(rail_url: str, profile: str) -> None:
@@ -265,6 +271,8 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
         booked_over = await conn.fetchval(BOOKED_OVER, batch.tenant, batch.reference_pattern)
     finally:
         await conn.close()
+    console.print("reconciling the rail's account (the reconciler's next run, then a last one)")
+    reconciliation = await reconciliation_verdict(settings, options.rail_url)
     seconds = time.monotonic() - began
     return DemoReport(
         batch,
@@ -277,4 +285,5 @@ async def run_demo(settings: Settings, options: DemoOptions, console: Console) -
         options.rate,
         booked_over or 0.0,
         by_rail,
+        reconciliation,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 
@@ -74,6 +76,7 @@ def print_demo(report: DemoReport, console: Console) -> None:
     if report.settled < batch.count:
         missing = batch.count - report.settled
         console.print(f"[red]{missing} settlements of the batch did not reach a final state[/]")
+    print_reconciliation(report.reconciliation, console)
     verdict = "[green]demo ok[/]" if report.ok else "[red]demo FAILED[/]"
     console.print(f"{verdict} in {report.seconds:.1f} s")
 
@@ -110,3 +113,17 @@ def print_latency(latency: LatencySplit, console: Console) -> None:
             f"{lat.worst:.1f}",
         )
     console.print(table)
+
+
+def print_reconciliation(found: dict[str, Any], console: Console) -> None:
+    """The last reconciliation of the rail's account: its breaks, what it left out of scope."""
+    final = found.get("final_run") or {}
+    foreign = final.get("out_of_scope") or {}
+    scope = ", ".join(f"{n} {kind}s" for kind, n in foreign.items()) or "none"
+    mark = "[green]reconciled[/]" if found.get("ok") else "[red]reconciliation FAILED[/]"
+    console.print(
+        f"{mark}: run {final.get('run_id')} {final.get('status')}, "
+        f"{final.get('open_breaks')} open breaks, {final.get('pending')} pending, "
+        f"{found.get('drifts_healed', 0)} drifts healed during the run; "
+        f"out of scope (other systems' objects on the account): {scope}"
+    )
