@@ -1,9 +1,11 @@
-"""`settle reconcile [--json] [--day D] [--grace S] [--rail-url URL] [--statement FILE]
-[--no-heal] [--rail R]`: one reconciliation run, against the rail's API or a statement file
-of it; status drifts the rail proves are healed through the inbox unless `--no-heal` makes
-the run read-only (a run against a statement heals nothing: a file is no live proof).
-`--rail sepa` reconciles the SEPA rail's bank account against the bank's camt.053 statements
-(or `--statement` a camt.053 file) instead (services/commands/reconcile_bank.py).
+"""`settle reconcile [--json] [--day D] [--grace S] [--rail-url URL] [--statement FILE]...
+[--no-heal] [--rail R]`: one reconciliation run, against the rail's API or Stripe's report-run
+files of it (`--statement` once per file); status drifts the rail proves are healed through
+the inbox unless `--no-heal` makes the run read-only (a run against a statement heals nothing:
+a file is no live proof; the API is read only for the transfers the files reverse but list
+from before their period). `--rail sepa` reconciles the SEPA rail's bank account against the
+bank's camt.053 statements (or `--statement` one camt.053 file) instead
+(services/commands/reconcile_bank.py).
 
 Exit status: 0 no open break, 1 open breaks, 2 a source (the rail, PostgreSQL) or the
 configuration could not be read: an unreadable rail is never "no breaks".
@@ -30,6 +32,10 @@ if TYPE_CHECKING:
     from services.reconcile.lineage import Ref
     from services.reconcile.outcome import Outcome
 
+# Seconds a call to the rail's API may take in a run against report files: it is only asked
+# for the transfers the files reverse but list from before their period.
+STATEMENT_API_TIMEOUT = 10.0
+
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
@@ -53,10 +59,12 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--statement",
+    "statements",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Reconcile against this Stripe itemized balance change report (CSV) instead of the "
-    "rail's API, over --day or else the span of its lines.",
+    multiple=True,
+    help="Reconcile against Stripe's report-run files instead of the rail's API, once per file "
+    "(balance_change_from_activity.itemized.3, payouts.itemized.3; CSV), over --day or else "
+    "the span of their lines.",
 )
 @click.option(
     "--rail",
@@ -77,12 +85,17 @@ def reconcile(
     day: datetime | None,
     grace: int | None,
     rail_url: str | None,
-    statement: Path | None,
+    statements: tuple[Path, ...],
     rail_name: str | None,
     read_only: bool,
 ) -> None:
     """Compare the ledger with the rail over a window, record the run and its breaks."""
-    from services.commands.reconcile_output import exit_status, print_text, run_document
+    from services.commands.reconcile_output import (
+        exit_status,
+        print_statement,
+        print_text,
+        run_document,
+    )
 
     try:
         settings = load_settings()
@@ -90,17 +103,21 @@ def reconcile(
         _fail(as_json, "config", str(e))
     grace = settings.reconcile_grace_seconds if grace is None else grace
     if rail_name == "sepa":
-        _bank(settings, statement, grace, read_only, as_json)
+        if len(statements) > 1:
+            raise click.BadParameter(
+                "--rail sepa reads one camt.053 file", param_hint="--statement"
+            )
+        _bank(settings, statements[0] if statements else None, grace, read_only, as_json)
     try:
         # uvloop: a run's rail pages and cursor batches are mostly socket reads and writes
-        outcome, lineage = uvloop.run(
+        outcome, lineage, read = uvloop.run(
             _run(
                 settings,
                 day.date() if day else None,
                 grace,
                 rail_url,
-                statement,
-                heal=not read_only and statement is None,
+                statements,
+                heal=not read_only and not statements,
                 lineage=as_json,
             )
         )
@@ -109,9 +126,10 @@ def reconcile(
     except StatementUnreadable as e:
         _fail(as_json, "statement", str(e))
     if as_json:
-        click.echo(json.dumps(run_document(outcome, lineage), sort_keys=True))
+        click.echo(json.dumps(run_document(outcome, lineage) | read, sort_keys=True))
     else:
         print_text(outcome)
+        print_statement(read.get("statement"))
     raise SystemExit(exit_status(outcome))
 
 
@@ -120,11 +138,13 @@ async def _run(
     day: date | None,
     grace: int,
     rail_url: str | None,
-    statement: Path | None,
+    statements: tuple[Path, ...],
     *,
     heal: bool,
     lineage: bool,
-) -> tuple[Outcome, dict[Ref, Any]]:
+) -> tuple[Outcome, dict[Ref, Any], dict[str, Any]]:
+    """One run: its outcome, the lineage of its breaks (if asked) and, against report files,
+    what they held besides (`{"statement": ...}`)."""
     from services.adapters.postgres.database import create_pool
     from services.adapters.stripe.source import RailReader, RailSource
     from services.domain.reconciliation import RunKind
@@ -135,10 +155,17 @@ async def _run(
 
     rail: RailReader
     window: windows.Window | None
-    if statement is not None:
-        # Read first: a file that cannot be parsed starts no run.
-        rail = sheet = StatementSource.open(statement)
+    sheet: StatementSource | None = None
+    if statements:
+        # Read first: a file that is neither report (or, without --day, has a line that
+        # cannot be read) starts no run.
+        rail = sheet = StatementSource.open(statements)
         window = sheet.window(day)
+        sheet.api = RailSource(
+            settings.stripe_api_key.get_secret_value(),
+            api_base=rail_api_base(settings, rail_url),
+            timeout=STATEMENT_API_TIMEOUT,
+        )
     else:
         rail = RailSource(
             settings.stripe_api_key.get_secret_value(),
@@ -151,8 +178,11 @@ async def _run(
             last = await store.last_completed(pool, RunKind.INTRADAY)
             window = windows.intraday(last, utc_now())
         outcome = await run_once(pool, rail, window, grace=grace, heal=heal)
+        if sheet is not None and sheet.unreadable is not None:
+            raise sheet.unreadable  # the run that read it is recorded failed, naming the line
         reported = [store.stored_key(b) for b in outcome.report().breaks] if lineage else []
-        return outcome, await lineage_of(pool, reported)
+        read = {"statement": sheet.summary()} if sheet is not None else {}
+        return outcome, await lineage_of(pool, reported), read
     finally:
         await rail.aclose()
         await pool.close()

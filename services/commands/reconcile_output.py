@@ -8,7 +8,11 @@
                       "listed": [{"rail_object_id", "kind", "amount", "currency", "created"}]}}
 
 `out_of_scope` counts the rail objects that are not settle's (no settlement named or claiming
-them: another system's transfers, automatic payouts) and lists the first of them.
+them: another system's transfers, automatic payouts) and lists the first of them. A run
+against report files adds `"statement": {"files": [{"file", "report"}], "lines": n,
+"out_of_scope": {<category>: n}, "not_compared": [settlement id]}`: the lines read, those of
+categories not compared, and the settlements whose transfer predates the files when the
+rail's API did not answer (`print_statement` in text).
 
 `ok` is true when the run completed and no break it found is open. Keys are sorted. A break's
 `lineage` (services/reconcile/lineage.py) is null when it was not read.
@@ -88,3 +92,15 @@ def print_text(outcome: Outcome) -> None:
             f"rail={item.rail_object_id} {item.field}: expected {item.expected!r}, "
             f"actual {item.actual!r}"
         )
+
+
+def print_statement(summary: Mapping[str, Any] | None) -> None:
+    """After a run against report files: their lines, those of categories not compared, and
+    the settlements left uncompared (their transfer predates the files, the API unread)."""
+    if summary is None:
+        return
+    files = ", ".join(f"{f['file']} ({f['report']})" for f in summary["files"])
+    scope = ", ".join(f"{k} {n}" for k, n in summary["out_of_scope"].items()) or "none"
+    click.echo(f"  statement: {summary['lines']} line(s) in {files}; not compared: {scope}")
+    for settlement_id in summary["not_compared"]:
+        click.echo(f"  not compared: settlement={settlement_id} (its transfer predates the files)")

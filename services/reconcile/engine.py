@@ -168,6 +168,7 @@ async def _ledger_pass(
             own = {k: o for _, objects in page for k, o in objects.items()}
             own |= await _retrieve(rail, records, own, state)
             await _compare(pool, outcome, state, records, own.values())
+    state.settlements += state.staged.unpaged  # read too: found agreeing in SQL, or uncompared
 
 
 async def _remaining(

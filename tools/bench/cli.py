@@ -37,7 +37,7 @@ PREFILLED = ("e2e", "ingest", "console")  # the scenarios that take --prefill
     "--settlements",
     default=",".join(str(n) for n in BenchOptions.settlements),
     show_default=True,
-    help="Comma-separated sizes for the reconcile scenario.",
+    help="Comma-separated sizes for the reconcile and reconcile-file scenarios.",
 )
 @click.option(
     "--rates",

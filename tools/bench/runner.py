@@ -22,7 +22,7 @@ class BenchOptions:
     seconds: int = 10
     clients: int = 8
     count: int = 10_000
-    settlements: tuple[int, ...] = (100_000, 1_000_000)  # the reconcile scenario's sizes
+    settlements: tuple[int, ...] = (100_000, 1_000_000)  # the reconcile scenarios' sizes
     rates: tuple[int, ...] = (100, 250, 500)  # the e2e scenario's offered settlements/s
     profile: Path | None = None  # the e2e scenario's py-spy flame graphs go here, if set
     # The e2e, ingest and console scenarios run once per entry, on a database pre-filled with
@@ -41,6 +41,7 @@ def scenarios() -> dict[str, Scenario]:
     from tools.bench.inbox import run_inbox
     from tools.bench.ingest import run_ingest
     from tools.bench.reconcile import run_reconcile
+    from tools.bench.reconcile_file import run_reconcile_file
     from tools.bench.relay import run_dispatch, run_relay
     from tools.bench.sepa import run_sepa
 
@@ -53,5 +54,6 @@ def scenarios() -> dict[str, Scenario]:
         "dispatch": run_dispatch,
         "inbox": run_inbox,
         "reconcile": run_reconcile,
+        "reconcile-file": run_reconcile_file,
         "sepa": run_sepa,
     }
