@@ -27,14 +27,15 @@ from tests.integration.test_reconcile_nostro import past_the_cut_off, recorded, 
 pytestmark = pytest.mark.integration
 __all__ = ["template"]
 
-# Each habit often enough that a few seconds hold several of each.
+# Each habit often enough that a few seconds hold several of each, and seldom enough that the
+# balance can be read between two movements.
 BUSY = account_habits(
     "realistic",
-    charge_every=0.2,
-    destination_charge_every=0.4,
-    other_transfer_every=0.4,
-    connect_fee_every=0.7,
-    automatic_payout_every=0.9,
+    charge_every=0.8,
+    destination_charge_every=1.2,
+    other_transfer_every=1.2,
+    connect_fee_every=1.5,
+    automatic_payout_every=1.5,
     charge_pending_seconds=0.0,
 )
 
@@ -59,11 +60,11 @@ async def test_others_money_on_the_account_is_out_of_scope_and_breaks_nothing(
     await past_the_cut_off()
     first = await run(shared)
     assert first.status is RunStatus.COMPLETED, first.error
-    for _ in range(3):
+    for _ in range(4):
         sid = await shared.accept()
         await shared.dispatch(sid)
         await shared.move(sid, S.PAID)
-        await asyncio.sleep(0.8)  # the account's own life goes on meanwhile
+        await asyncio.sleep(1.0)  # the account's own life goes on meanwhile
     await past_the_cut_off()
     second = await run(shared)
     assert second.status is RunStatus.COMPLETED, second.error
