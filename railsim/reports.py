@@ -17,22 +17,18 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from railsim.errors import ApiError
 from railsim.objects import Wire, new_id
-from railsim.statement import (
-    BALANCE_COLUMNS,
+from railsim.statement import PAYOUT_CATEGORIES, Causes, Line, column_known, render
+from services.adapters.stripe.report_types import (
+    BALANCE_DEFAULT_COLUMNS,
     BALANCE_REPORT,
-    PAYOUT_CATEGORIES,
-    PAYOUTS_COLUMNS,
+    PAYOUTS_DEFAULT_COLUMNS,
     PAYOUTS_REPORT,
-    Causes,
-    Line,
-    column_known,
-    render,
 )
 
 DAY = 86_400
 REPORT_TYPES = {
-    BALANCE_REPORT: ("Balance change from activity (itemized)", BALANCE_COLUMNS),
-    PAYOUTS_REPORT: ("Payouts (itemized)", PAYOUTS_COLUMNS),
+    BALANCE_REPORT: ("Balance change from activity (itemized)", BALANCE_DEFAULT_COLUMNS),
+    PAYOUTS_REPORT: ("Payouts (itemized)", PAYOUTS_DEFAULT_COLUMNS),
 }
 _SCALARS = frozenset(
     {"interval_start", "interval_end", "currency", "reporting_category", "timezone"}

@@ -23,44 +23,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
 from railsim.objects import Charge, Payout, Transfer, Wire
+from services.adapters.stripe.report_types import (
+    BALANCE_DEFAULT_COLUMNS,
+    BALANCE_REPORT,
+    PAYOUTS_DEFAULT_COLUMNS,
+)
 from services.domain.money import exponent
 
-BALANCE_REPORT = "balance_change_from_activity.itemized.3"
-PAYOUTS_REPORT = "payouts.itemized.3"
-BALANCE_COLUMNS = (
-    "balance_transaction_id",
-    "created_utc",
-    "created",
-    "available_on_utc",
-    "available_on",
-    "currency",
-    "gross",
-    "fee",
-    "net",
-    "reporting_category",
-    "source_id",
-    "description",
-    "customer_facing_amount",
-    "customer_facing_currency",
-)
-PAYOUTS_COLUMNS = (
-    "payout_id",
-    "effective_at_utc",
-    "effective_at",
-    "currency",
-    "gross",
-    "fee",
-    "net",
-    "reporting_category",
-    "description",
-    "payout_expected_arrival_date",
-    "payout_status",
-    "payout_reversed_at_utc",
-    "payout_reversed_at",
-    "payout_type",
-    "payout_description",
-    "payout_destination_id",
-)
 BALANCE_OPTIONAL = ("connected_account_id", "automatic_payout_id", "charge_id")
 PAYOUTS_OPTIONAL = (
     "balance_transaction_id",
@@ -128,9 +97,9 @@ def utc_text(seconds: int, zone: tzinfo = UTC) -> str:
 def column_known(report_type: str, column: str) -> bool:
     """Whether `report_type` has the column `column` (defaults, optional, metadata)."""
     if report_type == BALANCE_REPORT:
-        known = BALANCE_COLUMNS + BALANCE_OPTIONAL
+        known = BALANCE_DEFAULT_COLUMNS + BALANCE_OPTIONAL
         return column in known or METADATA_COLUMN.fullmatch(column) is not None
-    return column in PAYOUTS_COLUMNS + PAYOUTS_OPTIONAL
+    return column in PAYOUTS_DEFAULT_COLUMNS + PAYOUTS_OPTIONAL
 
 
 def render(columns: Sequence[str], lines: Iterable[Line], zone: tzinfo = UTC) -> str:

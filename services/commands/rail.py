@@ -24,36 +24,22 @@ import click
 import stripe
 
 from services.adapters.stripe.address import SIMULATOR_API
+from services.adapters.stripe.report_types import (
+    BALANCE_COLUMNS_ASKED,
+    BALANCE_REPORT,
+    PAYOUTS_REPORT,
+)
 from services.domain.errors import ConfigError
 from services.platform.settings import load_settings
 
 TIMES = click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"])
 TIMEOUT = 60.0  # seconds: a day's report file is one long answer
 UNREADABLE = 2
-BALANCE_REPORT = "balance_change_from_activity.itemized.3"
-PAYOUTS_REPORT = "payouts.itemized.3"
-# The balance report's default columns, then what the reconciliation also reads: the
-# connected account and the settlement a transfer (or its reversal) carries
-BALANCE_COLUMNS = (
-    "balance_transaction_id",
-    "created_utc",
-    "created",
-    "available_on_utc",
-    "available_on",
-    "currency",
-    "gross",
-    "fee",
-    "net",
-    "reporting_category",
-    "source_id",
-    "description",
-    "customer_facing_amount",
-    "customer_facing_currency",
-    "connected_account_id",
-    "transfer_metadata[settlement_id]",
-)
 # The columns asked for per report type; None: the type's default columns
-REPORTS: dict[str, tuple[str, ...] | None] = {BALANCE_REPORT: BALANCE_COLUMNS, PAYOUTS_REPORT: None}
+REPORTS: dict[str, tuple[str, ...] | None] = {
+    BALANCE_REPORT: BALANCE_COLUMNS_ASKED,
+    PAYOUTS_REPORT: None,
+}
 RUN_WAIT = 900.0  # seconds a run may take (Stripe's take minutes)
 POLL_FIRST, POLL_MAX = 0.2, 5.0  # seconds between looks at a run: doubling, then capped
 

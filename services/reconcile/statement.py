@@ -39,12 +39,12 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import NamedTuple, Protocol
 
+from services.adapters.stripe.report_types import BALANCE_REPORT, PAYOUTS_REPORT, SETTLEMENT_COLUMN
 from services.domain.money import exponent, is_currency
 from services.domain.payout import PayoutMethod
 from services.domain.reconciliation import RailObject
 from services.reconcile.errors import StatementUnreadable
 
-SETTLEMENT_COLUMN = "transfer_metadata[settlement_id]"
 PAYOUT_STATUSES = frozenset({"pending", "in_transit", "paid", "failed", "canceled"})
 _TIME = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}) ([0-9]{2}):([0-9]{2}):([0-9]{2})")
 
@@ -52,8 +52,8 @@ _TIME = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}) ([0-9]{2}):([0-9]{2}):([0-9]{2
 class ReportKind(StrEnum):
     """Which Stripe report a file is; the values are Stripe's report types."""
 
-    BALANCE = "balance_change_from_activity.itemized.3"
-    PAYOUTS = "payouts.itemized.3"
+    BALANCE = BALANCE_REPORT
+    PAYOUTS = PAYOUTS_REPORT
 
 
 REQUIRED = {

@@ -17,14 +17,12 @@ from railsim.habits import account_habits
 from railsim.objects import Payout, Transfer
 from railsim.params import Kind
 from railsim.replies import Reply
-from railsim.statement import (
-    BALANCE_COLUMNS,
+from railsim.statement import Line, major_units, render
+from services.adapters.stripe.report_types import (
+    BALANCE_DEFAULT_COLUMNS,
     BALANCE_REPORT,
-    PAYOUTS_COLUMNS,
+    PAYOUTS_DEFAULT_COLUMNS,
     PAYOUTS_REPORT,
-    Line,
-    major_units,
-    render,
 )
 
 START = 1_700_000_000  # 2023-11-14 22:13:20 UTC, a Tuesday
@@ -98,7 +96,7 @@ def test_a_run_of_the_balance_report_has_its_default_columns_and_no_payout_line(
     clock.advance(5)
 
     text = run(rail, clock, ("report_type", BALANCE_REPORT), *window(START, START + 5))
-    assert text.splitlines()[0] == ",".join(BALANCE_COLUMNS)
+    assert text.splitlines()[0] == ",".join(BALANCE_DEFAULT_COLUMNS)
     (line,) = rows(text)
     assert (line["source_id"], line["gross"], line["fee"], line["net"]) == (
         made["id"],
@@ -136,7 +134,7 @@ def test_the_payouts_report_has_the_payout_and_its_money_back() -> None:
     clock.advance(5)
 
     text = run(rail, clock, ("report_type", PAYOUTS_REPORT), *window(START, START + 5))
-    assert text.splitlines()[0] == ",".join(PAYOUTS_COLUMNS)
+    assert text.splitlines()[0] == ",".join(PAYOUTS_DEFAULT_COLUMNS)
     paid, back = rows(text)
     assert [paid["reporting_category"], back["reporting_category"]] == ["payout", "payout_reversal"]
     assert (paid["gross"], back["gross"]) == ("-7.00", "7.00")
@@ -169,7 +167,7 @@ def test_a_report_type_holds_data_up_to_the_start_of_the_current_period() -> Non
     assert answer["object"] == "reporting.report_type" and answer["id"] == BALANCE_REPORT
     assert answer["data_available_end"] == START - 13 * 60 - 20  # 22:00:00
     assert answer["data_available_start"] == 1_699_920_000  # the day's midnight
-    assert answer["default_columns"] == list(BALANCE_COLUMNS)
+    assert answer["default_columns"] == list(BALANCE_DEFAULT_COLUMNS)
     assert rail.report_type("balance.summary.1").status == 404
 
 
