@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import json
+
 API_KEY = "sk_live_51Hq7c2eZvKYlo2C0aNx4f8"
 WEBHOOK_SECRET = "whsec_5b1e0c87d4a2f96e3b70c1d8"
 ACME_TOKEN = "acme-7f3a9c2e51b04d68"
 OPS_TOKEN = "ops-c41d8e7b2a9f0635"
 KAFKA_PASSWORD = "kafka-3e9b71c05d2a48f6"
 SIGNING_SECRET = "csk-9d04b6e1a7c3f258"
+# Each tenant's caps: production mode refuses a tenant without an amount cap and an allow-list.
+LIMITS = {"max_amount": {"EUR": 5_000_000, "USD": 5_000_000}, "destinations": ["acct_1Q2w3E"]}
 DATABASE_URL = (
     "postgresql+asyncpg://settle_app:pw@db.internal:5432/settle"
     "?sslmode=verify-full&sslrootcert=/etc/settle/pg-ca.pem"
 )
+
+
+def limits_for(*tenants: str) -> str:
+    """`SETTLE_TENANT_LIMITS` giving each of `tenants` the accepted limits."""
+    return json.dumps(dict.fromkeys(tenants, LIMITS))
+
 
 PRODUCTION = {
     "SETTLE_ENV": "production",
@@ -25,6 +35,7 @@ PRODUCTION = {
     "SETTLE_API_TOKENS": f"acme:{ACME_TOKEN}",
     "SETTLE_OPERATOR_TOKENS": f"ops:{OPS_TOKEN}",
     "SETTLE_COMMAND_SIGNING_SECRETS": f"acme:{SIGNING_SECRET}",
+    "SETTLE_TENANT_LIMITS": limits_for("acme"),
 }
 
 

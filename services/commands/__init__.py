@@ -45,7 +45,8 @@ PRODUCTION: dict[str, Lazy] = {
         "Settlements under review (needs_review): list, show, resolve against the rail.",
     ),
     "breaks": Lazy(
-        "services.commands.breaks:breaks", "Reconciliation breaks: list, show, resolve, correct the books, work on one."
+        "services.commands.breaks:breaks",
+        "Reconciliation breaks: list, show, resolve, correct the books, work on one.",
     ),
     "approvals": Lazy(
         "services.commands.approvals:approvals",
@@ -56,4 +57,8 @@ PRODUCTION: dict[str, Lazy] = {
         "Detach whole months of settlement history older than --before, for archiving.",
     ),
     "rail": Lazy("services.commands.rail:rail", "What the rail says, fetched from it."),
+    "config": Lazy(
+        "services.commands.config:config",
+        "Check the settings a service would start with in production.",
+    ),
 }

@@ -23,6 +23,7 @@ from services.commands.common import (
     json_option,
     operator_option,
     proven,
+    rail_url_option,
     run,
 )
 from services.domain.proposal import Move, ProposalStatus
@@ -81,7 +82,7 @@ def _decide(
 @approvals.command()
 @click.argument("proposal_id")
 @operator_option
-@click.option("--rail-url", default=None, help="The rail's API base (default STRIPE_API_BASE).")
+@rail_url_option
 @json_option
 def approve(proposal_id: str, operator: str, rail_url: str | None, as_json: bool) -> None:
     """Approve another operator's proposal: its action is done now, if the rail agrees."""

@@ -1,6 +1,7 @@
 """What `settle review` and `settle breaks` share: the database and rail they open, how an
 error is printed (text, or one JSON object with its machine-readable code) and the exit
-status it ends with.
+status it ends with. In production mode the rail is the one configured: an operator's
+`--rail-url` is refused (`pinned_rail_url`, which every command with the option calls).
 
     0  done (every item of a bulk action)
     1  refused (any item of a bulk action): the rail, or the item's status, disagrees
@@ -23,6 +24,7 @@ import click
 from services.domain.errors import ApiError, ConfigError, StoreUnavailable
 from services.operations.errors import NotFound, RailUnavailable
 from services.platform.authority import OperatorSection
+from services.platform.config import Section
 from services.platform.sections import DatabaseSection
 from services.platform.service_settings import InboxSettings, Settings
 from services.platform.settings import load_settings
@@ -38,6 +40,11 @@ operator_option = click.option(
     "--operator", required=True, help="Who acts: the name the audit row keeps."
 )
 reason_option = click.option("--reason", required=True, help="Why: kept in the audit row.")
+rail_url_option = click.option(
+    "--rail-url",
+    default=None,
+    help="The rail's API base (default STRIPE_API_BASE); refused in production mode.",
+)
 
 
 def proven(settings: OperatorSection, operator: str) -> None:
@@ -46,6 +53,22 @@ def proven(settings: OperatorSection, operator: str) -> None:
     from services.operations.operator_proof import OPERATOR_TOKEN, prove_operator
 
     prove_operator(settings, operator, os.environ.get(OPERATOR_TOKEN))
+
+
+def pinned_rail_url(
+    settings: Section, rail_url: str | None, option: str = "--rail-url"
+) -> str | None:
+    """`rail_url`, an operator's `--rail-url` (or another address `option`), as given;
+    ConfigError in production mode, where the rail's address is configuration
+    (STRIPE_API_BASE on a host SETTLE_RAIL_HOSTS names, or Stripe's own), never one command's
+    option."""
+    if rail_url is not None and settings.production:
+        raise ConfigError(
+            option,
+            "is refused in production mode: the rail's address is STRIPE_API_BASE (on a host "
+            "SETTLE_RAIL_HOSTS names) or Stripe's own; drop the option",
+        )
+    return rail_url
 
 
 def exit_status(error: ApiError) -> int:
@@ -70,11 +93,9 @@ def run(command: str, as_json: bool, work: Callable[[Settings], Coroutine[Any, A
     """Run `work` with the settings; a refusal or an unreadable source ends the command with
     its code printed and its exit status."""
     try:
-        settings = load_settings()
-    except ConfigError as e:
+        return asyncio.run(work(load_settings()))
+    except ConfigError as e:  # the settings, or an option they refuse (`pinned_rail_url`)
         fail(command, as_json, "config", str(e), UNREADABLE)
-    try:
-        return asyncio.run(work(settings))
     except ApiError as e:
         fail(command, as_json, e.code, e.message, exit_status(e))
 
@@ -84,11 +105,13 @@ async def desk(
     settings: Settings | InboxSettings, *, rail: bool = False, rail_url: str | None = None
 ) -> AsyncIterator[OperationsDesk]:
     """The operations desk of a command, over a small pool and, with `rail`, the rail the
-    settings name (or `rail_url`; only settings that hold the rail's key can); closed after."""
+    settings name (or `rail_url`, where `pinned_rail_url` allows it; only settings that hold
+    the rail's key can); closed after."""
     from services.operations.approval_policy import policy_of
     from services.operations.desk import OperationsDesk
     from services.operations.rail_lookup import NoRail, stripe_lookup
 
+    rail_url = pinned_rail_url(settings, rail_url)
     owned = None
     if rail:
         assert isinstance(settings, Settings), "the rail is read with every section's settings"

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import click
 
-from services.commands.listening import host_option, port_option
-from services.domain.errors import ConfigError
+from services.commands.listening import host_option, port_option, service_settings
 from services.platform.logs import use_log_format
 from services.platform.service_settings import ConsoleSettings
-from services.platform.settings import load_settings
 
 DEFAULT_PORT = 9085  # services.apps.console.DEFAULT_PORT, without importing the app here
 
@@ -21,10 +19,7 @@ def console(host: str, port: int) -> None:
     the overview, settlement search and story, review queue, breaks, webhooks and audit."""
     from services.apps.console import serve
 
-    try:
-        settings = load_settings(kind=ConsoleSettings)
-    except ConfigError as e:
-        raise click.ClickException(str(e)) from e
+    settings = service_settings(ConsoleSettings, host)
     use_log_format(settings.log_format, "console", settings.log_level)
     click.echo(f"console on http://{host}:{port}/ (sign in with an operator token)", err=True)
     import uvloop  # the one loop every settle service runs on

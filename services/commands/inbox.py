@@ -7,7 +7,12 @@ import os
 
 import click
 
-from services.commands.listening import admin_port_option, host_option, port_option
+from services.commands.listening import (
+    admin_port_option,
+    host_option,
+    port_option,
+    service_settings,
+)
 from services.domain.errors import ConfigError, SettleError
 from services.platform.logs import use_log_format
 from services.platform.service_settings import InboxSettings
@@ -43,7 +48,7 @@ def inbox(ctx: click.Context, host: str, port: int, admin_port: int) -> None:
 
     from services.apps.inbox import serve
 
-    settings = _settings()
+    settings = service_settings(InboxSettings, host)
     use_log_format(settings.log_format, "inbox", settings.log_level)
     use_exporter(settings.otel_exporter, "inbox")
     click.echo(

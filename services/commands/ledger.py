@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import click
 
-from services.commands.listening import admin_port_option, host_option, port_option
+from services.commands.listening import (
+    admin_port_option,
+    host_option,
+    port_option,
+    service_settings,
+)
 from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
 from services.platform.service_settings import LedgerSettings
-from services.platform.settings import load_settings
 from services.platform.tracing import use_exporter
 
 
@@ -26,10 +30,7 @@ def ledger(host: str, port: int, admin_port: int, no_kafka: bool) -> None:
 
     if admin_port == port:
         raise click.UsageError("--admin-port must differ from --port")
-    try:
-        settings = load_settings(kind=LedgerSettings)
-    except ConfigError as e:
-        raise click.ClickException(str(e)) from e
+    settings = service_settings(LedgerSettings, host)
     use_log_format(settings.log_format, "ledger", settings.log_level)
     use_exporter(settings.otel_exporter, "ledger")
     click.echo(

@@ -29,6 +29,7 @@ from services.adapters.stripe.report_types import (
     BALANCE_REPORT,
     PAYOUTS_REPORT,
 )
+from services.commands.common import pinned_rail_url
 from services.domain.errors import ConfigError
 from services.platform.settings import load_settings
 
@@ -99,6 +100,8 @@ def statement(
     """Save the rail's statement: Stripe's reports of [--from, --to), or the bank's camt.053."""
     try:
         settings = load_settings()
+        pinned_rail_url(settings, rail_url)
+        pinned_rail_url(settings, files_url, "--files-url")
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
     if rail_name == "sepa" or form == "camt.053":

@@ -22,6 +22,7 @@ import click
 import uvloop
 
 from services.adapters.stripe.address import rail_api_base
+from services.commands.common import pinned_rail_url
 from services.domain.errors import ConfigError, StoreUnavailable
 from services.platform.clock import utc_now
 from services.platform.service_settings import Settings
@@ -99,6 +100,7 @@ def reconcile(
 
     try:
         settings = load_settings()
+        pinned_rail_url(settings, rail_url)
     except ConfigError as e:
         _fail(as_json, "config", str(e))
     grace = settings.reconcile_grace_seconds if grace is None else grace

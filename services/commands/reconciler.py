@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import click
 
-from services.commands.listening import host_option, port_option
-from services.domain.errors import ConfigError
+from services.commands.listening import host_option, port_option, service_settings
 from services.platform.logs import use_log_format
 from services.platform.service_settings import ReconcilerSettings
-from services.platform.settings import load_settings
 from services.platform.tracing import use_exporter
 
 
@@ -23,10 +21,7 @@ def reconciler(host: str, port: int) -> None:
     day's end-of-day run once, re-checks at SETTLE_RECONCILE_RECHECK_AGES; /metrics."""
     from services.apps.reconciler import serve
 
-    try:
-        settings = load_settings(kind=ReconcilerSettings)
-    except ConfigError as e:
-        raise click.ClickException(str(e)) from e
+    settings = service_settings(ReconcilerSettings, host)
     use_log_format(settings.log_format, "reconciler", settings.log_level)
     use_exporter(settings.otel_exporter, "reconciler")
     click.echo(f"reconciler on http://{host}:{port} (/healthz, /metrics)", err=True)

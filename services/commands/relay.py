@@ -6,11 +6,10 @@ import logging
 
 import click
 
-from services.commands.listening import host_option, port_option
+from services.commands.listening import host_option, port_option, service_settings
 from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
 from services.platform.service_settings import RelaySettings
-from services.platform.settings import load_settings
 from services.platform.tracing import use_exporter
 
 
@@ -21,10 +20,7 @@ def relay(host: str, port: int) -> None:
     """Run a relay: outbox to Kafka, and rail dispatch under deterministic keys."""
     from services.apps.relay import serve
 
-    try:
-        settings = load_settings(kind=RelaySettings)
-    except ConfigError as e:
-        raise click.ClickException(str(e)) from e
+    settings = service_settings(RelaySettings, host)
     use_log_format(settings.log_format, "relay", settings.log_level)
     use_exporter(settings.otel_exporter, "relay")
     # stripe logs two lines per rail call at INFO; the relay's own metrics count the calls.

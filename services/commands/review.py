@@ -26,6 +26,7 @@ from services.commands.common import (
     json_option,
     operator_option,
     proven,
+    rail_url_option,
     reason_option,
     run,
 )
@@ -89,7 +90,7 @@ def show(settlement_id: str, as_json: bool) -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Resolve every settlement id in this file, one a line.",
 )
-@click.option("--rail-url", default=None, help="The rail's API base (default STRIPE_API_BASE).")
+@rail_url_option
 @json_option
 def resolve(
     settlement_id: str | None,

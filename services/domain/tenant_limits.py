@@ -5,7 +5,9 @@
               "prefunded": {"EUR": 50000000},
               "rate": {"per_second": 50, "burst": 100}}}
 
-Every key of a tenant's entry is optional; a tenant without an entry has no limits.
+Every key of a tenant's entry is optional; a tenant without an entry has no limits. In
+production every tenant has a `max_amount` for at least one currency, and `destinations` or
+`prefunded` (`unguarded` says what a tenant lacks).
 
     max_amount      per currency, the largest amount (minor units) one settlement may have;
                     a currency not listed is capped only by the ledger's own maximum
@@ -60,6 +62,17 @@ class TenantLimits:
     def of(self, tenant: str) -> TenantPolicy:
         """`tenant`'s policy: its entry, or no limits at all."""
         return self.tenants.get(tenant, _NO_POLICY)
+
+    def unguarded(self, tenant: str) -> tuple[str, ...]:
+        """What `tenant`'s limits lack of what production asks of every tenant: an amount
+        cap in some currency, and an allow-list of destinations or a deposit; () if none."""
+        policy = self.of(tenant)
+        missing = []
+        if not policy.max_amount:
+            missing.append("amount cap (max_amount for a currency)")
+        if policy.destinations is None and policy.prefunded is None:
+            missing.append("destination allow-list or deposit (destinations or prefunded)")
+        return tuple(missing)
 
     @property
     def any_prefunded(self) -> bool:

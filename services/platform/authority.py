@@ -3,12 +3,14 @@ webhook secret, operators' tokens and maker-checker, and each tenant's limits.""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated, ClassVar
 
 from pydantic import Field, InstanceOf, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
 from services.contracts.command_signature import CommandSigning
+from services.domain.errors import ConfigError
 from services.domain.postings import PLATFORM
 from services.domain.proposal import DEFAULT_MAX_AGE_SECONDS
 from services.domain.tenant_limits import NO_LIMITS, TenantLimits, parse_tenant_limits
@@ -74,6 +76,14 @@ class OperatorSection(Section):
         """Whether an operator's resolution or replay needs a second operator's approval."""
         return self.production if self.two_person is None else self.two_person
 
+    def production_refusals(self) -> Iterator[ConfigError]:
+        if self.two_person is False:
+            yield ConfigError(
+                "SETTLE_TWO_PERSON",
+                "is false; production mode has a second operator approve every resolution "
+                "and replay: set it to true, or leave it unset",
+            )
+
 
 class CommandSigningSection(Section):
     """Kafka commands signed by their tenant: required, optional (unset: required in
@@ -93,6 +103,14 @@ class CommandSigningSection(Section):
             return self.production
         return self.command_signing is CommandSigning.REQUIRED
 
+    def production_refusals(self) -> Iterator[ConfigError]:
+        if self.command_signing is CommandSigning.OPTIONAL:
+            yield ConfigError(
+                "SETTLE_COMMAND_SIGNING",
+                "is optional; production mode takes only Kafka commands signed by their "
+                "tenant: set it to required, or leave it unset",
+            )
+
     def needs(self, variable: str) -> bool:
         # Needed where commands must be signed; then every tenant that may send commands
         # needs one (checked by the ledger when it starts).
@@ -104,7 +122,8 @@ class CommandSigningSection(Section):
 class LimitsSection(Section):
     """Per-tenant caps, allow-lists, deposits and rates (JSON, read by
     domain/tenant_limits.py), and how many settlement requests a ledger process holds at
-    once (HTTP in flight and Kafka commands being booked) before answering 503."""
+    once (HTTP in flight and Kafka commands being booked) before answering 503. In
+    production, where the tenants' tokens are held too, every tenant has limits."""
 
     tenant_limits: Annotated[InstanceOf[TenantLimits], NoDecode] = Field(
         NO_LIMITS, alias="SETTLE_TENANT_LIMITS"
@@ -115,3 +134,17 @@ class LimitsSection(Section):
     @classmethod
     def _limits(cls, value: object) -> object:
         return parse_tenant_limits(value) if isinstance(value, str) else value
+
+    def production_refusals(self) -> Iterator[ConfigError]:
+        # The tenants given in SETTLE_API_TOKENS, where these settings hold them (the ledger:
+        # those who may ask for settlements); unset, the tokens are refused themselves.
+        if not isinstance(self, TenantSection) or "api_tokens" not in self.model_fields_set:
+            return
+        for tenant in self.api_tokens:
+            missing = self.tenant_limits.unguarded(tenant)
+            if missing:
+                yield ConfigError(
+                    "SETTLE_TENANT_LIMITS",
+                    f"gives tenant {tenant!r} no {' and no '.join(missing)}; production mode "
+                    "limits every tenant of SETTLE_API_TOKENS",
+                )

@@ -2,12 +2,14 @@
 pays from, and how payment files are made (batch booking, the cut-off).
 
 Used only when `SETTLE_RAILS` names `sepa`; the local defaults point at `settle banksim` and
-a test account. In production the bank's address must be https, and the debtor account must
-be set: a payment file names the account it debits, and a default one is nobody's.
+a test account. In production the bank's address must be https on a host `SETTLE_RAIL_HOSTS`
+names, and the debtor account must be set: a payment file names the account it debits, and a
+default one is nobody's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import time
 from typing import Annotated
 
@@ -17,6 +19,7 @@ from services.domain.business_days import DEFAULT_CUTOFF, parse_cutoff
 from services.domain.errors import ConfigError
 from services.domain.sepa import MAX_CREDITOR_NAME, compact_iban
 from services.platform.config import LOCAL_SEPA_BANK_URL, Section
+from services.platform.rail_hosts import pinned_refusals
 
 LOCAL_DEBTOR_IBAN = "DE89370400440532013000"  # a well-known example account, nobody's money
 LOCAL_DEBTOR_NAME = "settle platform"
@@ -57,15 +60,16 @@ class BankSection(Section):
     def _debtor_iban(cls, value: str) -> str:
         return compact_iban(value)  # ValueError, saying why, for any but a SEPA IBAN
 
-    def bank_refusal(self) -> ConfigError | None:
-        """Production's rule for the bank: https, and an account of settle's own."""
-        if not self.sepa_bank_url.startswith("https://"):
-            return ConfigError(
-                "SETTLE_SEPA_BANK_URL",
-                "must be https:// in production mode: payment files and statements go over it",
-            )
+    def bank_refusals(self, hosts: frozenset[str]) -> Iterator[ConfigError]:
+        """Production's rule for the bank: https to a host of `hosts` (SETTLE_RAIL_HOSTS),
+        and an account of settle's own."""
+        yield from pinned_refusals(
+            "SETTLE_SEPA_BANK_URL",
+            self.sepa_bank_url,
+            hosts,
+            "payment files and statements go over it",
+        )
         if "sepa_debtor_iban" not in self.model_fields_set:
-            return ConfigError(
+            yield ConfigError(
                 "SETTLE_SEPA_DEBTOR_IBAN", "is unset; production pays from an account of its own"
             )
-        return None

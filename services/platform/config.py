@@ -7,20 +7,25 @@ A service's settings class (services/platform/service_settings.py) is composed o
 sections it uses and holds no others: a relay has no tenant tokens, an inbox no Stripe key.
 
 `SETTLE_ENV=production` refuses a secret or token left unset or at its local default (or too
-short to be a secret), a Stripe API base that is not https, a database URL that does not
-verify the server's certificate, and Kafka without client authentication over TLS. A service
-driving Stripe's own API (`SETTLE_RAIL=stripe`, no `STRIPE_API_BASE`) moves real money in any
-mode, so the secrets' refusals hold for it even when `SETTLE_ENV` is local; a local Stripe
-fake named by `STRIPE_API_BASE` keeps working with the local defaults. Unset is decided by
-the environment, not by the value: an unset variable takes the public local default.
+short to be a secret), cleartext or anonymous links (the database, Kafka, the rails), the
+rail simulator, a rail address the deploy did not name, opt-outs (unsigned commands, one
+operator alone, failpoints) and a tenant without limits: each section says its own rules
+(`production_refusals`). A service driving Stripe's own API (`SETTLE_RAIL=stripe` with no
+`STRIPE_API_BASE`, or with Stripe's own address in it) moves real money in any mode, so the
+secrets' refusals hold for it even when `SETTLE_ENV` is local; a local Stripe fake named by
+`STRIPE_API_BASE` keeps working with the local defaults. Unset is decided by the
+environment, not by the value: an unset variable takes the public local default.
+`refusals()` lists every refusal at once; a service starts only with none
+(services/platform/settings.py), and `settle config check` prints them all.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
-from pydantic import BeforeValidator, Field, SecretStr, model_validator
+from pydantic import BeforeValidator, Field, SecretStr
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from services.domain.errors import ConfigError
@@ -125,14 +130,17 @@ def held(value: object) -> list[SecretStr]:
 
 class Section(BaseSettings):
     """A group of settings, each under the environment variable of its alias. A section
-    names its secrets in SECRETS (variable to field) and its production refusals in
-    `_refusal`; the settings a service is given are the sections it is composed of."""
+    names its secrets in SECRETS (variable to field) and its production rules in
+    `production_refusals`; the settings a service is given are the sections it is composed
+    of. Every section knows where settle runs and whether failpoints are armed."""
 
     model_config = SettingsConfigDict(frozen=True, extra="ignore", populate_by_name=False)
     # The secret variables this section holds, each with its field.
     SECRETS: ClassVar[dict[str, str]] = {}
 
     env: Deployment = Field(Deployment.LOCAL, alias="SETTLE_ENV")
+    # Read here only to be refused in production; services/platform/failpoints.py arms them.
+    failpoints: str = Field("", alias="SETTLE_FAILPOINTS")
 
     @property
     def production(self) -> bool:
@@ -149,44 +157,53 @@ class Section(BaseSettings):
             return "production mode"
         return "Stripe's own API (real money)" if self.moves_real_money else None
 
-    def _secret_refusal(self, secrets: dict[str, str], mode: str) -> ConfigError | None:
-        # The first of one section's secrets `mode` refuses: unset where needed, or weak.
-        for variable, field in secrets.items():
-            if field not in self.model_fields_set:
-                if self.needs(variable):
-                    return ConfigError(variable, f"is unset, and {mode} needs a secret of its own")
-                continue
-            problem = weakness(held(getattr(self, field)), mode)
-            if problem is not None:
-                return ConfigError(variable, problem)
-        return None
-
     def needs(self, variable: str) -> bool:
         """Whether the service needs `variable` set (a section may need it only sometimes)."""
         return True
 
-    def production_refusal(self) -> ConfigError | None:
-        """A section's own production rule beyond its secrets (TLS, an https base)."""
-        return None
+    def production_refusals(self) -> Iterator[ConfigError]:
+        """A section's own production rules beyond its secrets (TLS, an https base), each
+        refusal naming its variable; every section's: no failpoints armed."""
+        if self.failpoints.strip():
+            yield ConfigError(
+                "SETTLE_FAILPOINTS",
+                "is set; production mode runs no crash or pause points: unset it",
+            )
 
-    @model_validator(mode="after")
-    def _refuse_what_real_money_may_not_run_with(self) -> Section:
+    def secret_refusals(self) -> list[ConfigError]:
+        """Every secret of these settings the strict mode refuses: unset where needed, or
+        weak; [] when local."""
         mode = self.strict_mode()
         if mode is None:
-            return self
-        # Each section in the order the class lists them: the first refusal is raised.
-        sections = [c for c in type(self).__mro__ if issubclass(c, Section)]
-        for section in sections:
-            if "SECRETS" in section.__dict__:
-                problem = self._secret_refusal(section.__dict__["SECRETS"], mode)
-                if problem is not None:
-                    raise problem
-        for section in sections if self.production else []:
-            if "production_refusal" in section.__dict__:
-                problem = section.production_refusal(self)
-                if problem is not None:
-                    raise problem
-        return self
+            return []
+        secrets = [s.__dict__.get("SECRETS", {}) for s in _sections(self)]
+        return [
+            problem
+            for held_here in secrets
+            for variable, field in held_here.items()
+            if (problem := self._secret_refusal(variable, field, mode)) is not None
+        ]
+
+    def refusals(self) -> list[ConfigError]:
+        """Every refusal of these settings, in the order a reader would look: the secrets,
+        then each section's production rules, sections in the order the class lists them."""
+        rules = [s for s in _sections(self) if "production_refusals" in s.__dict__]
+        found = self.secret_refusals()
+        if self.production:
+            found += [problem for s in rules for problem in s.production_refusals(self)]
+        return found
+
+    def _secret_refusal(self, variable: str, field: str, mode: str) -> ConfigError | None:
+        if field not in self.model_fields_set:
+            if self.needs(variable):
+                return ConfigError(variable, f"is unset, and {mode} needs a secret of its own")
+            return None
+        problem = weakness(held(getattr(self, field)), mode)
+        return None if problem is None else ConfigError(variable, problem)
+
+
+def _sections(settings: Section) -> list[type[Section]]:
+    return [c for c in type(settings).__mro__ if issubclass(c, Section)]
 
 
 def libpq_dsn(database_url: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -23,6 +24,7 @@ from services.platform.config import (
     weakness,
 )
 from services.platform.logs import LogFormat, LogLevel
+from services.platform.rail_hosts import RAIL_HOSTS, STRIPE_API, parse_hosts, pinned_refusals
 from services.platform.tracing import TraceExporter
 
 VERIFYING_SSLMODES = ("verify-full", "verify-ca")
@@ -54,16 +56,15 @@ class DatabaseSection(Section):
             raise ValueError("must be a postgresql:// or postgresql+asyncpg:// URL")
         return value.replace("postgresql://", "postgresql+asyncpg://", 1)
 
-    def production_refusal(self) -> ConfigError | None:
+    def production_refusals(self) -> Iterator[ConfigError]:
         modes = parse_qs(urlsplit(self.database_url).query).get("sslmode", [])
         # libpq and asyncpg read the last sslmode given; only the verify modes check who answers.
         if not modes or modes[-1] not in VERIFYING_SSLMODES:
-            return ConfigError(
+            yield ConfigError(
                 "SETTLE_DATABASE_URL",
                 "must verify the server's TLS certificate in production mode: add "
                 "sslmode=verify-full (or verify-ca) to its query, and sslrootcert=<CA file>",
             )
-        return None
 
 
 class KafkaSection(Section):
@@ -98,41 +99,43 @@ class KafkaSection(Section):
         """The Kafka topic `name` under this deployment's prefix."""
         return f"{self.topic_prefix}{name}"
 
-    def production_refusal(self) -> ConfigError | None:
+    def production_refusals(self) -> Iterator[ConfigError]:
         protocol = self.kafka_security_protocol
         if protocol is KafkaProtocol.SASL_SSL:
-            return self._sasl_refusal()
-        if protocol is KafkaProtocol.SSL:
+            yield from self._sasl_refusals()
+        elif protocol is KafkaProtocol.SSL:
             if not self.kafka_ssl_certfile:
-                return ConfigError(
+                yield ConfigError(
                     "SETTLE_KAFKA_SSL_CERTFILE", f"is unset; Kafka needs {KAFKA_AUTH}"
                 )
             if not self.kafka_ssl_keyfile:
-                return ConfigError(
-                    "SETTLE_KAFKA_SSL_KEYFILE", f"is unset; Kafka needs {KAFKA_AUTH}"
-                )
-            return None
-        cleartext = protocol is KafkaProtocol.SASL_PLAINTEXT
-        clear = " (SASL_PLAINTEXT sends the password in clear)" if cleartext else ""
-        return ConfigError(
-            "SETTLE_KAFKA_SECURITY_PROTOCOL",
-            f"is {protocol.value}{clear}; production mode needs {KAFKA_AUTH}",
-        )
+                yield ConfigError("SETTLE_KAFKA_SSL_KEYFILE", f"is unset; Kafka needs {KAFKA_AUTH}")
+        else:
+            cleartext = protocol is KafkaProtocol.SASL_PLAINTEXT
+            clear = " (SASL_PLAINTEXT sends the password in clear)" if cleartext else ""
+            yield ConfigError(
+                "SETTLE_KAFKA_SECURITY_PROTOCOL",
+                f"is {protocol.value}{clear}; production mode needs {KAFKA_AUTH}",
+            )
 
-    def _sasl_refusal(self) -> ConfigError | None:
+    def _sasl_refusals(self) -> Iterator[ConfigError]:
         if not self.kafka_sasl_username:
-            return ConfigError("SETTLE_KAFKA_SASL_USERNAME", "is unset; SASL_SSL needs a user")
+            yield ConfigError("SETTLE_KAFKA_SASL_USERNAME", "is unset; SASL_SSL needs a user")
         if self.kafka_sasl_password is None:
-            return ConfigError("SETTLE_KAFKA_SASL_PASSWORD", "is unset; SASL_SSL needs one")
+            yield ConfigError("SETTLE_KAFKA_SASL_PASSWORD", "is unset; SASL_SSL needs one")
+            return
         problem = weakness([self.kafka_sasl_password], "production mode")
-        return None if problem is None else ConfigError("SETTLE_KAFKA_SASL_PASSWORD", problem)
+        if problem is not None:
+            yield ConfigError("SETTLE_KAFKA_SASL_PASSWORD", problem)
 
 
 class RailSection(BankSection):
     """Which rails pay and how: the rails this deployment drives (`SETTLE_RAILS`, or the one
     `SETTLE_RAIL` names), each tenant's default rail per currency, the Stripe API's address
     (unset: Stripe's own API, or the local simulator for `sim`), the Stripe method, whether
-    that rail honours keys, and the bank of the SEPA rail (`BankSection`)."""
+    that rail honours keys, and the bank of the SEPA rail (`BankSection`). In production the
+    simulator is refused, and a rail's address is Stripe's own or on a host the deploy names
+    in `SETTLE_RAIL_HOSTS` (services/platform/rail_hosts.py)."""
 
     rail: RailKind = Field(RailKind.SIM, alias="SETTLE_RAIL")
     rails_named: Annotated[tuple[RailKind, ...], NoDecode, BeforeValidator(_rail_list)] = Field(
@@ -142,6 +145,9 @@ class RailSection(BankSection):
         Field({}, alias="SETTLE_TENANT_RAILS")
     )
     stripe_api_base: str | None = Field(None, alias="STRIPE_API_BASE")
+    rail_hosts: Annotated[frozenset[str], NoDecode, BeforeValidator(parse_hosts)] = Field(
+        frozenset(), alias=RAIL_HOSTS
+    )
     stripe_method: PayoutMethod = Field(PayoutMethod.TRANSFER, alias="SETTLE_STRIPE_METHOD")
     rail_idempotent: bool = Field(True, alias="SETTLE_RAIL_IDEMPOTENT")
 
@@ -177,18 +183,28 @@ class RailSection(BankSection):
 
     @property
     def moves_real_money(self) -> bool:
-        return self.api_rail is RailKind.STRIPE and self.stripe_api_base is None
-
-    def production_refusal(self) -> ConfigError | None:
         base = self.stripe_api_base
-        if base is not None and not base.startswith("https://"):
-            return ConfigError(
+        return self.api_rail is RailKind.STRIPE and (base is None or base.rstrip("/") == STRIPE_API)
+
+    def production_refusals(self) -> Iterator[ConfigError]:
+        if RailKind.SIM in self.rails:
+            named = "SETTLE_RAILS" if self.rails_named else "SETTLE_RAIL"
+            unset = named == "SETTLE_RAIL" and "rail" not in self.model_fields_set
+            yield ConfigError(
+                named,
+                f"names sim{' (the default when unset)' if unset else ''}, the rail "
+                "simulator; production mode pays through stripe or sepa",
+            )
+        if self.stripe_api_base is not None:
+            yield from pinned_refusals(
                 "STRIPE_API_BASE",
-                "must be https:// in production mode: the secret key goes with every request",
+                self.stripe_api_base,
+                self.rail_hosts,
+                "the secret key goes with every request",
+                own=STRIPE_API,
             )
         if RailKind.SEPA in self.rails:
-            return self.bank_refusal()
-        return None
+            yield from self.bank_refusals(self.rail_hosts)
 
 
 class RailKeySection(RailSection):

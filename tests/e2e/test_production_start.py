@@ -1,5 +1,6 @@
 """The services as an operator starts them: production mode with a missing secret stops
-`settle ledger` naming the variable, and a service that did start logs none of its secrets."""
+`settle ledger` naming the variable, so do the local secrets on every address without
+SETTLE_ENV, and a service that did start logs none of its secrets."""
 
 from __future__ import annotations
 
@@ -41,6 +42,20 @@ def test_settle_ledger_in_production_without_a_secret_exits_naming_it() -> None:
     )
     assert done.returncode != 0
     assert "SETTLE_API_TOKENS: is unset" in done.stderr
+
+
+def test_settle_ledger_beyond_loopback_on_the_local_secrets_exits_naming_them() -> None:
+    # No SETTLE_ENV at all: the README's secrets must not be served on every address.
+    done = subprocess.run(
+        [SETTLE, "ledger", "--host", "0.0.0.0", "--no-kafka"],
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "SETTLE_API_TOKENS: holds the local default" in done.stderr
 
 
 def _serve_until_healthy(args: list[str], port: int, env: dict[str, str]) -> str:

@@ -112,14 +112,14 @@ def test_optional_signing_accepts_unsigned_but_still_refuses_a_bad_signature() -
     )
 
 
-def test_signing_is_required_by_default_in_production_and_optional_locally() -> None:
+def test_signing_is_required_in_production_and_optional_locally_by_default() -> None:
     assert not load_settings({}).command_signing_required
     production = production_env(SETTLE_COMMAND_SIGNING_SECRETS=f"acme:{'s' * 32}")
     assert load_settings(production).command_signing_required
-    assert not load_settings(
-        {**production, "SETTLE_COMMAND_SIGNING": "optional"}
-    ).command_signing_required
+    with pytest.raises(ConfigError, match=r"^SETTLE_COMMAND_SIGNING: is optional"):
+        load_settings({**production, "SETTLE_COMMAND_SIGNING": "optional"})
     assert load_settings({"SETTLE_COMMAND_SIGNING": "required"}).command_signing_required
+    assert not load_settings({"SETTLE_COMMAND_SIGNING": "optional"}).command_signing_required
 
 
 def test_signing_secrets_are_tenant_secret_pairs_several_per_tenant_and_never_shown() -> None:

@@ -20,6 +20,7 @@ PRODUCTION = {
     "SETTLE_KAFKA_SSL_CERTFILE": "/etc/settle/kafka.crt",
     "SETTLE_KAFKA_SSL_KEYFILE": "/etc/settle/kafka.key",
     "STRIPE_API_KEY": "sk_live_" + "k" * 32,
+    "SETTLE_RAIL_HOSTS": "bank",
 }
 
 
@@ -77,10 +78,11 @@ def test_a_bad_rail_setting_names_its_variable(environ: dict[str, str], variable
     ("bank", "variable"),
     [
         ({"SETTLE_SEPA_BANK_URL": "http://bank:8080"}, "SETTLE_SEPA_BANK_URL"),
+        ({"SETTLE_SEPA_BANK_URL": "https://other-bank"}, "SETTLE_SEPA_BANK_URL"),
         ({"SETTLE_SEPA_BANK_URL": "https://bank"}, "SETTLE_SEPA_DEBTOR_IBAN"),
     ],
 )
-def test_production_pays_by_sepa_over_tls_from_an_account_of_its_own(
+def test_production_pays_by_sepa_over_tls_to_its_bank_from_an_account_of_its_own(
     bank: dict[str, str], variable: str
 ) -> None:
     environ = {**PRODUCTION, "SETTLE_RAILS": "stripe,sepa", **bank}

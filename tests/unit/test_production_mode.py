@@ -18,6 +18,7 @@ from tests.production_env import (
     OPS_TOKEN,
     PRODUCTION,
     WEBHOOK_SECRET,
+    limits_for,
     production,
 )
 
@@ -53,10 +54,15 @@ def refused(environ: dict[str, str]) -> ConfigError:
             "SETTLE_KAFKA_SSL_CERTFILE": "/etc/settle/client.pem",
             "SETTLE_KAFKA_SSL_KEYFILE": "/etc/settle/client.key",
         },
-        {"STRIPE_API_BASE": "https://stripe-proxy.internal"},
+        {
+            "STRIPE_API_BASE": "https://stripe-proxy.internal",
+            "SETTLE_RAIL_HOSTS": "stripe-proxy.internal",
+        },
         {"STRIPE_WEBHOOK_SECRET": f"{WEBHOOK_SECRET},whsec_0d9c8b7a6f5e4d3c2b1a"},
-        {"SETTLE_API_TOKENS": f"acme:{ACME_TOKEN},acme:{ACME_TOKEN}-2,globex:g-8e1f3a5c7b9d0246"},
-        {"SETTLE_RAIL": "sim", "STRIPE_API_BASE": "https://railsim.internal"},
+        {
+            "SETTLE_API_TOKENS": f"acme:{ACME_TOKEN},acme:{ACME_TOKEN}-2,globex:g-8e1f3a5c7b9d0246",
+            "SETTLE_TENANT_LIMITS": limits_for("acme", "globex"),
+        },
     ],
     ids=lambda changes: ",".join(changes) or "as-is",
 )

@@ -1,6 +1,6 @@
 """The maker-checker state machine: only a different operator approves or rejects, only the
 proposer withdraws, a decision is final, and a proposal past its age expires whoever moves;
-two-person mode is on by default in production mode only."""
+two-person mode is on in production mode (refused off) and off locally unless set."""
 
 from __future__ import annotations
 
@@ -97,11 +97,12 @@ def test_no_move_reaches_a_status_the_table_forbids(
         assert operator == proposal.proposed_by
 
 
-def test_two_person_mode_is_on_by_default_in_production_only_and_may_be_set_either_way() -> None:
+def test_two_person_mode_is_on_in_production_and_off_locally_unless_set() -> None:
     assert not load_settings({}).two_person_required
     production = production_env()
     assert load_settings(production).two_person_required
-    assert not load_settings({**production, "SETTLE_TWO_PERSON": "false"}).two_person_required
+    with pytest.raises(ConfigError, match=r"^SETTLE_TWO_PERSON: is false"):
+        load_settings({**production, "SETTLE_TWO_PERSON": "false"})
     assert load_settings({"SETTLE_TWO_PERSON": "true"}).two_person_required
     policy = policy_of(load_settings({"SETTLE_PROPOSAL_MAX_AGE_SECONDS": "3600"}))
     assert policy == Policy(False, timedelta(hours=1))
