@@ -132,7 +132,9 @@ async def test_three_parts_whose_webhooks_are_lost_are_healed_each_once(
     infra: Servers, database: tuple[str, asyncpg.Pool]
 ) -> None:
     url, pool = database
-    clock = ManualClock(datetime.now(UTC).timestamp())
+    # The rail's clock a minute behind settle's: when the rail moved the money (each entry's
+    # effective date) is never when settle recorded it.
+    clock = ManualClock(datetime.now(UTC).timestamp() - 60)
     sim = RailSim(clock=clock, faults=Faults(webhook_drop=1.0, reversal_delay_ms=1000))
     async with serving(rail_app(sim)) as sim_url:
         w = World(url, pool, sim, sim_url, infra.kafka_bootstrap, "", "", "", "", "")
@@ -151,3 +153,13 @@ async def test_three_parts_whose_webhooks_are_lost_are_healed_each_once(
         "reversed",
     ]
     assert await funded_back(pool, sid) == SENT
+    (transfer,) = sim.objects_for(sid)
+    parts = sorted(r["created"] for r in transfer["reversals"]["data"])
+    dated = await pool.fetch(
+        "SELECT effective_at, occurred_at FROM journal_entries WHERE settlement_id = $1"
+        " AND (kind LIKE 'partly_reversed%' OR kind = 'reversed') ORDER BY occurred_at",
+        uuid.UUID(sid),
+    )
+    # Each healed part is dated by its reversal's balance transaction, not by the heal.
+    assert [r["effective_at"] for r in dated] == [datetime.fromtimestamp(t, UTC) for t in parts]
+    assert all(r["occurred_at"] > r["effective_at"] for r in dated)
