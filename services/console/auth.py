@@ -17,7 +17,7 @@ from starlette.responses import Response
 from services.console.errors import CSRF_MISSING, CsrfRefused, SignInFailed, SignInNeeded
 from services.console.sessions import SessionStore, check_csrf, check_same, csrf_token
 from services.operations.errors import Forbidden
-from services.platform.edge import BearerAuth, Unauthorized, bearer_token
+from services.platform.edge import BearerAuth, Unauthorized, bearer_token, token_digest
 
 LOCAL_COOKIE = "settle_console"
 # `__Host-`: a browser keeps it only when Secure, from the host itself, with Path=/.
@@ -65,11 +65,12 @@ class Gate:
             return Caller(self._bearer(token), None)
         session_id = request.cookies.get(self.cookie)
         if session_id:
-            operator = await self.sessions.operator_of(session_id)
-            # A session lasts only while its operator still holds a token: one taken out of
-            # SETTLE_OPERATOR_TOKENS ends the sessions it opened at the console's restart.
-            if operator is not None and operator in self._operators.names:
-                return Caller(operator, session_id)
+            found = await self.sessions.session_of(session_id)
+            # A session lasts only while the token it was opened with is still its operator's:
+            # a token rotated or taken out of SETTLE_OPERATOR_TOKENS ends the sessions it opened
+            # as soon as the console runs without it.
+            if found is not None and self._operators.holds(found.operator, found.token_digest):
+                return Caller(found.operator, session_id)
         raise SignInNeeded("sign in with an operator token")
 
     def _bearer(self, token: str) -> str:
@@ -111,7 +112,7 @@ class Gate:
             operator = self._operators.tenant_for(token)
         except Unauthorized:
             raise SignInFailed() from None
-        return await self.sessions.open(operator)
+        return await self.sessions.open(operator, token_digest(token))
 
     def set_cookie(self, response: Response, session_id: str) -> None:
         """Hand the session to the browser: HttpOnly, SameSite=Strict, Secure in production."""

@@ -1,9 +1,12 @@
 """Console sign-in sessions in PostgreSQL (`console_sessions`, migration 0015).
 
 The cookie holds a random session id; the table holds only its SHA-256, so reading the
-table signs nobody in. A session ends after `idle` without a request, after `lifetime` in
-any case, or at logout (its row deleted). The form token that guards each POST (CSRF) is
-derived from the session id, so it is never stored and differs for every session.
+table signs nobody in. A session also keeps the digest of the operator token it was opened
+with (`edge.token_digest`, never the token; migration 0025), for the gate to end it once that
+token is no longer one its operator holds. A session ends after `idle` without a request,
+after `lifetime` in any case, or at logout (its row deleted). The form token that guards each
+POST (CSRF) is derived from the session id, so it is never stored and differs for every
+session.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import hashlib
 import hmac
 import secrets
 from datetime import timedelta
+from typing import NamedTuple
 
 import asyncpg
 
@@ -24,14 +28,15 @@ LIFETIME = timedelta(hours=24)
 SESSION_BYTES = 32
 
 OPEN = """
-INSERT INTO console_sessions (id_hash, operator, created_at, last_seen_at) VALUES ($1, $2, $3, $3)
+INSERT INTO console_sessions (id_hash, operator, token_digest, created_at, last_seen_at)
+VALUES ($1, $2, $3, $4, $4)
 """
 # Expired sessions are cleared whenever someone signs in: the table holds live ones only.
 CLEAR_EXPIRED = "DELETE FROM console_sessions WHERE last_seen_at < $1 OR created_at < $2"
 TOUCH = """
 UPDATE console_sessions SET last_seen_at = $2
  WHERE id_hash = $1 AND last_seen_at >= $3 AND created_at >= $4
-RETURNING operator
+RETURNING operator, token_digest
 """
 CLOSE = "DELETE FROM console_sessions WHERE id_hash = $1"
 
@@ -64,6 +69,13 @@ def check_same(expected: str, given: str | None) -> None:
         )
 
 
+class Session(NamedTuple):
+    """A live session: whose it is, and the digest of the token it was opened with."""
+
+    operator: str
+    token_digest: bytes | None  # None for a session opened before digests were kept
+
+
 class SessionStore:
     """Opens, finds and closes sessions, telling time by `clock`."""
 
@@ -77,24 +89,25 @@ class SessionStore:
     ) -> None:
         self._pool, self._clock, self._idle, self._lifetime = pool, clock, idle, lifetime
 
-    async def open(self, operator: str) -> str:
-        """A new session for `operator`; its id, for the cookie only."""
+    async def open(self, operator: str, token_digest: bytes) -> str:
+        """A new session for `operator`, opened with the token of `token_digest`; its id, for
+        the cookie only."""
         session_id = secrets.token_urlsafe(SESSION_BYTES)
         now = self._clock()
         with unavailable_when_down("PostgreSQL is unreachable; nobody was signed in"):
             async with self._pool.acquire() as conn, conn.transaction():
                 await conn.execute(CLEAR_EXPIRED, now - self._idle, now - self._lifetime)
-                await conn.execute(OPEN, _hash(session_id), operator, now)
+                await conn.execute(OPEN, _hash(session_id), operator, token_digest, now)
         return session_id
 
-    async def operator_of(self, session_id: str) -> str | None:
-        """The operator of a live session, which counts as used now; None when it has ended."""
+    async def session_of(self, session_id: str) -> Session | None:
+        """A live session, which counts as used now; None when it has ended."""
         now = self._clock()
         with unavailable_when_down("PostgreSQL is unreachable; the session could not be read"):
-            found = await self._pool.fetchval(
+            found = await self._pool.fetchrow(
                 TOUCH, _hash(session_id), now, now - self._idle, now - self._lifetime
             )
-        return None if found is None else str(found)
+        return None if found is None else Session(found["operator"], found["token_digest"])
 
     async def close(self, session_id: str) -> None:
         """End the session (logout): its row is deleted."""

@@ -3,6 +3,7 @@
 InboxError (ApiError)       base; `status` and `code` are what the HTTP edge sends
 ├── BadSignature            400: missing, wrong or stale Stripe-Signature; nothing stored
 ├── MalformedEvent          400: signed, but not an event; stored `rejected` with the reason
+├── ChangePending           503: a parked event of another id holds the change; send it again
 ├── NotFound                404: no inbox event with that id
 ├── NotReplayable           409: the event is not dead or parked
 │   └── MismatchNotReplayable   409: a mismatch: its object differs from what was sent
@@ -33,6 +34,19 @@ class MalformedEvent(InboxError):
 
     status = 400
     code = "malformed_event"
+
+
+class ChangePending(InboxError):
+    """A parked event of another id holds this event's change, and nobody knows yet which of
+    the two is the rail's own: this one is not stored now, so the rail sends it again, and by
+    then the parked one has applied (this one is its twin) or given the change up."""
+
+    status = 503
+    code = "change_pending"
+    retry_after_seconds = 60
+
+    def __init__(self) -> None:
+        super().__init__("a parked event of another id holds this change; send this one again")
 
 
 class NotFound(InboxError):

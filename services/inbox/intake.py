@@ -24,14 +24,15 @@ that one's duplicate without being sent (the database would refuse it the same w
 in ordered by change, then event id, so two groups racing on the same redelivered changes
 wait on each other in one order instead of deadlocking; a deadlock with anything else is
 retried. A group the database refuses as a whole (one body it cannot hold) is stored one
-event at a time, so only the bad event fails.
+event at a time, so only the bad event fails. A duplicate whose change a parked event of another
+id holds is refused for now instead (503 `change_pending`; `store.RECORD_MONTH` says why).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import NamedTuple, Protocol
 
 import asyncpg
@@ -41,23 +42,20 @@ from services.adapters.postgres.store_errors import REFUSED, retry_contended
 from services.domain.errors import StoreUnavailable
 from services.domain.rail_event import InboxStatus, ignore_reason, signal_of
 from services.inbox.apply import Outcome
+from services.inbox.errors import ChangePending
 from services.inbox.events import RailEvent
-from services.inbox.store import RAIL, StoredEvent
+from services.inbox.store import (
+    RAIL,
+    StoredEvent,
+    held_by_parked,
+    months_looked_in,
+)
 from services.platform.group_commit import GroupCommit
-
-# How long after an event was first received the rail may still deliver it, or a twin of its
-# change, again. Stripe retries an undelivered event for up to three days and keeps events 30
-# days, within which one can be fetched and sent again; a day more for clocks. Each month's
-# partition dedupes by constraint; an arrival also looks in the months since this long ago.
-REDELIVERY_HORIZON = timedelta(days=31)
-# How far apart the clocks that stamp arrivals may be: within this of the turn of a month, a
-# row stamped by a clock ahead of ours may be in the next month already, so it is looked in.
-CLOCKS_APART = timedelta(minutes=10)
 
 # One statement stores the batch. An event whose id or change is stored in this month is
 # skipped by the unique keys (ON CONFLICT); one stored in an earlier month within the horizon
 # (or, near the turn, in the next) by the NOT EXISTS tests on the months from $12 to before
-# $13 (`_months_looked_in`), each one probe of a month's unique index. The settlements a new
+# $13 (`months_looked_in`), each one probe of a month's unique index. The settlements a new
 # row awaiting applying may be about come back with it, found as `apply.FIND_SETTLEMENTS`
 # finds them, so applying it as stored needs no search of its own.
 INSERT_EVENTS = """
@@ -215,7 +213,20 @@ class EventStore:
             answer = stored[lead]
             followed = lead != w.event.event_id or leads[lead] is not w
             answers.append(False if followed and not isinstance(answer, Exception) else answer)
-        return answers
+        return await self._refuse_held(group, answers)
+
+    async def _refuse_held(
+        self, group: Sequence[Arrival], answers: list[bool | Exception]
+    ) -> list[bool | Exception]:
+        """`answers`, each duplicate whose change a parked row holds refused (ChangePending)."""
+        dups = [w.event for w, a in zip(group, answers, strict=True) if a is False]
+        changes = [(e.change_key, e.event_id) for e in dups if e.change_key is not None]
+        times = [w.now for w in group]
+        held = await held_by_parked(self._pool, changes, min(times), max(times))
+        return [
+            ChangePending() if w.event.event_id in held and a is False else a
+            for w, a in zip(group, answers, strict=True)
+        ]
 
     async def _insert(self, rows: Sequence[Arrival]) -> dict[str, bool | Exception]:
         async def insert() -> dict[str, bool | Exception]:
@@ -282,15 +293,6 @@ def _columns(rows: Sequence[Arrival]) -> list[object]:
         [reason for _, reason in firsts],
         times,
         [month_start(at) for at in times],
-        *_months_looked_in(min(times), max(times)),
+        *months_looked_in(min(times), max(times)),
         [w.event.amount_reversed for w in rows],
     ]
-
-
-def _months_looked_in(earliest: datetime, latest: datetime) -> tuple[datetime, datetime]:
-    """The months (from, before) in which arrivals from `earliest` to `latest` look for their
-    event or change beyond their own month's keys: back to the redelivery horizon, and up to
-    their own month, or through the next one near its turn (clocks apart)."""
-    since = month_start(earliest - REDELIVERY_HORIZON)
-    own, ahead = month_start(latest), month_start(latest + CLOCKS_APART)
-    return since, own if ahead == own else month_start(ahead + timedelta(days=32))

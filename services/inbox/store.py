@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 import asyncpg
@@ -21,6 +21,15 @@ from services.inbox.errors import ClaimedEventChanged
 from services.inbox.events import stored_event_facts
 
 RAIL = "stripe"
+
+# How long after an event was first received the rail may still deliver it, or a twin of its
+# change, again. Stripe retries an undelivered event for up to three days and keeps events 30
+# days, within which one can be fetched and sent again; a day more for clocks. Each month's
+# partition dedupes by constraint; an arrival also looks in the months since this long ago.
+REDELIVERY_HORIZON = timedelta(days=31)
+# How far apart the clocks that stamp arrivals may be: within this of the turn of a month, a
+# row stamped by a clock ahead of ours may be in the next month already, so it is looked in.
+CLOCKS_APART = timedelta(minutes=10)
 
 INSERT_REJECTED = """
 INSERT INTO inbox_events (rail, payload, status, reason, received_at, received_month)
@@ -50,10 +59,16 @@ CLAIM_STORED = (
    FOR UPDATE
 """
 )
-# A mismatch gives up its change key: the change it claimed was not this event's to make, and
-# the rail's own event for it (or reconciliation's proof) must still be stored and applied.
-# The rail's event arriving while the mismatch is still `received` is answered as its twin and
-# not stored; the settlement then drifts from the rail, and reconciliation heals it.
+# A row that will never apply its change gives up its change key: a mismatch (the change was
+# not this event's to make) and a dead row (no settlement ever took it); the next event with the
+# key is stored and applied. A parked row keeps its key, so two event ids of one change still
+# apply once, but an event of another id arriving for that change meanwhile is refused for now
+# (`held_by_parked`, `ChangePending`), not answered as a duplicate: a signed but wrong event
+# parked for an object id must not make the rail's own event for the change a duplicate that
+# is never applied. A row still `received` keeps its key too: the rail's event arriving before
+# it is judged (a moment, as stored rows are applied in the storing transaction) is answered
+# as its twin and not stored; the settlement then drifts from the rail, and reconciliation
+# heals it.
 # The rows of one month, found in that month's partition alone: with the month a single
 # parameter, PostgreSQL prunes the other months before it plans the join, so the update is an
 # index probe per row; with each row's month in the unnest instead, the planner costs a probe
@@ -64,13 +79,23 @@ UPDATE inbox_events AS e
        settlement_id = coalesce(u.settlement_id, e.settlement_id),
        applied_at = CASE WHEN u.status = 'applied' THEN $1::timestamptz END,
        next_attempt_at = u.due, mismatch = u.mismatch::jsonb,
-       change_key = CASE WHEN u.status = 'mismatch' THEN NULL ELSE e.change_key END
+       change_key = CASE WHEN u.status IN ('mismatch', 'dead') THEN NULL
+                         ELSE e.change_key END
   FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[],
               $9::text[])
        AS u(id, claimed, status, reason, settlement_id, due, mismatch)
  WHERE e.received_month = $2 AND e.id = u.id AND e.status = u.claimed
 """
 OLDEST_PARKED = "SELECT min(received_at) FROM inbox_events WHERE status = 'parked'"
+# Of events not stored as duplicates ($2 change keys, $3 their event ids), those whose change
+# a parked row of another event id holds, in the months from $4 to before $5.
+HELD_BY_PARKED = """
+SELECT k.e FROM unnest($2::text[], $3::text[]) AS k(c, e)
+ WHERE EXISTS (SELECT 1 FROM inbox_events x
+                WHERE x.rail = $1 AND x.change_key = k.c AND x.status = 'parked'
+                  AND x.rail_event_id <> k.e
+                  AND x.received_month >= $4 AND x.received_month < $5)
+"""
 
 
 class StoredEvent(NamedTuple):
@@ -165,7 +190,33 @@ async def record_many(conn: asyncpg.Connection, outcomes: list[Recorded], now: d
             raise ClaimedEventChanged(f"inbox events changed while claimed ({done} of {len(rows)})")
 
 
+async def held_by_parked(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    changes: Sequence[tuple[str, str]],
+    earliest: datetime,
+    latest: datetime,
+) -> set[str]:
+    """Of `changes` ((change key, event id) of events received from `earliest` to `latest`
+    and not stored), the event ids whose change a parked row of another event id holds, in
+    the months since the redelivery horizon, their own included."""
+    if not changes:
+        return set()
+    keys, ids = [c for c, _ in changes], [e for _, e in changes]
+    since = month_start(earliest - REDELIVERY_HORIZON)
+    before = month_start(month_start(latest + CLOCKS_APART) + timedelta(days=32))
+    return {r["e"] for r in await conn.fetch(HELD_BY_PARKED, RAIL, keys, ids, since, before)}
+
+
 async def oldest_parked(conn: asyncpg.Connection | asyncpg.Pool) -> datetime | None:
     """When the oldest parked event was received, or None if none is parked."""
     value: datetime | None = await conn.fetchval(OLDEST_PARKED)
     return value
+
+
+def months_looked_in(earliest: datetime, latest: datetime) -> tuple[datetime, datetime]:
+    """The months (from, before) in which arrivals from `earliest` to `latest` look for their
+    event or change beyond their own month's keys: back to the redelivery horizon, and up to
+    their own month, or through the next one near its turn (clocks apart)."""
+    since = month_start(earliest - REDELIVERY_HORIZON)
+    own, ahead = month_start(latest), month_start(latest + CLOCKS_APART)
+    return since, own if ahead == own else month_start(ahead + timedelta(days=32))

@@ -22,7 +22,7 @@ import asyncpg
 
 from services.adapters.postgres.history_months import HISTORY_TABLES
 from services.domain.settlement import TERMINAL
-from services.inbox.intake import REDELIVERY_HORIZON
+from services.inbox.store import REDELIVERY_HORIZON
 from services.operations.audit import record_action
 from services.platform.clock import utc_now
 

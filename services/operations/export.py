@@ -4,6 +4,11 @@ The cursor holds the rows in PostgreSQL and hands them over `prefetch` at a time
 million open breaks export in the memory of one batch. Each item carries its reason code
 (`reason`: the field that differed and, for amounts, by how much, e.g. "amount:-500") with
 the stored expected and actual values; amounts stay integers of minor units.
+
+A CSV text cell that a spreadsheet would read as a formula (it starts with `=`, `+`, `-`,
+`@`, a tab or a carriage return) is written behind a single quote: rail object ids, reasons
+and operators' words come from outside, and opening the export must never run them. Numbers
+are written as they are, so a negative amount stays a number.
 """
 
 from __future__ import annotations
@@ -53,8 +58,18 @@ def _csv_line(values: list[object]) -> str:
     return out.getvalue()
 
 
-def _cell(value: object) -> object:
-    return "" if value is None else value
+# What makes a spreadsheet read a cell as a formula (OWASP, CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(value: object) -> object:
+    """`value` as a CSV cell: "" for None, a text that would start a formula behind a single
+    quote, anything else (numbers) as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 async def export_open(
@@ -75,4 +90,4 @@ async def export_open(
             if fmt is ExportFormat.JSONL:
                 yield json.dumps(document, sort_keys=True, ensure_ascii=False) + "\n"
             else:
-                yield _csv_line([_cell(document[c]) for c in COLUMNS])
+                yield _csv_line([spreadsheet_cell(document[c]) for c in COLUMNS])

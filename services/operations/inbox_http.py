@@ -15,6 +15,7 @@ from services.domain.errors import StoreUnavailable
 from services.domain.proposal import ProposedAction
 from services.domain.rail_event import InboxStatus
 from services.inbox.operator import list_events
+from services.ledger.http.docs import errors
 from services.operations.approval_policy import Policy
 from services.operations.desk import OperationsDesk
 from services.operations.rail_lookup import NoRail
@@ -39,7 +40,11 @@ def inbox_routes(
     # A default, not an Annotated alias: a local alias is not resolvable from string annotations.
     operator_of = Depends(tenant_dependency(operators))
 
-    @router.get("/v1/inbox", summary="Inbox events in one status, oldest first")
+    @router.get(
+        "/v1/inbox",
+        summary="Inbox events in one status, oldest first",
+        responses=errors(400, 401, 503),
+    )
     async def inbox(
         status: Annotated[InboxStatus, Query()],
         cursor: Annotated[str, Query(pattern=r"^[0-9]{1,18}$")] = "0",
@@ -51,7 +56,21 @@ def inbox_routes(
         except STORE_FAILURES as e:
             raise StoreUnavailable("the inbox store does not answer") from e
 
-    @router.post("/v1/inbox/{event}/replay", summary="Send a dead or parked event back to apply")
+    @router.post(
+        "/v1/inbox/{event}/replay",
+        summary="Send a dead or parked event back to apply",
+        status_code=202,
+        responses={
+            202: {"description": "Back with the worker, or proposed in two-person mode."},
+            **errors(
+                401,
+                404,
+                409,
+                503,
+                s409="Not replayable as things stand, e.g. `mismatch_not_replayable`.",
+            ),
+        },
+    )
     async def replay_event(event: str, operator: str = operator_of) -> Response:
         # 202 either way: the event is back in the worker's hands, or, in two-person mode,
         # the proposal awaits a second operator.

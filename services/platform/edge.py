@@ -139,7 +139,8 @@ def install_error_handlers(app: FastAPI) -> None:
 # --- bearer tokens ----------------------------------------------------------------------
 
 
-def _digest(token: str) -> bytes:
+def token_digest(token: str) -> bytes:
+    """The SHA-256 of a bearer token: what is compared, and kept where the token may not be."""
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
@@ -150,14 +151,14 @@ class BearerAuth:
         if not all(tenant_by_token):
             raise ValueError("tenant_by_token: an empty token would let anyone in; remove it")
         # Comparing fixed-length digests hides the known tokens' lengths as well as contents.
-        self._tenants = [(_digest(token), tenant) for token, tenant in tenant_by_token.items()]
+        self._tenants = [(token_digest(token), tenant) for token, tenant in tenant_by_token.items()]
         self.names = frozenset(tenant_by_token.values())  # who holds a token now
 
     def tenant_for(self, token: str | None) -> str:
         """The tenant `token` belongs to; raise Unauthorized when it is missing or unknown."""
         if not token:
             raise Unauthorized("send Authorization: Bearer <token>")
-        given = _digest(token)
+        given = token_digest(token)
         found: str | None = None
         # No early exit: every known token is compared, so timing does not say which matched.
         for known, tenant in self._tenants:
@@ -166,6 +167,15 @@ class BearerAuth:
         if found is None:
             raise Unauthorized("the bearer token is not one this ledger knows")
         return found
+
+    def holds(self, tenant: str, digest: bytes | None) -> bool:
+        """Whether `digest` (`token_digest`) is of a token `tenant` holds now."""
+        held = False
+        # No early exit, as in `tenant_for`.
+        for known, name in self._tenants:
+            if digest is not None and hmac.compare_digest(digest, known) and name == tenant:
+                held = True
+        return held
 
 
 def bearer_token(authorization: str | None) -> str | None:

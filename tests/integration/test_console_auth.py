@@ -7,6 +7,7 @@ and action without cookie or form token, and a tenant's token is refused."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import httpx
@@ -14,6 +15,7 @@ import pytest
 
 from services.console.auth import Gate
 from services.console.sessions import SessionStore
+from services.console.web import Console
 from services.operations.rail_lookup import StripeLookup
 from services.platform.edge import BearerAuth
 from tests.integration.check_support import World, template
@@ -149,6 +151,69 @@ async def test_a_session_ends_once_its_operators_token_is_taken_out(
         async with client_of(revoked) as after:
             after.cookies.update(dict(client.cookies))
             assert (await after.get("/audit")).status_code == 303
+
+
+def rotated(world: World, rail: StripeLookup, clock: Clock, tokens: dict[str, str]) -> Console:
+    """The console restarted with `tokens` as its operators' tokens."""
+    gate = Gate(
+        BearerAuth(tokens),
+        BearerAuth({TENANT_TOKEN: "acme"}),
+        SessionStore(world.pool, clock),
+        secure=False,
+    )
+    return replace(console_of(world, rail, clock), gate=gate)
+
+
+async def test_a_session_ends_once_the_token_it_was_opened_with_is_rotated(
+    world: World, rail: StripeLookup, clock: Clock
+) -> None:
+    new_token = "erin-operator-token-rotated-9876543210"
+    async with client_of(console_of(world, rail, clock)) as client:
+        await sign_in(client, ERIN)
+        assert (await client.get("/audit")).status_code == 200
+        opened = dict(client.cookies)
+    [stored] = await world.pool.fetch("SELECT token_digest FROM console_sessions")
+    assert stored["token_digest"] == hashlib.sha256(ERIN.encode()).digest()
+
+    # erin still holds a token, but not the one this session was opened with.
+    after = rotated(world, rail, clock, {new_token: "erin", FRANK: "frank"})
+    async with client_of(after) as browser_after:
+        browser_after.cookies.update(opened)
+        old = await browser_after.get("/audit")
+        assert (old.status_code, old.headers["location"]) == (303, "/login?next=/audit")
+        refused = await browser_after.post("/logout", data={"csrf": "0" * 64})
+        assert (refused.status_code, error_code(refused)) == (401, "unauthorized")
+        await sign_in(browser_after, new_token)
+        page = await browser_after.get("/")
+        assert page.status_code == 200 and '<span id="operator">erin</span>' in page.text
+    # A session kept from before digests were kept has none: refused too.
+    async with client_of(after) as client:
+        await sign_in(client, new_token)
+        await world.pool.execute("UPDATE console_sessions SET token_digest = NULL")
+        assert (await client.get("/audit")).status_code == 303
+
+
+async def test_an_oversize_sign_in_is_refused_413_before_it_is_read(
+    world: World, rail: StripeLookup, clock: Clock
+) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(64):
+            yield b"token=" + b"A" * 1024 + b"&"
+
+    async with client_of(console_of(world, rail, clock)) as client:
+        await client.get("/login")
+        declared = await client.post("/login", data={"token": ERIN, "next": "/" + "x" * 5000})
+        streamed = await client.post(
+            "/login",
+            content=chunks(),
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        fits = await sign_in(client, ERIN)
+    for refused in (declared, streamed):
+        assert (refused.status_code, error_code(refused)) == (413, "body_too_large")
+        assert "settle_console=" not in refused.headers.get("set-cookie", "")
+    assert fits.status_code == 303
+    assert await world.pool.fetchval("SELECT count(*) FROM console_sessions") == 1
 
 
 async def test_a_post_without_its_form_token_is_refused_with_a_code_and_changes_nothing(

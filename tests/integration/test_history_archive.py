@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from services.adapters.postgres.history_months import HISTORY_TABLES
-from services.inbox.intake import REDELIVERY_HORIZON
+from services.inbox.store import REDELIVERY_HORIZON
 from services.operations.archive import plan, refusal
 from tests.conftest import asyncpg_dsn, scratch_database
 from tests.harness import Servers

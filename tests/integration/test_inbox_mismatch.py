@@ -14,9 +14,11 @@ import asyncpg
 import pytest
 
 from services.domain.settlement import SettlementStatus as S
+from services.settlement.transitions import apply_transition
 from tests.integration.inbox_support import (
     DESTINATION,
     OPERATOR_TOKEN,
+    T0,
     Inbox,
     event_id,
     inbox_rows,
@@ -81,11 +83,108 @@ async def test_a_signed_webhook_that_differs_is_kept_as_mismatch_and_the_rails_o
     inbox.clock.advance(hours=1)
     assert await inbox.worker.drain() == 0
 
-    # The rail's own event for that change still gets in and is applied as before.
+    # The rail's own event for that change still gets in and is applied as before, once.
     genuine = rail_event("transfer.created", tr, sid)
-    await inbox.deliver(genuine)
+    assert await answer(inbox, genuine) == (200, False)
+    await inbox.worker.drain()
     [applied] = await inbox_rows(pool, event_id(genuine))
     assert applied["status"] == "applied" and applied["mismatch"] is None
+    assert await status_of(pool, sid) == "paid"
+    assert (await moves(pool, sid)).count("paid") == 1
+    assert await answer(inbox, genuine) == (200, True)
+    assert await answer(inbox, rail_event("transfer.created", tr, sid)) == (200, True)
+    assert (await moves(pool, sid)).count("paid") == 1
+
+
+async def answer(inbox: Inbox, body: bytes) -> tuple[int, bool | str]:
+    """A webhook's status and whether it was a duplicate (else its error code)."""
+    got = await inbox.post(body)
+    data = got.json()
+    return got.status_code, data["duplicate"] if got.status_code == 200 else data["error"]["code"]
+
+
+async def record_reference(pool: asyncpg.Pool, sid: str, reference: str) -> None:
+    """The relay records the rail's answer: the settlement is submitted as `reference`."""
+    async with pool.acquire() as conn, conn.transaction():
+        moved = await apply_transition(
+            conn, sid, S.SUBMITTED, actor="relay", now=T0, rail_reference=reference
+        )
+    assert moved is not None
+
+
+@pytest.mark.parametrize("as_stored", [True, False], ids=["as_stored", "by_worker"])
+async def test_a_parked_wrong_event_does_not_make_the_rails_own_a_duplicate(
+    pool: asyncpg.Pool, as_stored: bool
+) -> None:
+    """A signed event for the transfer's id, with the wrong amount and no settlement in its
+    metadata, comes before the relay records the transfer: it is parked, holding the change.
+    The rail's own event for that change is refused for now, not answered as a duplicate; once
+    the wrong one is judged a mismatch, the rail's event is stored and applied, once."""
+    inbox = Inbox(pool, as_stored=as_stored)
+    tr = ref()
+    sid = await settlement(pool, S.DISPATCHING)
+    forged = rail_event("transfer.created", tr, None, amount=200)
+    await inbox.deliver(forged)
+    assert [r["status"] for r in await inbox_rows(pool, event_id(forged))] == ["parked"]
+
+    genuine = rail_event("transfer.created", tr, sid)
+    refused = await inbox.post(genuine)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (503, "change_pending")
+    assert refused.headers["Retry-After"] == "60"
+    assert await inbox_rows(pool, event_id(genuine)) == []
+    assert await answer(inbox, forged) == (200, True)  # its own redelivery is a duplicate
+
+    await record_reference(pool, sid, tr)
+    inbox.clock.advance(hours=1)
+    await inbox.worker.drain()
+    [row] = await inbox_rows(pool, event_id(forged))
+    assert row["status"] == "mismatch" and row["change_key"] is None
+    assert json.loads(row["mismatch"]) == [{"field": "amount", "expected": 900, "received": 200}]
+
+    assert await answer(inbox, genuine) == (200, False)
+    await inbox.worker.drain()
+    [applied] = await inbox_rows(pool, event_id(genuine))
+    assert applied["status"] == "applied" and applied["change_key"] == f"{tr}:transfer.created"
+    assert await status_of(pool, sid) == "paid"
+    assert await answer(inbox, genuine) == (200, True)
+    assert await answer(inbox, rail_event("transfer.created", tr, sid)) == (200, True)
+    assert (await moves(pool, sid)).count("paid") == 1
+
+
+async def test_a_parked_event_that_goes_dead_gives_its_change_up(pool: asyncpg.Pool) -> None:
+    inbox = Inbox(pool)
+    tr = ref()
+    sid = await settlement(pool, S.DISPATCHING)
+    stray = rail_event("transfer.created", tr, None, amount=200)
+    await inbox.deliver(stray)
+    for _ in range(3):
+        inbox.clock.advance(hours=1)
+        await inbox.worker.drain()
+    [row] = await inbox_rows(pool, event_id(stray))
+    assert row["status"] == "dead" and row["change_key"] is None
+
+    genuine = rail_event("transfer.created", tr, sid)
+    assert await answer(inbox, genuine) == (200, False)
+    assert await status_of(pool, sid) == "paid"
+    assert await answer(inbox, rail_event("transfer.created", tr, sid)) == (200, True)
+    assert (await moves(pool, sid)).count("paid") == 1
+
+
+async def test_two_event_ids_of_one_parked_change_apply_once(pool: asyncpg.Pool) -> None:
+    """The rail's own event, parked before the relay's record, keeps its change: its twin is
+    refused until it applies, then is a duplicate; the settlement moves once."""
+    inbox = Inbox(pool)
+    tr = ref()
+    sid = await settlement(pool, S.DISPATCHING)
+    first, twin = (rail_event("transfer.created", tr, None) for _ in range(2))
+    await inbox.deliver(first)
+    assert await answer(inbox, twin) == (503, "change_pending")
+    await record_reference(pool, sid, tr)
+    inbox.clock.advance(hours=1)
+    await inbox.worker.drain()
+    assert [r["status"] for r in await inbox_rows(pool, event_id(first))] == ["applied"]
+    assert await answer(inbox, twin) == (200, True)
+    assert await inbox_rows(pool, event_id(twin)) == []
     assert await status_of(pool, sid) == "paid"
     assert (await moves(pool, sid)).count("paid") == 1
 

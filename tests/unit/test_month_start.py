@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 from services.adapters.postgres.history_months import month_start
-from services.inbox.intake import REDELIVERY_HORIZON
+from services.inbox.store import REDELIVERY_HORIZON
 
 
 def test_a_time_given_in_another_zone_is_filed_under_its_utc_month() -> None:

@@ -1,5 +1,5 @@
-"""The ledger's HTTP API (SPEC 3, "Ledger HTTP API"): `create_app` builds the tenant-facing
-app, `create_admin_app` the admin port's."""
+"""The ledger's HTTP API: `create_app` builds the tenant-facing app, `create_admin_app` the
+admin port's."""
 
 from services.ledger.http.factory import create_admin_app, create_app
 

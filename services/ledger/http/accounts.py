@@ -45,7 +45,7 @@ def account_routes(reads: SettlementReader, auth: BearerAuth) -> APIRouter:
     async def list_entries(
         tenant: Tenant,
         account: str,
-        cursor: Annotated[str | None, Query(description="`next_cursor` of the last page.")] = None,
+        cursor: Annotated[docs.EntriesCursor | None, Query(description=docs.CURSOR)] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
     ) -> Response:
         page = await reads.entries(tenant, account, cursor=cursor, limit=limit)

@@ -2,11 +2,45 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
 
-from services.domain.money import MAX_SETTLEMENT_AMOUNT
+from services.domain.money import CURRENCIES, MAX_SETTLEMENT_AMOUNT
+from services.ledger.intake import (
+    MAX_KEY_CHARS,
+    MAX_METADATA_KEY_CHARS,
+    MAX_METADATA_KEYS,
+    MAX_METADATA_VALUE_CHARS,
+    MAX_TEXT_CHARS,
+)
+
+# The characters the intake refuses in text (C0, DEL, C1), and in metadata keys also [ and ].
+_NO_CONTROLS = r"^[^\x00-\x1f\x7f-\x9f]*$"
+_METADATA_KEY = r"^[^\x00-\x1f\x7f-\x9f\[\]]*$"
+_Text = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_TEXT_CHARS, pattern=_NO_CONTROLS)
+]
+# Spelt out: pydantic would put the key rule under patternProperties, which leaves other keys open.
+_Metadata = Annotated[
+    dict[str, str],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "maxProperties": MAX_METADATA_KEYS,
+            "propertyNames": {
+                "minLength": 1,
+                "maxLength": MAX_METADATA_KEY_CHARS,
+                "pattern": _METADATA_KEY,
+            },
+            "additionalProperties": {
+                "type": "string",
+                "maxLength": MAX_METADATA_VALUE_CHARS,
+                "pattern": _NO_CONTROLS,
+            },
+        }
+    ),
+]
 
 
 class SettlementBody(BaseModel):
@@ -17,15 +51,17 @@ class SettlementBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", title="SettlementBody")
 
-    reference: str = Field(min_length=1, max_length=255, description="Your unique payout id.")
-    payee: str = Field(min_length=1, max_length=255, description="Who is paid.")
-    destination: str = Field(min_length=1, max_length=255, description="The rail account.")
+    reference: _Text = Field(description="Your unique payout id.")
+    payee: _Text = Field(description="Who is paid.")
+    destination: _Text = Field(description="The rail account.")
     amount: int = Field(
         gt=0,
         le=MAX_SETTLEMENT_AMOUNT,
         description="Minor units; 100 and 100.0 are equal, 100.5 invalid.",
     )
-    currency: str = Field(pattern="^[A-Z]{3}$", description="ISO 4217 code.")
+    currency: Annotated[str, WithJsonSchema({"type": "string", "enum": sorted(CURRENCIES)})] = (
+        Field(description="An active ISO 4217 code, in upper case.")
+    )
     rail: Literal["sim", "stripe", "sepa"] | None = Field(
         None,
         description=(
@@ -33,9 +69,8 @@ class SettlementBody(BaseModel):
             "that pays it."
         ),
     )
-    metadata: dict[str, str] = Field(
+    metadata: _Metadata = Field(
         default_factory=dict,
-        max_length=50,
         description="Up to 50 pairs; keys 1..40 characters without [ ], values up to 500.",
     )
 
@@ -62,9 +97,39 @@ REQUEST_BODY: dict[str, Any] = {
 }
 
 IDEMPOTENCY_KEY = (
-    "1..255 printable characters. A retry with the same key and body replays the first "
-    "response byte for byte; with another body it is refused with 422."
+    "Required: 1..255 printable ASCII characters, no space at either end. A retry with the "
+    "same key and body replays the first response byte for byte; with another body it is "
+    "refused with 422."
 )
+# What `intake.validate_idempotency_key` accepts, so a client can check a key before sending.
+IDEMPOTENCY_KEY_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_KEY_CHARS,
+    "pattern": "^[!-~]([ -~]*[!-~])?$",
+}
+
+# Cursors are unpadded base64url (refused here otherwise, with FastAPI's 400 `invalid_cursor`),
+# but which such strings are positions only the API knows: the document names each list's
+# cursors as a `format` of their own, and any the list did not issue is refused with 400.
+_CURSOR_PATTERN = "^[A-Za-z0-9_-]+$"
+CURSOR = "`next_cursor` of the last page of this list; any other is refused with 400."
+
+
+def _cursor_schema(listing: str) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "format": f"{listing}-cursor"}
+
+
+SettlementsCursor = Annotated[
+    str,
+    StringConstraints(min_length=1, pattern=_CURSOR_PATTERN),
+    WithJsonSchema(_cursor_schema("settlements")),
+]
+EntriesCursor = Annotated[
+    str,
+    StringConstraints(min_length=1, pattern=_CURSOR_PATTERN),
+    WithJsonSchema(_cursor_schema("entries")),
+]
 
 _RETRY_AFTER = {"description": "Seconds to wait before retrying.", "schema": {"type": "integer"}}
 _REPLAYED = {

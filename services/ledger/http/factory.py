@@ -1,7 +1,7 @@
 """Builds the ledger's two HTTP apps from the ports app.py hands in; nothing connects here.
 
 The public app (the tenant-facing port) serves the tenant API, its OpenAPI document at
-/openapi.json (SPEC 3: tenants build their clients from it) and /healthz; the admin app serves
+/openapi.json (tenants build their clients from it) and /healthz; the admin app serves
 /readyz, /metrics (every tenant's volumes), /docs and its own /openapi.json.
 """
 

@@ -14,16 +14,29 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from services.domain.trace_context import carried
 from services.ledger.http.settlements import CreateSettlement, accepted_headers
 from services.ledger.intake import PATH
-from services.platform.edge import JsonAnswer, answer_json, asgi_body_chunks, first_headers
+from services.platform.edge import (
+    JsonAnswer,
+    answer_json,
+    asgi_body_chunks,
+    error_body,
+    first_headers,
+    send_json,
+)
 from services.platform.tracing import TRACEPARENT, TRACESTATE
 
 _AUTHORIZATION, _KEY, _LENGTH = b"authorization", b"idempotency-key", b"content-length"
 _TRACEPARENT, _TRACESTATE = TRACEPARENT.encode(), TRACESTATE.encode()
 _HEADERS = frozenset({_AUTHORIZATION, _KEY, _LENGTH, _TRACEPARENT, _TRACESTATE})
+# Starlette's 405 would name only the first route on the path (POST) in `Allow`; the list's
+# GET lives on the same path, so its 405 is answered here with every method the path serves.
+_READS = frozenset({"GET", "HEAD"})
+_ALLOW = {"Allow": "GET, HEAD, POST"}
+_NOT_ALLOWED = error_body("method_not_allowed", "Method Not Allowed")
 
 
 class SettlementFastPath:
-    """Serves `POST /v1/settlements` itself; every other request goes to `api`."""
+    """Serves `POST /v1/settlements` (and the path's 405s) itself; every other request goes
+    to `api`."""
 
     def __init__(self, api: FastAPI, create: CreateSettlement) -> None:
         self.api = api
@@ -31,10 +44,12 @@ class SettlementFastPath:
         self._create = create
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
+        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] in _READS:
             await self._app(scope, receive, send)
-            return
-        await answer_json(send, self._answer(scope, receive))
+        elif scope["method"] == "POST":
+            await answer_json(send, self._answer(scope, receive))
+        else:
+            await send_json(send, 405, _NOT_ALLOWED, _ALLOW)
 
     async def _answer(self, scope: Scope, receive: Receive) -> JsonAnswer:
         headers = first_headers(scope, _HEADERS)

@@ -67,9 +67,9 @@ _CREATE_DOCS: dict[str, Any] = {
         {
             "name": "Idempotency-Key",
             "in": "header",
-            "required": False,
+            "required": True,
             "description": docs.IDEMPOTENCY_KEY,
-            "schema": {"type": "string", "title": "Idempotency-Key"},
+            "schema": {**docs.IDEMPOTENCY_KEY_SCHEMA, "title": "Idempotency-Key"},
         }
     ],
     "security": [{bearer_scheme.scheme_name: []}],
@@ -206,7 +206,7 @@ def _route_reads(router: APIRouter, reads: SettlementReader, auth: BearerAuth) -
         tenant: Tenant,
         reference: str | None = None,
         status: SettlementStatus | None = None,
-        cursor: Annotated[str | None, Query(description="`next_cursor` of the last page.")] = None,
+        cursor: Annotated[docs.SettlementsCursor | None, Query(description=docs.CURSOR)] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
     ) -> Response:
         page = await reads.settlements(
