@@ -39,22 +39,6 @@ PAYOUTS_OPTIONAL = (
     "available_on",
     "automatic_payout_id",
 )
-# The columns of the single statement the simulator served before it ran Stripe's reports,
-# in its order: readers written against that file still build their lines by it.
-COLUMNS = (
-    "balance_transaction_id",
-    "created_utc",
-    "available_on_utc",
-    "currency",
-    "gross",
-    "fee",
-    "net",
-    "reporting_category",
-    "source_id",
-    "description",
-    "connected_account_id",
-    "transfer_metadata[settlement_id]",
-)
 PAYOUT_CATEGORIES = frozenset({"payout", "payout_reversal"})
 METADATA_COLUMN = re.compile(r"transfer_metadata\[([^\[\]]+)\]")
 CREATED_FORMAT = "%Y-%m-%d %H:%M:%S"
