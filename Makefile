@@ -3,8 +3,20 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-# The versions the suite was last run with; `make install` takes exactly these.
+# The versions the suite was last run with, each with its files' sha256 hashes: `make install`
+# takes exactly these (LOCK); the image takes the runtime ones (RUNTIME_LOCK, a subset).
 LOCK := requirements.lock
+RUNTIME_LOCK := requirements-runtime.lock
+PIP_TOOLS := pip-tools==7.6.2
+# pip-compile's options for both files: hashes of every file PyPI has for each pin (sdists and
+# wheels), setuptools and wheel too (the build needs them: the project is installed without
+# build isolation, so nothing unhashed is fetched), no index or find-links options. Extras
+# stay on their pins (uvicorn[standard]==...): the pip of python:3.11.7 (23.2) otherwise takes
+# a dependency's `uvicorn[standard]` for an unpinned requirement and refuses the lock.
+COMPILE := CUSTOM_COMPILE_COMMAND="make lock" .lock-venv/bin/pip-compile \
+	--quiet --generate-hashes --allow-unsafe --no-strip-extras --all-build-deps \
+	--no-emit-find-links --no-emit-index-url
+LOCK_ARGS ?=
 SETTLE := $(BIN)/settle
 PYTEST_ARGS ?=
 # Test files spread over this many worker processes (pytest-xdist); most of a test's time is
@@ -19,19 +31,27 @@ CHAOS_ARGS ?=
 
 install: $(STAMP)
 
+# Every package from $(LOCK), each file checked against its hash, then settle itself (editable,
+# without dependencies: they are all in the lock), then pip check that nothing is missing.
 $(STAMP): pyproject.toml $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(LOCK) -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		--no-build-isolation -e '.[dev]'
+	$(BIN)/python -m pip check --disable-pip-version-check
 	@touch $(STAMP)
 
-# Resolve the newest versions pyproject.toml allows into $(LOCK), in a scratch virtualenv;
-# run `make test` on the result before committing it.
+# Re-resolve $(LOCK) (with the dev extra) and $(RUNTIME_LOCK) (without; at $(LOCK)'s versions)
+# with pip-tools' pip-compile, in a scratch virtualenv. Pins already in a file are kept (new
+# dependencies are added, unused ones dropped, hashes refreshed); LOCK_ARGS=--upgrade moves
+# every pin to the newest version pyproject.toml allows, LOCK_ARGS="--upgrade-package NAME"
+# one. Run `make test` on the result before committing it.
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
-	.lock-venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	@echo "# make lock: every package make install takes, at the version last tested" > $(LOCK)
-	.lock-venv/bin/python -m pip freeze --exclude-editable >> $(LOCK)
+	.lock-venv/bin/python -m pip install --quiet --disable-pip-version-check '$(PIP_TOOLS)'
+	$(COMPILE) --extra dev $(LOCK_ARGS) -o $(LOCK) pyproject.toml
+	$(COMPILE) --upgrade -c $(LOCK) -o $(RUNTIME_LOCK) pyproject.toml
 	rm -rf .lock-venv
 
 # settle run: PostgreSQL and Kafka up, migrations, every service supervised, a demo batch,
