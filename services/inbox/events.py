@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
 from services.domain.rail_event import signal_of
 from services.domain.webhook_match import Reported, Value
 from services.inbox.errors import MalformedEvent
+
+MAX_MINOR_UNITS = 2**63 - 1  # an amount the inbox stores (a bigint)
+MAX_TEXT_CHARS = 255  # of an event's id and type
+# What PostgreSQL text columns hold: no NUL (it refuses the row, which would fail for good).
+_TEXT_RULE = f"of at most {MAX_TEXT_CHARS} characters, without NUL"
 
 
 class RailEvent(NamedTuple):
@@ -49,17 +54,19 @@ def parse_event(body: bytes) -> RailEvent:
     if not isinstance(data, dict):
         raise MalformedEvent("body is not a JSON object")
     event_id, event_type = data.get("id"), data.get("type")
-    if not isinstance(event_id, str) or not event_id or len(event_id) > 255:
-        raise MalformedEvent("`id` must be a non-empty string of at most 255 characters")
-    if not isinstance(event_type, str) or not event_type or len(event_type) > 255:
-        raise MalformedEvent("`type` must be a non-empty string")
-    created = data.get("created", 0)
-    if not isinstance(created, int) or isinstance(created, bool):
+    if not _text(event_id):
+        raise MalformedEvent(f"`id` must be a non-empty string {_TEXT_RULE}")
+    if not _text(event_type):
+        raise MalformedEvent(f"`type` must be a non-empty string {_TEXT_RULE}")
+    created = _integer(data.get("created", 0))
+    if created is None:
         raise MalformedEvent("`created` must be an integer")
     obj = _object(data)
     object_id = obj.get("id")
     if signal_of(event_type) is not None and not (isinstance(object_id, str) and object_id):
         raise MalformedEvent(f"{event_type} must carry `data.object.id`")
+    if isinstance(object_id, str) and "\x00" in object_id:
+        raise MalformedEvent("`data.object.id` must not hold NUL")
     metadata = obj.get("metadata")
     meta_id = metadata.get("settlement_id") if isinstance(metadata, dict) else None
     object_id = object_id if isinstance(object_id, str) and object_id else None
@@ -105,17 +112,36 @@ def _amount_back(event_type: str, obj: dict[str, Any], created: int) -> int | No
             return None
         return _positive(obj, "amount_reversed")
     if event_type == "payout.failed":
-        arrival = obj.get("arrival_date")
+        arrival = _integer(obj.get("arrival_date"))
         # A failure after the day the money was due to arrive is money that came back.
-        if isinstance(arrival, int) and not isinstance(arrival, bool) and created > arrival:
+        if arrival is not None and created > arrival:
             return _positive(obj, "amount")
     return None
 
 
+def _text(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and 0 < len(value) <= MAX_TEXT_CHARS and "\x00" not in value
+
+
+def _integer(value: object) -> int | None:
+    """`value` as an integer if it is one in JSON's number model, where 30712 and 30712.0 are
+    the same number (orjson reads the second, and an integer past 64 bits, as a float); else
+    None. A float is read to the integer it holds, exact up to 2**53."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, float) and value.is_integer() else None
+
+
 def _positive(obj: dict[str, Any], name: str) -> int:
-    value = obj.get(name)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise MalformedEvent(f"`data.object.{name}` must be a positive integer of minor units")
+    # Stored as a PostgreSQL bigint: a larger amount is not one the inbox can hold.
+    value = _integer(obj.get(name))
+    if value is None or not 0 < value <= MAX_MINOR_UNITS:
+        raise MalformedEvent(
+            f"`data.object.{name}` must be a positive integer of minor units, "
+            f"at most {MAX_MINOR_UNITS}"
+        )
     return value
 
 

@@ -17,12 +17,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from services.adapters.postgres.store_errors import UNREACHABLE
 from services.domain.errors import StoreUnavailable
 from services.domain.rail_event import InboxStatus
+from services.inbox import webhook_docs
 from services.inbox.errors import InboxError, MalformedEvent
 from services.inbox.events import parse_event
 from services.inbox.intake import EventStore, StoredApplier
 from services.inbox.metrics import RECEIVED_OUTCOMES, InboxMetrics
 from services.inbox.signature import SignatureCheck
 from services.inbox.store import store_rejected
+from services.platform.api_docs import add_schemas
 from services.platform.clock import Clock, utc_now
 from services.platform.edge import (
     JSON,
@@ -66,8 +68,10 @@ def create_app(
     """The inbox's rail-facing app over `pool`: the webhook endpoint and /healthz (an ASGI
     app: the webhook path in front of the FastAPI app, `.api`); with `applier`, webhooks are
     applied in the transaction that stores them, else stored rows wait for a worker's claim."""
-    # No /openapi.json here: the rail sends Stripe's events and reads no document of ours.
+    # No /openapi.json served here: the rail sends Stripe's events and reads no document of
+    # ours. `.api.openapi()` still builds it (`webhook_docs`), for the contract tests.
     app = public_api("settle inbox", DESCRIPTION, openapi=False)
+    add_schemas(app, webhook_docs.components())
     webhooks = Webhooks(pool, signatures, metrics, max_body_bytes, applier, clock)
     app.include_router(_webhook_routes(webhooks))
     return WebhookFastPath(app, webhooks)
@@ -155,7 +159,14 @@ def _webhook_routes(webhooks: Webhooks) -> APIRouter:
     router = APIRouter(tags=["webhooks"])
 
     # Served by WebhookFastPath; declared here for the OpenAPI document and any other mount.
-    @router.post(WEBHOOK_PATH, summary="Receive one signed rail event")
+    @router.post(
+        WEBHOOK_PATH,
+        summary="Receive one signed rail event",
+        operation_id=webhook_docs.OPERATION_ID,
+        response_class=Response,
+        openapi_extra=webhook_docs.webhook_extra(webhooks.max_body_bytes),
+        responses=webhook_docs.webhook_responses(),
+    )
     async def stripe_webhook(request: Request) -> Response:
         body = await webhooks.read(request.stream(), request.headers.get("content-length"))
         signature = request.headers.get("stripe-signature")

@@ -22,6 +22,7 @@ from fastapi import APIRouter, FastAPI, Response
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from services.platform.api_docs import document_error_shape
 from services.platform.edge import JSON, install_error_handlers
 from services.platform.metrics import mount_metrics
 
@@ -72,6 +73,7 @@ def public_api(title: str, description: str, *, openapi: bool) -> FastAPI:
         openapi_url="/openapi.json" if openapi else None,
     )
     install_error_handlers(app)
+    document_error_shape(app)
     app.include_router(liveness_routes())
     return app
 
@@ -81,6 +83,7 @@ def admin_api(title: str, description: str, registry: Collector) -> FastAPI:
     and /openapi.json; the service adds its operator routes."""
     app = FastAPI(title=title, version="1", description=description, redoc_url=None)
     install_error_handlers(app)
+    document_error_shape(app)
     app.include_router(liveness_routes())
     mount_metrics(app, registry)
     return app

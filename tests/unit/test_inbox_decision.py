@@ -88,6 +88,26 @@ def test_parse_reads_the_fields_and_refuses_what_is_not_an_event() -> None:
     assert unknown.change_key is None and unknown.settlement_id is None
 
 
+def test_parse_reads_integers_as_json_does_and_refuses_what_the_store_cannot_hold() -> None:
+    # 5 and 5.0 are one number (as the webhook's document, a JSON Schema, says); 5.5 is not
+    # an integer. NUL, which no text column holds, and an amount past a bigint are refused
+    # as malformed rather than failing the store on every redelivery.
+    back = b'"data":{"object":{"id":"tr_1","amount_reversed":%b}}}'
+    event = parse_event(b'{"id":"e","type":"transfer.reversed","created":5.0,' + back % b"7.0")
+    assert (event.created, event.amount_reversed) == (5, 7)
+    for bad in (
+        b'{"id":"e","type":"x","created":5.5}',
+        b'{"id":"e","type":"x","created":true}',
+        b'{"id":"e\\u0000","type":"x"}',
+        b'{"id":"e","type":"x\\u0000"}',
+        b'{"id":"e","type":"x","data":{"object":{"id":"tr\\u0000"}}}',
+        b'{"id":"e","type":"transfer.reversed",' + back % b"9223372036854775808",
+        b'{"id":"e","type":"transfer.reversed",' + back % b"0",
+    ):
+        with pytest.raises(MalformedEvent):
+            parse_event(bad)
+
+
 @pytest.mark.parametrize("current", [S.PAID, S.PARTLY_REVERSED])
 def test_a_partial_reversal_plans_its_own_step_and_the_last_part_ends_reversed(
     current: S,

@@ -4,8 +4,9 @@
                     nothing was stored. Raised on as StoreUnavailable (`unavailable_when_down`).
     CONTENDED       another transaction got in the way (deadlock, serialization failure); the
                     same transaction may succeed if run again (`retry_contended`).
-    REFUSED         the database refuses the data itself (bad value, constraint); running the
-                    same statement again is refused again.
+    REFUSED         the database refuses the data itself (bad value, constraint, a value past
+                    a limit such as an index entry's size); running the same statement again
+                    is refused again.
 
 `is_retriable` is the one answer to "may doing the same thing again succeed?" for any error a
 service loop sees: a SettleError says so with `retriable`; of the driver's errors, everything
@@ -44,6 +45,7 @@ CONTENDED: tuple[type[Exception], ...] = (
 REFUSED: tuple[type[Exception], ...] = (
     asyncpg.DataError,
     asyncpg.IntegrityConstraintViolationError,
+    asyncpg.ProgramLimitExceededError,  # e.g. a value too large for its index's entry
 )
 # A statement of ours PostgreSQL cannot parse or we may not run: a bug, never passing.
 _OUR_MISTAKE = (asyncpg.exceptions.SyntaxOrAccessError,)

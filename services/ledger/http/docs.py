@@ -14,6 +14,7 @@ from services.ledger.intake import (
     MAX_METADATA_VALUE_CHARS,
     MAX_TEXT_CHARS,
 )
+from services.platform.api_docs import error_entry
 
 # The characters the intake refuses in text (C0, DEL, C1), and in metadata keys also [ and ].
 _NO_CONTROLS = r"^[^\x00-\x1f\x7f-\x9f]*$"
@@ -75,20 +76,6 @@ class SettlementBody(BaseModel):
     )
 
 
-class ErrorDetail(BaseModel):
-    """What went wrong, machine-readably."""
-
-    code: str = Field(description="Stable machine-readable code, e.g. `invalid_amount`.")
-    message: str = Field(description="For people; may change.")
-    field: str | None = Field(None, description="The offending field, header or parameter.")
-
-
-class ErrorResponse(BaseModel):
-    """The one shape every error response has."""
-
-    error: ErrorDetail
-
-
 REQUEST_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -131,7 +118,6 @@ EntriesCursor = Annotated[
     WithJsonSchema(_cursor_schema("entries")),
 ]
 
-_RETRY_AFTER = {"description": "Seconds to wait before retrying.", "schema": {"type": "integer"}}
 _REPLAYED = {
     "description": "`true` when this is the stored first response to the same key.",
     "schema": {"type": "string", "enum": ["true"]},
@@ -149,13 +135,62 @@ def errors(*statuses: int, **described: str) -> dict[int | str, dict[str, Any]]:
     texts.update({int(k[1:]): v for k, v in described.items()})
     out: dict[int | str, dict[str, Any]] = {}
     for status in statuses:
-        entry: dict[str, Any] = {"model": ErrorResponse, "description": texts.get(status, "")}
-        if status in (409, 429, 503):
-            entry["headers"] = {"Retry-After": _RETRY_AFTER}
-        out[status] = entry
+        out[status] = error_entry(texts.get(status, ""), retry_after=status in (409, 429, 503))
     return out
 
 
 def replayable(description: str) -> dict[str, Any]:
     """An OpenAPI response entry that may carry `Idempotent-Replayed: true`."""
     return {"description": description, "headers": {"Idempotent-Replayed": _REPLAYED}}
+
+
+# How one answer leads to the next request (OpenAPI links), by FastAPI's operation ids.
+_GET_SETTLEMENT = "get_settlement_v1_settlements__settlement_id__get"
+_LIST_SETTLEMENTS = "list_settlements_v1_settlements_get"
+_GET_BALANCE = "get_balance_v1_accounts__account__balance_get"
+_LIST_ENTRIES = "list_entries_v1_accounts__account__entries_get"
+
+
+def _link(operation_id: str, **parameters: str) -> dict[str, Any]:
+    return {"operationId": operation_id, "parameters": parameters}
+
+
+def _next_page(operation_id: str, *kept: str) -> dict[str, Any]:
+    # The same list from where the page ended, under the same filters.
+    same = {name: f"$request.{name}" for name in kept}
+    return _link(operation_id, **same, **{"query.cursor": "$response.body#/next_cursor"})
+
+
+def _accounts_of(pointer: str) -> dict[str, dict[str, Any]]:
+    return {
+        "AccountBalance": _link(_GET_BALANCE, **{"path.account": pointer}),
+        "AccountEntries": _link(_LIST_ENTRIES, **{"path.account": pointer}),
+    }
+
+
+LINKS: dict[str, dict[str, dict[str, dict[str, Any]]]] = {
+    "create_settlement_v1_settlements_post": {
+        "201": {
+            "GetSettlement": _link(_GET_SETTLEMENT, **{"path.settlement_id": "$response.body#/id"})
+        }
+    },
+    _LIST_SETTLEMENTS: {
+        "200": {
+            "NextPage": _next_page(
+                _LIST_SETTLEMENTS, "query.reference", "query.status", "query.limit"
+            ),
+            "FirstSettlement": _link(
+                _GET_SETTLEMENT, **{"path.settlement_id": "$response.body#/data/0/id"}
+            ),
+        }
+    },
+    _GET_SETTLEMENT: {"200": _accounts_of("$response.body#/postings/0/account_id")},
+    _LIST_ENTRIES: {
+        "200": {
+            "NextPage": _next_page(_LIST_ENTRIES, "path.account", "query.limit"),
+            "EntrySettlement": _link(
+                _GET_SETTLEMENT, **{"path.settlement_id": "$response.body#/data/0/settlement_id"}
+            ),
+        }
+    },
+}
