@@ -7,26 +7,29 @@ down: requests then fail closed with 503 and /readyz says which dependency is mi
 from __future__ import annotations
 
 import logging
+from collections.abc import Coroutine
 from datetime import timedelta
 from functools import partial
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from services.adapters.kafka.access import kafka_access
+from services.adapters.kafka.access import KafkaAccess, kafka_access
 from services.adapters.kafka.clients import idempotent_producer, manual_commit_consumer
 from services.adapters.postgres.database import create_pool
 from services.adapters.postgres.store_errors import is_retriable
 from services.contracts.topics import COMMANDS, COMMANDS_DLQ
 from services.ledger.acceptor import Ledger
-from services.ledger.admission import admission_of
+from services.ledger.admission import Admission, admission_of
 from services.ledger.booking import Books, Windows
 from services.ledger.command_auth import command_authority
 from services.ledger.commands import CONSUMER_GROUP, CommandIntake, consume_commands
 from services.ledger.http import create_admin_app, create_app
 from services.ledger.key_cleanup import KeyCleanup, deleted_keys_counter, retention_of
-from services.ledger.metrics import create_metrics
+from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.readiness import Readiness
 from services.ledger.reads import SettlementReads
+from services.ledger.replicas import ReplicaRegistry
 from services.platform.listeners import Listeners, ListeningServer
 from services.platform.running import every, run_until_first_exits
 from services.platform.service_settings import LedgerSettings
@@ -58,6 +61,8 @@ async def serve(
     ledger = Ledger(pool, books, metrics=metrics)
     # One admission for both ingress paths: Kafka commands count in the HTTP backlog.
     admission = admission_of(settings)
+    # Every tenant's rate is shared among the live replicas, learnt on a heartbeat.
+    replicas = ReplicaRegistry(pool, admission.share_among)
     readiness = Readiness(pool, settings.kafka_bootstrap)
     apps = Listeners(
         create_app(ledger, SettlementReads(pool), settings, metrics=metrics, admission=admission),
@@ -67,6 +72,7 @@ async def serve(
     cleanup = KeyCleanup(pool, retention_of(settings), deleted_keys_counter(metrics.registry))
     loops = [
         server.serve(),
+        every(replicas.heartbeat, replicas.beat, "replica heartbeat", is_retriable),
         every(
             settings.idempotency_cleanup_seconds,
             cleanup.sweep,
@@ -75,31 +81,56 @@ async def serve(
         ),
     ]
     if consume:
-        dlq = settings.topic(COMMANDS_DLQ)
-        authority = command_authority(settings)
-        if settings.command_signing_required and authority.unsigned_tenants():
-            log.warning(
-                "command signing is required but tenants %s have no signing secret: "
-                "their Kafka commands will be dead-lettered",
-                authority.unsigned_tenants(),
-            )
-
-        def consumer() -> AIOKafkaConsumer:
-            return manual_commit_consumer(
-                access,
-                settings.topic(CONSUMER_GROUP),
-                [settings.topic(COMMANDS)],
-            )
-
-        def intake_of(consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> CommandIntake:
-            return CommandIntake(
-                consumer, producer, ledger, dlq, authority, metrics=metrics, admission=admission
-            )
-
-        dlq_producer = partial(idempotent_producer, access, "settle-ledger-dlq")
-        loops.append(consume_commands(consumer, dlq_producer, intake_of))
+        loops.append(command_intake(settings, access, ledger, metrics, admission))
     try:
         await run_until_first_exits(*loops)
     finally:
-        await ledger.stop()
-        await pool.close()
+        try:
+            await leave(replicas)
+        finally:
+            await ledger.stop()
+            await pool.close()
+
+
+def command_intake(
+    settings: LedgerSettings,
+    access: KafkaAccess,
+    ledger: Ledger,
+    metrics: LedgerMetrics,
+    admission: Admission,
+) -> Coroutine[Any, Any, None]:
+    """The Kafka intake of settlement commands, dead-lettering what cannot be booked."""
+    dlq = settings.topic(COMMANDS_DLQ)
+    authority = command_authority(settings)
+    if settings.command_signing_required and authority.unsigned_tenants():
+        log.warning(
+            "command signing is required but tenants %s have no signing secret: "
+            "their Kafka commands will be dead-lettered",
+            authority.unsigned_tenants(),
+        )
+
+    def consumer() -> AIOKafkaConsumer:
+        return manual_commit_consumer(
+            access,
+            settings.topic(CONSUMER_GROUP),
+            [settings.topic(COMMANDS)],
+        )
+
+    def intake_of(consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> CommandIntake:
+        return CommandIntake(
+            consumer, producer, ledger, dlq, authority, metrics=metrics, admission=admission
+        )
+
+    dlq_producer = partial(idempotent_producer, access, "settle-ledger-dlq")
+    return consume_commands(consumer, dlq_producer, intake_of)
+
+
+async def leave(replicas: ReplicaRegistry) -> None:
+    """Delete this replica's row on the way out; out of reach, the others count it out
+    after a few heartbeats anyway."""
+    try:
+        await replicas.leave()
+    except Exception as e:
+        if not is_retriable(e):
+            raise
+        log.warning("could not delete this replica's row, counted out soon anyway: %s", e)

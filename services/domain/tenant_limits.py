@@ -3,7 +3,8 @@
     {"acme": {"max_amount": {"EUR": 1000000, "USD": 1200000},
               "destinations": ["acct_1Q2w3E", "acct_9Z8y7X"],
               "prefunded": {"EUR": 50000000},
-              "rate": {"per_second": 50, "burst": 100}}}
+              "rate": {"per_second": 50, "burst": 100},
+              "read_rate": {"per_second": 100, "burst": 200}}}
 
 Every key of a tenant's entry is optional; a tenant without an entry has no limits. In
 production every tenant has a `max_amount` for at least one currency, and `destinations` or
@@ -16,9 +17,14 @@ production every tenant has a `max_amount` for at least one currency, and `desti
                     (minor units); a settlement that would take the deposit plus the funding
                     account's balance below zero is refused, and a currency not listed has
                     no deposit at all
-    rate            a token bucket of HTTP settlement requests, per ledger process:
+    rate            a token bucket of HTTP settlement requests across all ledger replicas:
                     `per_second` tokens added each second (a JSON number > 0), at most
                     `burst` (a whole number >= 1) held
+    read_rate       the same for the tenant's HTTP reads (settlements, accounts); absent,
+                    `DEFAULT_READ_RATE`: a tenant with an entry always has a read rate
+
+A rate holds for the whole deployment: each of N live ledger replicas takes its share of it
+(`Rate.shared_by`), so N replicas together admit the rate, not N times it.
 
 Amounts are JSON integers, never fractions or exponents, as everywhere money is read.
 """
@@ -32,7 +38,7 @@ from decimal import Decimal
 
 from services.domain.money import is_currency
 
-_ENTRY_KEYS = frozenset({"max_amount", "destinations", "prefunded", "rate"})
+_ENTRY_KEYS = frozenset({"max_amount", "destinations", "prefunded", "rate", "read_rate"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,15 @@ class Rate:
     per_second: float  # tokens added each second; requests, not money
     burst: int  # the most tokens held, so the most requests served at once after a pause
 
+    def shared_by(self, replicas: int) -> Rate:
+        """One of `replicas` live processes' share: the refill divided among them, and the
+        burst too, rounded down but at least 1, so together they admit no more than this."""
+        if replicas < 1:
+            raise ValueError("replicas: pass 1 or more (this process is live)")
+        if replicas == 1:
+            return self
+        return Rate(self.per_second / replicas, max(1, self.burst // replicas))
+
 
 @dataclass(frozen=True, slots=True)
 class TenantPolicy:
@@ -50,7 +65,8 @@ class TenantPolicy:
     max_amount: Mapping[str, int] = field(default_factory=dict)  # currency -> cap, minor units
     destinations: frozenset[str] | None = None  # the allow-list, or None for any destination
     prefunded: Mapping[str, int] | None = None  # currency -> deposit; None: not pre-funded
-    rate: Rate | None = None  # HTTP request rate, or None for unlimited
+    rate: Rate | None = None  # HTTP settlement request rate, or None for unlimited
+    read_rate: Rate | None = None  # HTTP read rate, or None for unlimited (no entry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +98,9 @@ class TenantLimits:
 
 _NO_POLICY = TenantPolicy()
 NO_LIMITS = TenantLimits()
+# The read rate of a tenant whose entry names none: a client polling its settlements now and
+# then never meets it, one scraping every page as fast as it can does.
+DEFAULT_READ_RATE = Rate(per_second=100.0, burst=200)
 
 
 def parse_tenant_limits(text: str) -> TenantLimits:
@@ -119,6 +138,11 @@ def _policy(tenant: str, entry: object) -> TenantPolicy:
         destinations=None if destinations is None else frozenset(destinations),
         prefunded=None if prefunded is None else _amounts(f"{tenant}.prefunded", prefunded, 0),
         rate=None if entry.get("rate") is None else _rate(f"{tenant}.rate", entry["rate"]),
+        read_rate=(
+            DEFAULT_READ_RATE
+            if "read_rate" not in entry
+            else _rate(f"{tenant}.read_rate", entry["read_rate"])
+        ),
     )
 
 

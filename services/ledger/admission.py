@@ -4,10 +4,15 @@
                     from admission to answer, and Kafka commands being booked. A full backlog
                     answers HTTP 503 `overloaded` before the body is read; the Kafka intake
                     instead waits to fetch more (`room`), its commands being queued already.
-    rate            a token bucket per tenant with a configured rate (`domain.tenant_limits`),
-                    per process: over it, HTTP 429 `rate_limited` with Retry-After. Kafka
-                    commands are not counted: the intake books one fetched batch at a time, so
-                    the consumer's pace bounds them.
+    rate            a token bucket per tenant with a configured rate (`domain.tenant_limits`):
+                    over it, HTTP 429 `rate_limited` with Retry-After. Kafka commands are not
+                    counted: the intake books one fetched batch at a time, so the consumer's
+                    pace bounds them. The tenant's HTTP reads take from a bucket of their own
+                    (its `read_rate`), with the same answer.
+
+A rate is the whole deployment's: each bucket holds this process's share of it among the live
+ledger replicas (`share_among`, told their number by the heartbeat, `ledger.replicas`), so N
+replicas together admit the rate. Until told otherwise a process takes the whole rate.
     check           the tenant's per-currency maximum amount and destination allow-list:
                     422 `amount_over_limit` / `destination_not_allowed`; then the rail that
                     will pay (`domain.rail_routing`): 422 `rail_unavailable`,
@@ -50,13 +55,59 @@ class TokenBucket:
     def take(self, now: float) -> float:
         """Take a token at `now` (monotonic seconds): 0.0 when one was taken, else how many
         seconds until one will be there."""
-        elapsed = max(0.0, now - self._stamp)
-        self._tokens = min(float(self.rate.burst), self._tokens + elapsed * self.rate.per_second)
-        self._stamp = now
+        self.refill(now)
         if self._tokens >= 1.0:
             self._tokens -= 1.0
             return 0.0
         return (1.0 - self._tokens) / self.rate.per_second
+
+    def resize(self, rate: Rate, now: float) -> None:
+        """Refill and hold by `rate` from `now` on, keeping the tokens held (up to its burst)."""
+        self.refill(now)
+        self.rate = rate
+        self._tokens = min(float(rate.burst), self._tokens)
+
+    def refill(self, now: float) -> None:
+        """Add the tokens refilled up to `now`."""
+        elapsed = max(0.0, now - self._stamp)
+        self._tokens = min(float(self.rate.burst), self._tokens + elapsed * self.rate.per_second)
+        self._stamp = now
+
+
+class TenantBuckets:
+    """A token bucket per tenant that `rate_of` gives a rate, holding this process's share
+    of it among `replicas` live ones; tenants without a rate are never throttled."""
+
+    def __init__(
+        self, rate_of: Callable[[str], Rate | None], clock: Callable[[], float], what: str
+    ) -> None:
+        self._rate_of, self._clock, self._what = rate_of, clock, what
+        self.replicas = 1
+        self._buckets: dict[str, TokenBucket] = {}
+
+    def take(self, tenant: str) -> None:
+        """Spend one of `tenant`'s tokens; RateLimited (429) when it has none left."""
+        bucket = self._buckets.get(tenant)
+        if bucket is None:
+            rate = self._rate_of(tenant)
+            if rate is None:
+                return
+            bucket = TokenBucket(rate.shared_by(self.replicas), self._clock())
+            self._buckets[tenant] = bucket
+        wait = bucket.take(self._clock())
+        if wait > 0:
+            raise RateLimited(max(1, math.ceil(wait)), self._what)
+
+    def share_among(self, replicas: int) -> None:
+        """Hold each tenant's share of its rate among `replicas` live processes from now on."""
+        if replicas == self.replicas:
+            return
+        self.replicas = replicas
+        now = self._clock()
+        for tenant, bucket in self._buckets.items():
+            rate = self._rate_of(tenant)
+            if rate is not None:
+                bucket.resize(rate.shared_by(replicas), now)
 
 
 class Backlog:
@@ -119,21 +170,29 @@ class Admission:
         self.rails = tuple(rails)
         self.tenant_rails = tenant_rails or {}
         self.backlog = Backlog(backlog)
-        self._clock = clock
-        self._buckets: dict[str, TokenBucket] = {}  # only tenants with a configured rate
+        self.writes = TenantBuckets(lambda t: limits.of(t).rate, clock, "settlement requests")
+        self.reads = TenantBuckets(lambda t: limits.of(t).read_rate, clock, "reads")
 
     def throttle(self, tenant: str) -> None:
-        """Spend one of `tenant`'s tokens; RateLimited (429) when it has none left."""
-        rate = self.limits.of(tenant).rate
-        if rate is None:
-            return
-        now = self._clock()
-        bucket = self._buckets.get(tenant)
-        if bucket is None:
-            bucket = self._buckets[tenant] = TokenBucket(rate, now)
-        wait = bucket.take(now)
-        if wait > 0:
-            raise RateLimited(max(1, math.ceil(wait)))
+        """Spend one of `tenant`'s settlement request tokens; RateLimited (429) when none
+        is left."""
+        self.writes.take(tenant)
+
+    def throttle_read(self, tenant: str) -> None:
+        """Spend one of `tenant`'s read tokens; RateLimited (429) when none is left."""
+        self.reads.take(tenant)
+
+    @property
+    def replicas(self) -> int:
+        """How many live ledger replicas the rates are shared among (1 until told)."""
+        return self.writes.replicas
+
+    def share_among(self, replicas: int) -> None:
+        """Take this process's share of every rate among `replicas` live ledger replicas
+        (itself included; fewer than 1 counts as 1)."""
+        replicas = max(1, replicas)
+        self.writes.share_among(replicas)
+        self.reads.share_among(replicas)
 
     def check(self, request: SettlementRequest) -> SettlementRequest:
         """`request` with the rail that will pay it; InvalidRequest (422) when it is over its

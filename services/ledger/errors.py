@@ -34,14 +34,15 @@ class InvalidRequest(LedgerError):
 
 
 class RateLimited(LedgerError):
-    """The tenant sent settlement requests faster than its configured rate; nothing ran."""
+    """The tenant sent settlement requests (or reads) faster than its configured rate;
+    nothing ran."""
 
     status = 429
     code = "rate_limited"
     retriable = True
 
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(f"too many settlement requests; retry in {retry_after} s")
+    def __init__(self, retry_after: int, what: str = "settlement requests") -> None:
+        super().__init__(f"too many {what}; retry in {retry_after} s")
         self.retry_after_seconds = retry_after
 
 

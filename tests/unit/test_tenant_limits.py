@@ -8,7 +8,13 @@ import json
 import pytest
 
 from services.domain.errors import ConfigError
-from services.domain.tenant_limits import NO_LIMITS, Rate, TenantPolicy, parse_tenant_limits
+from services.domain.tenant_limits import (
+    DEFAULT_READ_RATE,
+    NO_LIMITS,
+    Rate,
+    TenantPolicy,
+    parse_tenant_limits,
+)
 from services.platform.settings import load_settings
 
 DOCUMENT = {
@@ -17,6 +23,7 @@ DOCUMENT = {
         "destinations": ["acct_1", "acct_2"],
         "prefunded": {"EUR": 0, "USD": 700},
         "rate": {"per_second": 0.5, "burst": 3},
+        "read_rate": {"per_second": 20, "burst": 40},
     },
     "globex": {"max_amount": {"JPY": 10}},
 }
@@ -30,9 +37,13 @@ def test_a_document_gives_each_tenant_its_policy_and_others_none() -> None:
         destinations=frozenset({"acct_1", "acct_2"}),
         prefunded={"EUR": 0, "USD": 700},
         rate=Rate(0.5, 3),
+        read_rate=Rate(20, 40),
     )
-    assert limits.of("globex") == TenantPolicy(max_amount={"JPY": 10})
+    # A tenant with an entry but no read rate reads at the default one; one without an
+    # entry has no limits, reads included.
+    assert limits.of("globex") == TenantPolicy(max_amount={"JPY": 10}, read_rate=DEFAULT_READ_RATE)
     assert limits.of("initech") == TenantPolicy()
+    assert limits.of("initech").read_rate is None
     assert limits.any_prefunded
 
 
@@ -62,6 +73,9 @@ def test_unset_or_empty_means_no_limits_so_local_runs_are_unchanged() -> None:
         ('{"acme": {"rate": {"per_second": 1, "burst": 0.5}}}', "acme.rate.burst"),
         ('{"acme": {"rate": {"per_second": NaN, "burst": 1}}}', "is not JSON"),
         ('{"acme": {"rate": 10}}', "acme.rate: must be"),
+        ('{"acme": {"read_rate": {"per_second": -1, "burst": 1}}}', "acme.read_rate.per_second"),
+        ('{"acme": {"read_rate": {"per_second": 1}}}', "acme.read_rate: must be"),
+        ('{"acme": {"read_rate": null}}', "acme.read_rate: must be"),
     ],
 )
 def test_a_bad_document_is_refused_naming_the_variable_and_the_place(

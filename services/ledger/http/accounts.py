@@ -9,24 +9,25 @@ from fastapi import APIRouter, Depends, Query, Response
 from pydantic import TypeAdapter
 
 from services.ledger.http import docs
+from services.ledger.http.readers import READ_LIMITED, Reader
 from services.ledger.views import MAX_PAGE, AccountBalance, EntryPage, SettlementReader
-from services.platform.edge import JSON, BearerAuth, error_response, tenant_dependency
+from services.platform.edge import JSON, error_response
 
 _BALANCE = TypeAdapter(AccountBalance)
 _ENTRIES = TypeAdapter(EntryPage)
 _ACCOUNT = "`<tenant>:<kind>:<currency>`, e.g. `acme:funding:USD`; only the caller's own."
 
 
-def account_routes(reads: SettlementReader, auth: BearerAuth) -> APIRouter:
-    """The /v1/accounts routes over `reads`."""
+def account_routes(reads: SettlementReader, reader: Reader) -> APIRouter:
+    """The /v1/accounts routes over `reads`, for the tenant `reader` (a dependency) gives."""
     router = APIRouter(prefix="/v1/accounts", tags=["accounts"])
-    Tenant = Annotated[str, Depends(tenant_dependency(auth))]
+    Tenant = Annotated[str, Depends(reader)]
 
     @router.get(
         "/{account}/balance",
         summary="An account's balance",
         response_model=AccountBalance,
-        responses=docs.errors(401, 404, 503),
+        responses=docs.errors(401, 404, 429, 503, s429=READ_LIMITED),
         description=_ACCOUNT,
     )
     async def get_balance(tenant: Tenant, account: str) -> Response:
@@ -39,7 +40,7 @@ def account_routes(reads: SettlementReader, auth: BearerAuth) -> APIRouter:
         "/{account}/entries",
         summary="An account's postings, newest first",
         response_model=EntryPage,
-        responses=docs.errors(400, 401, 404, 503),
+        responses=docs.errors(400, 401, 404, 429, 503, s429=READ_LIMITED),
         description=_ACCOUNT,
     )
     async def list_entries(

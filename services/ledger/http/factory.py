@@ -10,15 +10,18 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from services.ledger.admission import Admission, admission_of
+from services.ledger.http import docs
 from services.ledger.http.accounts import account_routes
 from services.ledger.http.fast_path import SettlementFastPath
 from services.ledger.http.ops import readiness_routes
+from services.ledger.http.readers import reader_dependency
 from services.ledger.http.settlements import CreateSettlement, settlement_routes
 from services.ledger.metrics import LedgerMetrics, create_metrics
 from services.ledger.ports import Acceptor
 from services.ledger.readiness import ReadinessProbe
 from services.ledger.views import SettlementReader
-from services.platform.edge import BearerAuth
+from services.platform.api_docs import add_links
+from services.platform.bearer import BearerAuth
 from services.platform.listeners import admin_api, public_api
 from services.platform.service_settings import LedgerSettings
 
@@ -46,9 +49,11 @@ def create_app(
         admission = admission_of(settings)
     auth = BearerAuth(settings.tenant_by_token)
     app = public_api("settle ledger", DESCRIPTION, openapi=True)
+    add_links(app, docs.LINKS)
     create = CreateSettlement(acceptor, auth, metrics, admission)
-    app.include_router(settlement_routes(create, reads, auth))
-    app.include_router(account_routes(reads, auth))
+    reader = reader_dependency(auth, admission)  # the reads' tenant, under its read rate
+    app.include_router(settlement_routes(create, reads, reader))
+    app.include_router(account_routes(reads, reader))
     return SettlementFastPath(app, create)
 
 

@@ -17,22 +17,14 @@ from services.domain.trace_context import TraceContext, carried
 from services.ledger.admission import Admission
 from services.ledger.errors import InvalidRequest, Overloaded, RateLimited
 from services.ledger.http import docs
+from services.ledger.http.readers import READ_LIMITED, Reader
 from services.ledger.intake import MAX_BODY_BYTES, parse_settlement_body, validate_idempotency_key
 from services.ledger.metrics import LedgerMetrics
 from services.ledger.model import AcceptResult, Outcome
 from services.ledger.ports import Acceptor
 from services.ledger.views import MAX_PAGE, Settlement, SettlementPage, SettlementReader
-from services.platform.edge import (
-    JSON,
-    BearerAuth,
-    BodyTooLarge,
-    Unauthorized,
-    bearer_scheme,
-    bearer_token,
-    error_response,
-    read_capped,
-    tenant_dependency,
-)
+from services.platform.bearer import BearerAuth, Unauthorized, bearer_scheme, bearer_token
+from services.platform.edge import JSON, BodyTooLarge, error_response, read_capped
 from services.platform.tracing import TRACEPARENT, TRACESTATE, traced
 
 _SETTLEMENT = TypeAdapter(Settlement)
@@ -149,12 +141,13 @@ class CreateSettlement:
 
 
 def settlement_routes(
-    create: CreateSettlement, reads: SettlementReader, auth: BearerAuth
+    create: CreateSettlement, reads: SettlementReader, reader: Reader
 ) -> APIRouter:
-    """The /v1/settlements routes over `create` (writes) and `reads`."""
+    """The /v1/settlements routes over `create` (writes) and `reads`, for the tenant
+    `reader` gives."""
     router = APIRouter(prefix="/v1/settlements", tags=["settlements"])
     _route_create(router, create)
-    _route_reads(router, reads, auth)
+    _route_reads(router, reads, reader)
     return router
 
 
@@ -181,14 +174,14 @@ def _route_create(router: APIRouter, create: CreateSettlement) -> None:
         return accepted_response(result)
 
 
-def _route_reads(router: APIRouter, reads: SettlementReader, auth: BearerAuth) -> None:
-    Tenant = Annotated[str, Depends(tenant_dependency(auth))]
+def _route_reads(router: APIRouter, reads: SettlementReader, reader: Reader) -> None:
+    Tenant = Annotated[str, Depends(reader)]
 
     @router.get(
         "/{settlement_id}",
         summary="A settlement with its history and postings",
         response_model=Settlement,
-        responses=docs.errors(401, 404, 503),
+        responses=docs.errors(401, 404, 429, 503, s429=READ_LIMITED),
     )
     async def get_settlement(tenant: Tenant, settlement_id: str) -> Response:
         found = await reads.settlement(tenant, settlement_id)
@@ -200,7 +193,7 @@ def _route_reads(router: APIRouter, reads: SettlementReader, auth: BearerAuth) -
         "",
         summary="The tenant's settlements, newest first",
         response_model=SettlementPage,
-        responses=docs.errors(400, 401, 503),
+        responses=docs.errors(400, 401, 429, 503, s429=READ_LIMITED),
     )
     async def list_settlements(
         tenant: Tenant,
