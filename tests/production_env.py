@@ -36,6 +36,9 @@ PRODUCTION = {
     "SETTLE_OPERATOR_TOKENS": f"ops:{OPS_TOKEN}",
     "SETTLE_COMMAND_SIGNING_SECRETS": f"acme:{SIGNING_SECRET}",
     "SETTLE_TENANT_LIMITS": limits_for("acme"),
+    # An operator's command line: the operator API and the operator's own token.
+    "SETTLE_OPERATOR_API": "https://operators.settle.internal",
+    "SETTLE_OPERATOR_TOKEN": OPS_TOKEN,
 }
 
 

@@ -19,9 +19,9 @@ from services.console.sessions import SessionStore
 from services.console.web import Console, error_page, templates
 from services.operations.approval_policy import policy_of
 from services.operations.rail_lookup import RailLookup, StripeLookup, stripe_lookup
+from services.platform.bearer import BearerAuth
 from services.platform.clock import Clock, utc_now
 from services.platform.config import Deployment
-from services.platform.edge import BearerAuth
 from services.platform.service_settings import ConsoleSettings
 
 POOL_SIZE = 8

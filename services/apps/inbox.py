@@ -36,9 +36,9 @@ from services.inbox.signature import SignatureCheck
 from services.inbox.worker import InboxWorker, RetryPolicy
 from services.operations.approval_policy import ONE_PERSON, Policy, policy_of
 from services.operations.inbox_http import inbox_routes
+from services.platform.bearer import BearerAuth
 from services.platform.clock import Clock, utc_now
 from services.platform.config import RailKind
-from services.platform.edge import BearerAuth
 from services.platform.listeners import Listeners, ListeningServer, admin_api
 from services.platform.running import every, run_until_first_exits
 from services.platform.service_settings import InboxSettings

@@ -1,5 +1,6 @@
-"""Composition root of the reconciler: pool, rail reader, lock, metrics, rounds and HTTP app
-(with the operators' review and breaks endpoints, services/operations/http.py).
+"""Composition root of the reconciler: pool, rail reader, lock, metrics, rounds and HTTP app,
+which is also the operator API the `settle` operator commands talk to (review, breaks,
+approvals, policy: services/operations/http.py; inbox events: inbox_http.py).
 
 Nothing connects at import time; the server starts (and answers /healthz) while PostgreSQL
 is away or another replica holds the lock. On SIGTERM the HTTP server stops first, then the
@@ -23,12 +24,13 @@ from services.adapters.postgres.database import create_pool
 from services.adapters.stripe.address import rail_api_base
 from services.adapters.stripe.source import RailSource
 from services.apps.reconciler_admin import build_app
-from services.operations.approval_policy import policy_of
+from services.operations.approval_policy import Policy, policy_of
 from services.operations.http import routes
-from services.operations.rail_lookup import StripeLookup, stripe_lookup
+from services.operations.inbox_http import inbox_routes
+from services.operations.rail_lookup import RailLookup, StripeLookup, stripe_lookup
+from services.platform.bearer import BearerAuth
 from services.platform.clock import Clock, utc_now
 from services.platform.config import libpq_dsn
-from services.platform.edge import BearerAuth
 from services.platform.running import run_until_first_exits
 from services.platform.service_settings import ReconcilerSettings
 from services.platform.tuning import ReconcileSection
@@ -89,13 +91,21 @@ async def compose(
     )
     lookup = stripe_lookup(settings)
     operators = BearerAuth(settings.operator_by_token)
-    tenants = BearerAuth(settings.tenant_by_token)
-    operator_routes = routes(pool, lookup, operators, tenants, clock, policy_of(settings))
+    served = operator_routes(pool, lookup, operators, clock, policy_of(settings))
     lock = ReconcilerLock(libpq_dsn(settings.database_url))
     plan = schedule_of(settings)
     reconciler = Reconciler(pool, rail, lock, metrics, plan, rng=random.Random(), clock=clock)
-    app = build_app(metrics, lambda: lock.held, [*operator_routes, *extra_routes])
+    app = build_app(metrics, lambda: lock.held, [*served, *extra_routes])
     return Service(reconciler, app, metrics, lock, pool, rail, lookup)
+
+
+def operator_routes(
+    pool: asyncpg.Pool, lookup: RailLookup, operators: BearerAuth, clock: Clock, policy: Policy
+) -> list[BaseRoute]:
+    """The operator API: the operators' actions and reads (review, breaks, approvals, policy)
+    and the inbox's events, each behind an operator's token."""
+    inbox = inbox_routes(pool, operators, clock, policy)
+    return [*routes(pool, lookup, operators, clock=clock, policy=policy), *inbox.routes]
 
 
 async def serve(

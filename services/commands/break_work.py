@@ -1,17 +1,17 @@
 """`settle breaks write-off|adjust|correct|match|assign|comment|reopen`: an operator's work on
-one reconciliation break, through the operations desk like every surface
-(services/operations/break_actions.py says what each reads and does):
+one reconciliation break, through the operator API (services/operations/break_actions.py says
+what each reads and does):
 
     write-off ID --reason TEXT --operator NAME
     adjust    ID --account rail_fees|write_offs|suspense --direction debit|credit
                  --amount MINOR_UNITS --currency CUR --reason TEXT --operator NAME
-    correct   ID --as reversed|failed|paid --reason TEXT --operator NAME [--rail-url URL]
-    match     ID --settlement SETTLEMENT_ID --reason TEXT --operator NAME [--rail-url URL]
+    correct   ID --as reversed|failed|paid --reason TEXT --operator NAME
+    match     ID --settlement SETTLEMENT_ID --reason TEXT --operator NAME
     assign    ID (--to NAME | --nobody) --operator NAME
     comment   ID --text TEXT --operator NAME
     reopen    ID --reason TEXT --operator NAME
 
-In two-person mode (SETTLE_TWO_PERSON) the first four are proposed for `settle approvals
+In two-person mode the first four are proposed for `settle approvals
 approve`; assign, comment and reopen are done at once. Exit status as `settle breaks`.
 """
 
@@ -23,21 +23,15 @@ import click
 
 from services.commands.common import (
     DONE,
-    desk,
     echo_json,
     fail,
     json_option,
     operator_option,
-    proven,
     reason_option,
-    run,
+    through_api,
 )
+from services.commands.operator_api import OperatorApi, segment
 from services.domain.break_work import BreakAction
-from services.platform.service_settings import Settings
-
-rail_option = click.option(
-    "--rail-url", default=None, help="The rail's API base (default STRIPE_API_BASE)."
-)
 
 
 def act(
@@ -48,25 +42,25 @@ def act(
     reason: str | None,
     operator: str,
     as_json: bool,
-    rail_url: str | None = None,
-    rail: bool = False,
 ) -> None:
-    """Do (or propose) `action` on the break as `operator`, print the outcome, and exit."""
-    from services.operations.approvals import awaiting
+    """Do (or have the server propose) `action` on the break as `operator`, print the
+    outcome, and exit."""
+    from services.commands.common import awaiting
 
-    async def work(settings: Settings) -> int:
-        proven(settings, operator)
-        async with desk(settings, rail=rail, rail_url=rail_url) as operations:
-            done = await operations.act(action, break_id, payload, reason=reason, operator=operator)
+    name = action.value.removeprefix("break.")
+    body = payload if reason is None else {**payload, "reason": reason}
+
+    async def work(api: OperatorApi) -> int:
+        status, done = await api.post(f"/v1/breaks/{segment(break_id)}/{name}", body)
         if as_json:
-            echo_json(done.document)
-        elif done.proposed:
-            click.echo(awaiting(done.document))
+            echo_json(done)
+        elif status == 202:
+            click.echo(awaiting(done))
         else:
-            click.echo(f"{break_id}: {action.value.removeprefix('break.')} done")
+            click.echo(f"{break_id}: {name} done")
         return DONE
 
-    raise SystemExit(run("breaks", as_json, work))
+    raise SystemExit(through_api("breaks", as_json, work, operator))
 
 
 @click.command("write-off")
@@ -108,16 +102,8 @@ def adjust(
 @click.option("--as", "correction", required=True, help="reversed, failed or paid.")
 @reason_option
 @operator_option
-@rail_option
 @json_option
-def correct(
-    break_id: str,
-    correction: str,
-    reason: str,
-    operator: str,
-    rail_url: str | None,
-    as_json: bool,
-) -> None:
+def correct(break_id: str, correction: str, reason: str, operator: str, as_json: bool) -> None:
     """Move the break's settlement where the rail shows it is, if the rail agrees now."""
     act(
         BreakAction.CORRECT,
@@ -126,8 +112,6 @@ def correct(
         reason=reason,
         operator=operator,
         as_json=as_json,
-        rail=True,
-        rail_url=rail_url,
     )
 
 
@@ -136,16 +120,8 @@ def correct(
 @click.option("--settlement", "settlement_id", required=True, help="The settlement it paid.")
 @reason_option
 @operator_option
-@rail_option
 @json_option
-def match(
-    break_id: str,
-    settlement_id: str,
-    reason: str,
-    operator: str,
-    rail_url: str | None,
-    as_json: bool,
-) -> None:
+def match(break_id: str, settlement_id: str, reason: str, operator: str, as_json: bool) -> None:
     """Record the break's rail object as the settlement's, if the rail agrees now."""
     act(
         BreakAction.MATCH,
@@ -154,8 +130,6 @@ def match(
         reason=reason,
         operator=operator,
         as_json=as_json,
-        rail=True,
-        rail_url=rail_url,
     )
 
 

@@ -1,20 +1,20 @@
 """`settle breaks list|show|resolve|export` and the work on one break
 (`write-off|adjust|correct|match|assign|comment|reopen`, break_work.py): reconciliation breaks
-as operators handle them.
+as operators handle them, through the operator API.
 
 `list` filters by status, type, age bucket (by first seen: 0-1d, 1-7d, 7-30d, 30d+),
 currency and amount (the absolute difference, minor units), and shows who has each break.
 `resolve ID --reason TEXT --operator NAME` closes an open break as resolved (healed and
 resolved ones are final: exit 1, `break_closed`); `--all-of-type TYPE` and `--from-file FILE`
-resolve many, each its own audited action, and print a summary; in two-person mode
-(SETTLE_TWO_PERSON) each is proposed instead, for `settle approvals approve`.
+resolve many, each its own audited action, and print a summary; in two-person mode each
+is proposed instead, for `settle approvals approve`.
 `export --format csv|jsonl` streams the open breaks with their reason codes.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +24,20 @@ from services.commands.break_work import WORK
 from services.commands.common import (
     DONE,
     REFUSED,
-    database,
-    desk,
     echo_document,
     echo_json,
     echo_listing,
     fail,
     json_option,
     operator_option,
-    proven,
     reason_option,
-    run,
+    through_api,
 )
+from services.commands.operator_api import OperatorApi, segment
 from services.domain.break_work import AgingBucket
 from services.domain.breaks import BreakStatus, BreakType
-from services.platform.clock import utc_now
-from services.platform.service_settings import Settings
+
+PAGE = 1000  # breaks asked for at a time when resolving all of a type
 
 TYPES = click.Choice([t.value for t in BreakType])
 
@@ -71,23 +69,21 @@ def list_(
     as_json: bool,
 ) -> None:
     """Breaks by id, filtered by status, type, age, currency and amount."""
-    from services.operations.breaks import break_filter, list_breaks, view_document
+    query = {
+        "status": status,
+        "type": break_type,
+        "bucket": bucket,
+        "currency": currency,
+        "min_amount": min_amount,
+        "max_amount": max_amount,
+        "after": after,
+        "limit": limit,
+    }
 
-    async def work(settings: Settings) -> None:
-        where = break_filter(
-            BreakStatus(status) if status else None,
-            BreakType(break_type) if break_type else None,
-            AgingBucket(bucket) if bucket else None,
-            currency,
-            min_amount,
-            max_amount,
-        )
-        now = utc_now()
-        async with database(settings) as pool:
-            found = await list_breaks(pool, where, now=now, after=after, limit=limit)
-        echo_listing([view_document(b, now) for b in found], as_json, _break_line)
+    async def work(api: OperatorApi) -> None:
+        echo_listing((await api.get("/v1/breaks", query))["data"], as_json, _break_line)
 
-    run("breaks", as_json, work)
+    through_api("breaks", as_json, work)
 
 
 def _break_line(b: Mapping[str, Any]) -> str:
@@ -103,17 +99,11 @@ def _break_line(b: Mapping[str, Any]) -> str:
 @json_option
 def show(break_id: str, as_json: bool) -> None:
     """One break, with its comments."""
-    from services.operations.break_notes import comments_of
-    from services.operations.breaks import show_break, view_document
 
-    async def work(settings: Settings) -> None:
-        async with database(settings) as pool:
-            found = await show_break(pool, break_id)
-            document = view_document(found, utc_now())
-            document["comments"] = await comments_of(pool, str(found.item.id))
-        echo_document(document, as_json)
+    async def work(api: OperatorApi) -> None:
+        echo_document(await api.get(f"/v1/breaks/{segment(break_id)}"), as_json)
 
-    run("breaks", as_json, work)
+    through_api("breaks", as_json, work)
 
 
 @breaks.command()
@@ -136,44 +126,50 @@ def resolve(
     as_json: bool,
 ) -> None:
     """Resolve open breaks with a reason, each audited."""
-    from services.domain.proposal import ProposedAction
+    from services.commands.common import awaiting
     from services.operations import bulk
-    from services.operations.approvals import Submitted, awaiting
-    from services.operations.breaks import open_ids
+    from services.operations.approvals import Submitted
 
     if sum(x is not None for x in (break_id, all_of_type, from_file)) != 1:
         fail("breaks", as_json, "usage", "give one BREAK_ID, --all-of-type or --from-file", 2)
 
     listed = from_file.read_text() if from_file is not None else ""
 
-    async def work(settings: Settings) -> int:
-        proven(settings, operator)
-        async with desk(settings) as operations:
+    async def work(api: OperatorApi) -> int:
+        async def act(item: str) -> Submitted:
+            path = f"/v1/breaks/{segment(item)}/resolve"
+            status, document = await api.post(path, {"reason": reason})
+            return Submitted(status == 202, document)
 
-            async def act(item: str) -> Submitted:
-                return await operations.act(
-                    ProposedAction.BREAK_RESOLVE, item, {}, reason=reason, operator=operator
-                )
-
-            if break_id is not None:
-                done = await act(break_id)
-                if as_json:
-                    echo_json(done.document)
-                elif done.proposed:
-                    click.echo(awaiting(done.document))
-                else:
-                    click.echo(f"{done.document['id']}: resolved")
-                return DONE
-            ids = (
-                bulk.lines_of(listed)
-                if from_file is not None
-                else open_ids(operations.pool, BreakType(str(all_of_type)), utc_now())
-            )
-            outcomes = await bulk.each(ids, act)
+        if break_id is not None:
+            done = await act(break_id)
+            if as_json:
+                echo_json(done.document)
+            elif done.proposed:
+                click.echo(awaiting(done.document))
+            else:
+                click.echo(f"{done.document['id']}: resolved")
+            return DONE
+        ids = bulk.lines_of(listed) if from_file is not None else _open_ids(api, all_of_type)
+        outcomes = await bulk.each(ids, act)
         echo_json(bulk.summary(outcomes))
         return REFUSED if any(not o.done for o in outcomes) else DONE
 
-    raise SystemExit(run("breaks", as_json, work))
+    raise SystemExit(through_api("breaks", as_json, work, operator))
+
+
+async def _open_ids(api: OperatorApi, break_type: str | None) -> AsyncIterator[str]:
+    """The ids of the open breaks of `break_type`, page by page, as they stand when each page
+    is read."""
+    after = 0
+    while True:
+        query = {"status": "open", "type": break_type, "after": after, "limit": PAGE}
+        page = await api.get("/v1/breaks", query)
+        for found in page["data"]:
+            yield str(found["id"])
+        if page["next_after"] is None or len(page["data"]) < PAGE:
+            return
+        after = int(page["next_after"])
 
 
 @breaks.command()
@@ -183,17 +179,13 @@ def resolve(
 @click.option("--type", "break_type", type=TYPES, default=None)
 def export(fmt: str, break_type: str | None) -> None:
     """Stream the open breaks as CSV or JSON lines, each with its reason code."""
-    from services.operations.export import ExportFormat, export_open
 
-    async def work(settings: Settings) -> None:
-        async with database(settings) as pool, pool.acquire() as conn:
-            only = BreakType(break_type) if break_type else None
-            lines = export_open(conn, ExportFormat(fmt), break_type=only)
-            async for line in lines:
-                sys.stdout.write(line)
+    async def work(api: OperatorApi) -> None:
+        async for text in api.text("/v1/breaks/export", {"format": fmt, "type": break_type}):
+            sys.stdout.write(text)
         sys.stdout.flush()
 
-    run("breaks", False, work)
+    through_api("breaks", False, work)
 
 
 for _command in WORK:

@@ -1,7 +1,8 @@
-"""What `settle review` and `settle breaks` share: the database and rail they open, how an
+"""What the operator commands share: the operator API they talk to (`through_api`), how an
 error is printed (text, or one JSON object with its machine-readable code) and the exit
-status it ends with. In production mode the rail is the one configured: an operator's
-`--rail-url` is refused (`pinned_rail_url`, which every command with the option calls).
+status it ends with; the database the owner's commands open (`database`). In production mode
+the rail is the one configured: a `--rail-url` is refused (`pinned_rail_url`, which every
+command with the option calls).
 
     0  done (every item of a bulk action)
     1  refused (any item of a bulk action): the rail, or the item's status, disagrees
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import asyncpg
 import click
 
+from services.commands.operator_api import Answered, ApiUnreachable, OperatorApi, operator_api
 from services.domain.errors import ApiError, ConfigError, StoreUnavailable
 from services.operations.errors import NotFound, RailUnavailable
-from services.platform.authority import OperatorSection
 from services.platform.config import Section
 from services.platform.sections import DatabaseSection
-from services.platform.service_settings import InboxSettings, Settings
+from services.platform.service_settings import OperatorCommandSettings, Settings
 from services.platform.settings import load_settings
 
 if TYPE_CHECKING:
-    from services.operations.desk import OperationsDesk
+    pass
 
 DONE, REFUSED, UNREADABLE, NOT_FOUND = 0, 1, 2, 3
 T = TypeVar("T")
@@ -40,19 +40,6 @@ operator_option = click.option(
     "--operator", required=True, help="Who acts: the name the audit row keeps."
 )
 reason_option = click.option("--reason", required=True, help="Why: kept in the audit row.")
-rail_url_option = click.option(
-    "--rail-url",
-    default=None,
-    help="The rail's API base (default STRIPE_API_BASE); refused in production mode.",
-)
-
-
-def proven(settings: OperatorSection, operator: str) -> None:
-    """In two-person mode, refuse unless SETTLE_OPERATOR_TOKEN is one of `operator`'s tokens
-    (services/operations/operator_proof.py): a typed name alone proves nobody."""
-    from services.operations.operator_proof import OPERATOR_TOKEN, prove_operator
-
-    prove_operator(settings, operator, os.environ.get(OPERATOR_TOKEN))
 
 
 def pinned_rail_url(
@@ -72,10 +59,10 @@ def pinned_rail_url(
 
 
 def exit_status(error: ApiError) -> int:
-    """The exit status an error ends the command with."""
-    if isinstance(error, NotFound):
+    """The exit status an error ends the command with (the operator API's answers alike)."""
+    if isinstance(error, NotFound) or (isinstance(error, Answered) and error.status == 404):
         return NOT_FOUND
-    if isinstance(error, StoreUnavailable | RailUnavailable):
+    if isinstance(error, StoreUnavailable | RailUnavailable | ApiUnreachable):
         return UNREADABLE
     return REFUSED
 
@@ -100,28 +87,27 @@ def run(command: str, as_json: bool, work: Callable[[Settings], Coroutine[Any, A
         fail(command, as_json, e.code, e.message, exit_status(e))
 
 
-@asynccontextmanager
-async def desk(
-    settings: Settings | InboxSettings, *, rail: bool = False, rail_url: str | None = None
-) -> AsyncIterator[OperationsDesk]:
-    """The operations desk of a command, over a small pool and, with `rail`, the rail the
-    settings name (or `rail_url`, where `pinned_rail_url` allows it; only settings that hold
-    the rail's key can); closed after."""
-    from services.operations.approval_policy import policy_of
-    from services.operations.desk import OperationsDesk
-    from services.operations.rail_lookup import NoRail, stripe_lookup
+def through_api(
+    command: str,
+    as_json: bool,
+    work: Callable[[OperatorApi], Coroutine[Any, Any, T]],
+    operator: str | None = None,
+) -> T:
+    """Run `work` with a client of the operator API (as `operator`, or the token's own); a
+    refusal, an unreachable API or a refused setting ends the command with its code printed
+    and its exit status."""
 
-    rail_url = pinned_rail_url(settings, rail_url)
-    owned = None
-    if rail:
-        assert isinstance(settings, Settings), "the rail is read with every section's settings"
-        owned = stripe_lookup(settings, rail_url)
+    async def with_client() -> T:
+        settings = load_settings(kind=OperatorCommandSettings)
+        async with operator_api(settings, operator) as api:
+            return await work(api)
+
     try:
-        async with database(settings) as pool:
-            yield OperationsDesk(pool, owned or NoRail(), policy_of(settings))
-    finally:
-        if owned is not None:
-            await owned.aclose()
+        return asyncio.run(with_client())
+    except ConfigError as e:
+        fail(command, as_json, "config", str(e), UNREADABLE)
+    except ApiError as e:
+        fail(command, as_json, e.code, e.message, exit_status(e))
 
 
 @asynccontextmanager
@@ -140,6 +126,14 @@ async def database(
         yield pool
     finally:
         await pool.close()
+
+
+def awaiting(proposal: Mapping[str, Any]) -> str:
+    """The line telling an operator that their action awaits a second operator."""
+    return (
+        f"proposal {proposal['id']}: {proposal['action']} {proposal['target']} awaits approval "
+        f"by another operator (settle approvals approve {proposal['id']})"
+    )
 
 
 def echo_json(document: object) -> None:

@@ -2,7 +2,8 @@
 refuse to start with in production, every refusal at once, before a deploy.
 
 NAME is a service command's name (ledger, relay, inbox, reconciler, console, migrate) or
-`operator`, for the operators' commands (review, breaks, approvals, reconcile, rail). The
+`operator`, for the operators' commands (review, breaks, approvals, inbox replay), which hold
+the operator API's address and the operator's own token and nothing else. The
 settings are read as that service reads them, with `SETTLE_ENV=production`, from this
 process's environment or, with `--env-file`, from the file's `KEY=VALUE` lines alone (blank
 lines and `#` comments skipped, an `export ` prefix and one pair of surrounding quotes
@@ -27,10 +28,10 @@ import click
 
 from services.commands.common import json_option
 from services.platform.config import Deployment, Section
-from services.platform.service_settings import SERVICES, Settings
+from services.platform.service_settings import SERVICES, OperatorCommandSettings
 from services.platform.settings import refusals
 
-OPERATOR = "operator"  # the operators' commands: every section's settings
+OPERATOR = "operator"  # the operators' commands: the operator API's address and a token
 PREFIXES = ("SETTLE_", "STRIPE_")  # every variable settle reads begins with one
 
 
@@ -55,7 +56,7 @@ def config() -> None:
 @json_option
 def check(service: str, env_file: Path | None, as_json: bool) -> None:
     """Print every setting the --service would be refused in production; exit 1 if any."""
-    kind: type[Section] = Settings if service == OPERATOR else SERVICES[service]
+    kind: type[Section] = OperatorCommandSettings if service == OPERATOR else SERVICES[service]
     production = {"SETTLE_ENV": Deployment.PRODUCTION.value}
     if env_file is None:
         refused = refusals(production, kind=kind)

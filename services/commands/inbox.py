@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-
 import click
 
 from services.commands.listening import (
@@ -13,7 +10,7 @@ from services.commands.listening import (
     port_option,
     service_settings,
 )
-from services.domain.errors import ConfigError, SettleError
+from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
 from services.platform.service_settings import InboxSettings
 from services.platform.settings import load_settings
@@ -60,29 +57,18 @@ def inbox(ctx: click.Context, host: str, port: int, admin_port: int) -> None:
 
 @inbox.command("replay")
 @click.argument("event")
-@click.option("--actor", required=True, help="Who replays it, for operator_actions.")
+@click.option("--actor", required=True, help="Who replays it: the operator the token is of.")
 def replay_command(event: str, actor: str) -> None:
-    """Send a dead or parked event (inbox row id or rail event id) back to be applied; in
-    two-person mode (SETTLE_TWO_PERSON), propose it for another operator to approve."""
-    from services.commands.common import desk
-    from services.domain.proposal import ProposedAction
-    from services.operations.approvals import awaiting
-    from services.operations.operator_proof import OPERATOR_TOKEN, prove_operator
+    """Send a dead or parked event (inbox row id or rail event id) back to be applied, through
+    the operator API; in two-person mode, propose it for another operator to approve."""
+    from services.commands.common import awaiting, through_api
+    from services.commands.operator_api import OperatorApi, segment
 
-    settings = _settings()
+    async def work(api: OperatorApi) -> None:
+        _, done = await api.post(f"/v1/inbox/{segment(event)}/replay")
+        if "action" in done:  # a proposal
+            click.echo(awaiting(done))
+        else:
+            click.echo(f"inbox event {done['id']} queued for replay by {actor}")
 
-    async def run() -> str:
-        prove_operator(settings, actor, os.environ.get(OPERATOR_TOKEN))
-        async with desk(settings) as operations:
-            done = await operations.act(
-                ProposedAction.INBOX_REPLAY, event, {}, reason=None, operator=actor
-            )
-        if done.proposed:
-            return awaiting(done.document)
-        return f"inbox event {done.document['id']} queued for replay by {actor}"
-
-    try:
-        said = asyncio.run(run())
-    except SettleError as e:
-        raise click.ClickException(str(e)) from e
-    click.echo(said)
+    through_api("inbox replay", False, work, actor)

@@ -33,7 +33,7 @@ def migrate(skip_topics: bool, replication_factor: int) -> None:
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
     started = time.monotonic()
-    upgrade(settings.database_url)
+    upgrade(settings.database_url, production=settings.production)
     click.echo(f"database migrated to head ({time.monotonic() - started:.1f}s)")
     if not skip_topics:
         created = asyncio.run(ensure_topics(access, settings.topic_prefix, replication_factor))

@@ -1,11 +1,12 @@
 """`settle reconcile [--json] [--day D] [--grace S] [--rail-url URL] [--statement FILE]...
-[--no-heal] [--rail R]`: one reconciliation run, against the rail's API or Stripe's report-run
-files of it (`--statement` once per file); status drifts the rail proves are healed through
-the inbox unless `--no-heal` makes the run read-only (a run against a statement heals nothing:
-a file is no live proof; the API is read only for the transfers the files reverse but list
-from before their period). `--rail sepa` reconciles the SEPA rail's bank account against the
-bank's camt.053 statements (or `--statement` one camt.053 file) instead
-(services/commands/reconcile_bank.py).
+[--no-heal] [--rail R] [--operator NAME]`: one reconciliation run, against the rail's API or
+Stripe's report-run files of it (`--statement` once per file); status drifts the rail proves
+are healed through the inbox unless `--no-heal` makes the run read-only (a run against a
+statement heals nothing: a file is no live proof; the API is read only for the transfers the
+files reverse but list from before their period). `--rail sepa` reconciles the SEPA rail's
+bank account against the bank's camt.053 statements (or `--statement` one camt.053 file)
+instead (services/commands/reconcile_bank.py). A run started here heals as the operator who started
+it (`--operator`, else the login name), never as the reconciler service.
 
 Exit status: 0 no open break, 1 open breaks, 2 a source (the rail, PostgreSQL) or the
 configuration could not be read: an unreadable rail is never "no breaks".
@@ -13,6 +14,7 @@ configuration could not be read: an unreadable rail is never "no breaks".
 
 from __future__ import annotations
 
+import getpass
 import json
 from datetime import date, datetime
 from pathlib import Path
@@ -81,6 +83,11 @@ STATEMENT_API_TIMEOUT = 10.0
     is_flag=True,
     help="Heal nothing: report the status drifts the rail proves, leave them open.",
 )
+@click.option(
+    "--operator",
+    default=None,
+    help="Who runs it: its heals are audited under this name (default: the login name).",
+)
 def reconcile(
     as_json: bool,
     day: datetime | None,
@@ -89,6 +96,7 @@ def reconcile(
     statements: tuple[Path, ...],
     rail_name: str | None,
     read_only: bool,
+    operator: str | None,
 ) -> None:
     """Compare the ledger with the rail over a window, record the run and its breaks."""
     from services.commands.reconcile_output import (
@@ -104,12 +112,15 @@ def reconcile(
     except ConfigError as e:
         _fail(as_json, "config", str(e))
     grace = settings.reconcile_grace_seconds if grace is None else grace
+    # A run started by hand heals as the person who started it, never as the service.
+    actor = operator or getpass.getuser()
     if rail_name == "sepa":
         if len(statements) > 1:
             raise click.BadParameter(
                 "--rail sepa reads one camt.053 file", param_hint="--statement"
             )
-        _bank(settings, statements[0] if statements else None, grace, read_only, as_json)
+        statement = statements[0] if statements else None
+        _bank(settings, statement, grace, read_only, actor, as_json)
     try:
         # uvloop: a run's rail pages and cursor batches are mostly socket reads and writes
         outcome, lineage, read = uvloop.run(
@@ -121,6 +132,7 @@ def reconcile(
                 statements,
                 heal=not read_only and not statements,
                 lineage=as_json,
+                actor=actor,
             )
         )
     except StoreUnavailable as e:
@@ -144,9 +156,10 @@ async def _run(
     *,
     heal: bool,
     lineage: bool,
+    actor: str,
 ) -> tuple[Outcome, dict[Ref, Any], dict[str, Any]]:
-    """One run: its outcome, the lineage of its breaks (if asked) and, against report files,
-    what they held besides (`{"statement": ...}`)."""
+    """One run (its heals audited under `actor`): its outcome, the lineage of its breaks (if
+    asked) and, against report files, what they held besides (`{"statement": ...}`)."""
     from services.adapters.postgres.database import create_pool
     from services.adapters.stripe.source import RailReader, RailSource
     from services.domain.reconciliation import RunKind
@@ -179,7 +192,7 @@ async def _run(
         if window is None:
             last = await store.last_completed(pool, RunKind.INTRADAY)
             window = windows.intraday(last, utc_now())
-        outcome = await run_once(pool, rail, window, grace=grace, heal=heal)
+        outcome = await run_once(pool, rail, window, grace=grace, heal=heal, actor=actor)
         if sheet is not None and sheet.unreadable is not None:
             raise sheet.unreadable  # the run that read it is recorded failed, naming the line
         reported = [store.stored_key(b) for b in outcome.report().breaks] if lineage else []
@@ -191,7 +204,12 @@ async def _run(
 
 
 def _bank(
-    settings: Settings, statement: Path | None, grace: int, read_only: bool, as_json: bool
+    settings: Settings,
+    statement: Path | None,
+    grace: int,
+    read_only: bool,
+    actor: str,
+    as_json: bool,
 ) -> NoReturn:
     from services.commands.reconcile_bank import run_bank
     from services.commands.reconcile_output import exit_status, print_text, run_document
@@ -199,7 +217,7 @@ def _bank(
 
     try:
         outcome, lineage, read = uvloop.run(
-            run_bank(settings, statement, grace, read_only=read_only, lineage=as_json)
+            run_bank(settings, statement, grace, read_only=read_only, lineage=as_json, actor=actor)
         )
     except StoreUnavailable as e:
         _fail(as_json, "postgresql", str(e))

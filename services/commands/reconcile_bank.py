@@ -15,10 +15,17 @@ BANK_SECONDS = 30.0
 
 
 async def run_bank(
-    settings: Settings, statement: Path | None, grace: int, *, read_only: bool, lineage: bool
+    settings: Settings,
+    statement: Path | None,
+    grace: int,
+    *,
+    read_only: bool,
+    lineage: bool,
+    actor: str,
 ) -> tuple[Any, dict[Any, Any], dict[str, Any]]:
     """One run of the SEPA rail: its outcome, the lineage of its breaks, what was read. It
-    heals and books the bank's charges only reading the bank itself, and not `read_only`."""
+    heals (audited under `actor`) and books the bank's charges only reading the bank itself,
+    and not `read_only`."""
     from services.adapters.postgres.database import create_pool
     from services.adapters.sepa.bank import Bank
     from services.reconcile import store
@@ -36,7 +43,9 @@ async def run_bank(
             await bank.aclose()
     pool = await create_pool(settings, max_size=2)
     try:
-        outcome = await reconcile_bank(pool, statements, grace=grace, heal=not read_only)
+        outcome = await reconcile_bank(
+            pool, statements, grace=grace, heal=not read_only, actor=actor
+        )
         reported = [store.stored_key(b) for b in outcome.report().breaks] if lineage else []
         tally = statements.tally
         read = {

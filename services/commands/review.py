@@ -1,9 +1,10 @@
-"""`settle review list|show|resolve`: settlements under review, resolved against the rail.
+"""`settle review list|show|resolve`: settlements under review, resolved against the rail,
+through the operator API (SETTLE_OPERATOR_API, with the operator's own SETTLE_OPERATOR_TOKEN).
 
 `resolve ID --as paid|failed|retry --reason TEXT --operator NAME` is refused (exit 1, with
-its code) unless the rail, looked up at that moment, agrees; `--from-file FILE` resolves
-every id in the file (one a line), each its own audited action, and prints a summary. In
-two-person mode (SETTLE_TWO_PERSON) each is proposed instead, for `settle approvals approve`.
+its code) unless the rail, looked up by the server at that moment, agrees; `--from-file FILE`
+resolves every id in the file (one a line), each its own audited action, and prints a
+summary. In two-person mode each is proposed instead, for `settle approvals approve`.
 """
 
 from __future__ import annotations
@@ -17,21 +18,17 @@ import click
 from services.commands.common import (
     DONE,
     REFUSED,
-    database,
-    desk,
     echo_document,
     echo_json,
     echo_listing,
     fail,
     json_option,
     operator_option,
-    proven,
-    rail_url_option,
     reason_option,
-    run,
+    through_api,
 )
+from services.commands.operator_api import OperatorApi, segment
 from services.domain.instruction import Resolution
-from services.platform.service_settings import Settings
 
 if TYPE_CHECKING:
     from services.operations.approvals import Submitted
@@ -48,14 +45,12 @@ def review() -> None:
 @json_option
 def list_(after: str | None, limit: int, as_json: bool) -> None:
     """Settlements under review, by id."""
-    from services.operations.review import list_review, parse_id
 
-    async def work(settings: Settings) -> None:
-        async with database(settings) as pool:
-            items = await list_review(pool, parse_id(after) if after else None, limit)
-        echo_listing(items, as_json, _review_line)
+    async def work(api: OperatorApi) -> None:
+        found = await api.get("/v1/review", {"after": after, "limit": limit})
+        echo_listing(found["data"], as_json, _review_line)
 
-    run("review", as_json, work)
+    through_api("review", as_json, work)
 
 
 def _review_line(i: Mapping[str, Any]) -> str:
@@ -70,14 +65,11 @@ def _review_line(i: Mapping[str, Any]) -> str:
 @json_option
 def show(settlement_id: str, as_json: bool) -> None:
     """One settlement with its rail instruction."""
-    from services.operations.review import show as show_one
 
-    async def work(settings: Settings) -> None:
-        async with database(settings) as pool:
-            item = await show_one(pool, settlement_id)
-        echo_document(item, as_json)
+    async def work(api: OperatorApi) -> None:
+        echo_document(await api.get(f"/v1/review/{segment(settlement_id)}"), as_json)
 
-    run("review", as_json, work)
+    through_api("review", as_json, work)
 
 
 @review.command()
@@ -90,7 +82,6 @@ def show(settlement_id: str, as_json: bool) -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Resolve every settlement id in this file, one a line.",
 )
-@rail_url_option
 @json_option
 def resolve(
     settlement_id: str | None,
@@ -98,44 +89,36 @@ def resolve(
     reason: str,
     operator: str,
     from_file: Path | None,
-    rail_url: str | None,
     as_json: bool,
 ) -> None:
     """Resolve settlements under review as paid, failed or retry, if the rail agrees."""
-    from services.domain.proposal import ProposedAction
     from services.operations import bulk
+    from services.operations.approvals import Submitted
 
     if (settlement_id is None) == (from_file is None):
         fail("review", as_json, "usage", "give one SETTLEMENT_ID or --from-file FILE", 2)
 
     listed = from_file.read_text() if from_file is not None else ""
+    body = {"as": resolution, "reason": reason}
 
-    async def work(settings: Settings) -> int:
-        proven(settings, operator)
-        async with desk(settings, rail=True, rail_url=rail_url) as operations:
+    async def work(api: OperatorApi) -> int:
+        async def act(sid: str) -> Submitted:
+            status, document = await api.post(f"/v1/review/{segment(sid)}/resolve", body)
+            return Submitted(status == 202, document)
 
-            async def act(sid: str) -> Submitted:
-                return await operations.act(
-                    ProposedAction.REVIEW_RESOLVE,
-                    sid,
-                    {"as": resolution},
-                    reason=reason,
-                    operator=operator,
-                )
-
-            if from_file is None:
-                _print_resolved(await act(str(settlement_id)), as_json)
-                return DONE
-            outcomes = await bulk.each(bulk.lines_of(listed), act)
+        if from_file is None:
+            _print_resolved(await act(str(settlement_id)), as_json)
+            return DONE
+        outcomes = await bulk.each(bulk.lines_of(listed), act)
         echo_json(bulk.summary(outcomes))
         return REFUSED if any(not o.done for o in outcomes) else DONE
 
-    raise SystemExit(run("review", as_json, work))
+    raise SystemExit(through_api("review", as_json, work, operator))
 
 
 def _print_resolved(done: Submitted, as_json: bool) -> None:
     """One resolution done or proposed, as JSON or as a line."""
-    from services.operations.approvals import awaiting
+    from services.commands.common import awaiting
 
     if as_json:
         echo_json(done.document)

@@ -17,7 +17,7 @@ from starlette.responses import Response
 from services.console.errors import CSRF_MISSING, CsrfRefused, SignInFailed, SignInNeeded
 from services.console.sessions import SessionStore, check_csrf, check_same, csrf_token
 from services.operations.errors import Forbidden
-from services.platform.edge import BearerAuth, Unauthorized, bearer_token, token_digest
+from services.platform.bearer import BearerAuth, Unauthorized, bearer_token, token_digest
 
 LOCAL_COOKIE = "settle_console"
 # `__Host-`: a browser keeps it only when Secure, from the host itself, with Path=/.

@@ -33,6 +33,7 @@ class ProposedAction(StrEnum):
     REVIEW_RESOLVE = "review.resolve"
     BREAK_RESOLVE = "break.resolve"
     INBOX_REPLAY = "inbox.replay"
+    POLICY_TWO_PERSON = "policy.two_person"
 
 
 class ProposalStatus(StrEnum):

@@ -28,6 +28,7 @@ from services.operations import breaks, review
 from services.operations.action_base import Action, Doing, required
 from services.operations.break_actions import BREAK_ACTIONS
 from services.operations.errors import BadRequest, NotFound, OperationsError, Refused
+from services.operations.policy import SetTwoPerson
 from services.operations.rail_lookup import RailLookup
 from services.operations.verdict import NOT_IN_REVIEW
 
@@ -135,6 +136,7 @@ ACTIONS: dict[ActionName, Action] = {
     ProposedAction.REVIEW_RESOLVE: ResolveReview(),
     ProposedAction.BREAK_RESOLVE: ResolveBreak(),
     ProposedAction.INBOX_REPLAY: ReplayWebhook(),
+    ProposedAction.POLICY_TWO_PERSON: SetTwoPerson(),
 }
 # Item by item: a dict keyed by BreakAction is not one keyed by ActionName to the type checker.
 ACTIONS.update((name, action) for name, action in BREAK_ACTIONS.items())

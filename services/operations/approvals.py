@@ -43,6 +43,7 @@ from services.operations.actions import (
 )
 from services.operations.approval_policy import DEFAULT_MAX_AGE
 from services.operations.errors import NotFound, Refused
+from services.operations.policy import database_two_person
 from services.operations.proposal_rows import proposal_document
 from services.operations.rail_lookup import RailLookup
 
@@ -56,14 +57,6 @@ class Submitted(NamedTuple):
 
     proposed: bool  # True: a proposal awaits a second operator; False: the action was done
     document: dict[str, Any]  # the proposal (proposed), or the action's result
-
-
-def awaiting(proposal: Mapping[str, Any]) -> str:
-    """The line telling an operator that their action awaits a second operator."""
-    return (
-        f"proposal {proposal['id']}: {proposal['action']} {proposal['target']} awaits approval "
-        f"by another operator (settle approvals approve {proposal['id']})"
-    )
 
 
 def parse_proposal_id(text: str) -> int:
@@ -88,9 +81,11 @@ async def submit(
     max_age: timedelta = DEFAULT_MAX_AGE,
 ) -> Submitted:
     """Do `action` on `target` (a settlement, break or inbox event id) as `operator` now, or,
-    in two-person mode, propose it for a different operator to approve if it `checked`."""
+    in two-person mode (the server's `two_person`, or the database's: policy.py), propose it
+    for a different operator to approve if it `checked`."""
     async with pool.acquire() as conn:
-        if two_person and ACTIONS[action].checked:
+        checked = ACTIONS[action].checked
+        if checked and (two_person or await database_two_person(conn)):
             found = await propose(
                 conn,
                 action,

@@ -13,6 +13,10 @@
     POST /v1/approvals/{id}/approve      a different operator approves: the action is done
     POST /v1/approvals/{id}/reject       a different operator refuses it {"reason": optional}
     POST /v1/approvals/{id}/withdraw     its proposer takes it back
+    GET  /v1/policy                      two-person mode (the server's, the database's) and
+                                         the proposals' age
+    POST /v1/policy/two-person           {"on": true|false, "reason": "..."}: turning it off
+                                         while on is proposed for a second operator
 
 In two-person mode (`Policy.two_person`, services/operations/approvals.py) an action that moves
 money or closes a break is not done but proposed: 202 with the proposal, for a different
@@ -20,7 +24,9 @@ operator to approve; assigning, commenting and reopening a break are done at onc
 
 Every route takes `Authorization: Bearer <operator token>` (SETTLE_OPERATOR_TOKENS); the
 token's name is the operator the audit row names. No token or an unknown one is 401, a
-tenant's API token 403. Errors leave in the shared edge's shape with a status and a code.
+tenant's API token 403; a request naming its operator (`Settle-Operator: <name>`, as the
+`settle` operator commands send `--operator`) with another operator's token is 403
+`operator_mismatch`. Errors leave in the shared edge's shape with a status and a code.
 """
 
 from __future__ import annotations
@@ -43,15 +49,13 @@ from services.operations.approvals import Submitted
 from services.operations.break_http import break_routes
 from services.operations.desk import OperationsDesk
 from services.operations.errors import BadRequest, Forbidden
+from services.operations.operator_proof import CLAIMED, acting_operator
+from services.operations.policy import policy_document
 from services.operations.query import choice, json_body, json_response, reason, whole_number
 from services.operations.rail_lookup import RailLookup
+from services.platform.bearer import BearerAuth, Unauthorized, bearer_token
 from services.platform.clock import Clock, utc_now
-from services.platform.edge import (
-    BearerAuth,
-    Unauthorized,
-    api_error_response,
-    bearer_token,
-)
+from services.platform.edge import api_error_response
 
 FORBIDDEN = "a tenant's token; operator actions need an operator token (SETTLE_OPERATOR_TOKENS)"
 Handler = Callable[[Request, str], Awaitable[Response]]  # request, operator -> response
@@ -72,7 +76,7 @@ def _guarded(operators: BearerAuth, tenants: BearerAuth | None, handler: Handler
                     tenants.tenant_for(token)  # a tenant's token: known, but not an operator's
                     raise Forbidden(FORBIDDEN) from None
                 raise
-            return await handler(request, operator)
+            return await handler(request, acting_operator(operator, request.headers.get(CLAIMED)))
         except ApiError as e:
             return api_error_response(e)
 
@@ -93,6 +97,7 @@ def routes(
         *_review_routes(desk),
         *break_routes(desk),
         *_approval_routes(desk),
+        *_policy_routes(desk),
     ]
     return [
         Route(path, _guarded(operators, tenants, handler), methods=[method])
@@ -168,3 +173,26 @@ def _approval_routes(desk: OperationsDesk) -> list[tuple[str, str, Handler]]:
         ("/v1/approvals/{id}/reject", "POST", deciding(Move.REJECT)),
         ("/v1/approvals/{id}/withdraw", "POST", deciding(Move.WITHDRAW)),
     ]
+
+
+def _policy_routes(desk: OperationsDesk) -> list[tuple[str, str, Handler]]:
+    async def show(request: Request, _: str) -> Response:
+        max_age = int(desk.policy.max_age.total_seconds())
+        return json_response(
+            await policy_document(
+                desk.pool, server_two_person=desk.policy.two_person, max_age_seconds=max_age
+            )
+        )
+
+    async def two_person(request: Request, operator: str) -> Response:
+        body = await json_body(request)
+        done = await desk.act(
+            ProposedAction.POLICY_TWO_PERSON,
+            "two_person",
+            {"on": body.get("on")},
+            reason=reason(body),
+            operator=operator,
+        )
+        return _answer(done)
+
+    return [("/v1/policy", "GET", show), ("/v1/policy/two-person", "POST", two_person)]

@@ -4,11 +4,12 @@ takes `Authorization: Bearer <operator token>`."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
 
 import asyncpg
 import orjson
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 
 from services.adapters.postgres.store_errors import UNREACHABLE
 from services.domain.errors import StoreUnavailable
@@ -18,15 +19,47 @@ from services.inbox.operator import list_events
 from services.ledger.http.docs import errors
 from services.operations.approval_policy import Policy
 from services.operations.desk import OperationsDesk
+from services.operations.operator_proof import CLAIMED, acting_operator
 from services.operations.rail_lookup import NoRail
+from services.platform.bearer import BearerAuth, tenant_dependency
 from services.platform.clock import Clock
-from services.platform.edge import JSON, BearerAuth, tenant_dependency
+from services.platform.edge import JSON
 
 STORE_FAILURES = (*UNREACHABLE, asyncpg.PostgresError)
 
 
 def _json(value: object, status: int = 200) -> Response:
     return Response(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), status, media_type=JSON)
+
+
+def _acting(operators: BearerAuth) -> Callable[..., Awaitable[str]]:
+    """A FastAPI dependency giving the operator of the bearer token (401 without one), 403
+    when the request names another operator (`Settle-Operator`)."""
+    # Defaults, not Annotated aliases: a local name is not resolvable from string annotations.
+    holder = Depends(tenant_dependency(operators))
+    named = Header(None, alias=CLAIMED, include_in_schema=False)
+
+    async def acting(token_holder: str = holder, claimed: str | None = named) -> str:
+        return acting_operator(token_holder, claimed)
+
+    return acting
+
+
+# The next page of the same list; the first event of a page, sent back to apply.
+_LIST_LINKS: dict[str, Any] = {
+    "NextPage": {
+        "operationId": "inbox_v1_inbox_get",
+        "parameters": {
+            "query.status": "$request.query.status",
+            "query.limit": "$request.query.limit",
+            "query.cursor": "$response.body#/next_cursor",
+        },
+    },
+    "ReplayFirst": {
+        "operationId": "replay_event_v1_inbox__event__replay_post",
+        "parameters": {"path.event": "$response.body#/data/0/id"},
+    },
+}
 
 
 def inbox_routes(
@@ -38,12 +71,15 @@ def inbox_routes(
     desk = OperationsDesk(pool, NoRail(), policy, clock)  # a replay asks nothing of the rail
     router = APIRouter(tags=["operators"])
     # A default, not an Annotated alias: a local alias is not resolvable from string annotations.
-    operator_of = Depends(tenant_dependency(operators))
+    operator_of = Depends(_acting(operators))
 
     @router.get(
         "/v1/inbox",
         summary="Inbox events in one status, oldest first",
-        responses=errors(400, 401, 503),
+        responses={
+            200: {"description": "A page of events.", "links": _LIST_LINKS},
+            **errors(400, 401, 503),
+        },
     )
     async def inbox(
         status: Annotated[InboxStatus, Query()],

@@ -1,35 +1,25 @@
-"""Who an operator command acts as, in two-person mode.
+"""Who an operator request acts as: the operator whose token it carries, and no one else.
 
-A command line names its operator (`--operator`, `--actor`); a typed name proves nothing, and
-two typed names would let one person both propose and approve. So in two-person mode the
-command must also hold that operator's own token in `SETTLE_OPERATOR_TOKEN` (one of theirs in
-SETTLE_OPERATOR_TOKENS), as the console and the HTTP routes prove it by sign-in or bearer.
+The operator commands send the name they were given (`--operator`, `--actor`) in the
+`Settle-Operator` header; the server takes the operator from the bearer token alone, and
+refuses a request that names another operator, so a typed name never passes for a
+different person: one operator cannot both propose and approve by typing two names.
 """
 
 from __future__ import annotations
 
-from services.operations.approval_policy import policy_of
-from services.operations.errors import Refused
-from services.platform.authority import OperatorSection
-from services.platform.edge import BearerAuth, Unauthorized
+from services.operations.errors import Forbidden
 
-OPERATOR_TOKEN = "SETTLE_OPERATOR_TOKEN"
-UNPROVEN = "operator_unproven"
+CLAIMED = "settle-operator"  # the header naming who the caller says they are
+MISMATCH = "operator_mismatch"
 
 
-def prove_operator(settings: OperatorSection, operator: str, token: str | None) -> None:
-    """In two-person mode, refuse (Refused `operator_unproven`) unless `token` is one of
-    `operator`'s; outside it, the named operator is taken at its word, as before."""
-    if not policy_of(settings).two_person:
-        return
-    if not token:
-        raise Refused(
-            f"two-person mode: set {OPERATOR_TOKEN} to your operator token to act as {operator!r}",
-            code=UNPROVEN,
+def acting_operator(token_holder: str, claimed: str | None) -> str:
+    """The operator a request acts as: `token_holder`; Forbidden (`operator_mismatch`) when
+    the request names (`claimed`) another one."""
+    if claimed is not None and claimed != token_holder:
+        raise Forbidden(
+            f"the bearer token is not one of {claimed!r}'s: act with your own token",
+            code=MISMATCH,
         )
-    try:
-        holder = BearerAuth(settings.operator_by_token).tenant_for(token)
-    except Unauthorized:
-        raise Refused(f"{OPERATOR_TOKEN} is not an operator's token", code=UNPROVEN) from None
-    if holder != operator:
-        raise Refused(f"{OPERATOR_TOKEN} is not a token of {operator!r}", code=UNPROVEN)
+    return token_holder

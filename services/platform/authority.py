@@ -85,6 +85,37 @@ class OperatorSection(Section):
             )
 
 
+LOCAL_OPERATOR_API = "http://127.0.0.1:8084"  # `settle reconciler`'s default address
+
+
+class OperatorClientSection(Section):
+    """What an operator's command line holds: the operator API's address and the operator's
+    own token (the server holds the database, the rail's key and the policy), and the CA
+    that signed the API's certificate when it is not one the system trusts."""
+
+    SECRETS: ClassVar[dict[str, str]] = {"SETTLE_OPERATOR_TOKEN": "operator_token"}
+
+    operator_api: str = Field(LOCAL_OPERATOR_API, alias="SETTLE_OPERATOR_API")
+    operator_token: SecretStr = Field(
+        SecretStr(LOCAL_SECRETS["SETTLE_OPERATOR_TOKENS"]), alias="SETTLE_OPERATOR_TOKEN"
+    )
+    operator_ca: str | None = Field(None, alias="SETTLE_OPERATOR_CA")
+
+    @field_validator("operator_api")
+    @classmethod
+    def _an_http_address(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be the operator API's http:// or https:// address")
+        return value.rstrip("/")
+
+    def production_refusals(self) -> Iterator[ConfigError]:
+        if not self.operator_api.startswith("https://"):
+            yield ConfigError(
+                "SETTLE_OPERATOR_API",
+                "must be https:// in production mode: the operator's token goes with every request",
+            )
+
+
 class CommandSigningSection(Section):
     """Kafka commands signed by their tenant: required, optional (unset: required in
     production, optional locally), under each tenant's secrets (`tenant:secret` pairs)."""

@@ -1,4 +1,5 @@
-"""The HTTP edge every settle service shares: bearer-token auth, the error shape, the body cap.
+"""The HTTP edge every settle service shares: the error shape and the body cap (bearer tokens:
+bearer.py).
 
 Every error leaves as `{"error": {"code", "message", "field"}}` (canonical JSON, ASCII) with
 the status its `ApiError` carries:
@@ -6,6 +7,7 @@ the status its `ApiError` carries:
     ApiError (domain.errors)    `status`, `code`, `message`, `field`; Retry-After when set
     ├── StoreUnavailable        503 `store_unavailable` with Retry-After (domain.errors)
     ├── Unauthorized            401 with `WWW-Authenticate: Bearer`: no token, or an unknown one
+    │                           (bearer.py, with the tokens themselves)
     └── BodyTooLarge            413 `body_too_large`: more bytes than the route's cap
 
 Each service's own error base (LedgerError, InboxError) is an ApiError, so one handler answers
@@ -14,38 +16,27 @@ them all; FastAPI's own failures (bad parameters, unknown routes, crashes) get t
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
     Awaitable,
-    Callable,
     Collection,
     Mapping,
 )
-from typing import Annotated
 
-from fastapi import FastAPI, Request, Response, Security
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
 from services.domain.errors import ApiError
+from services.platform.bearer import Unauthorized
 
 JSON = "application/json"
 INTERNAL_ERROR = "the ledger failed to answer; try again"
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
-
-
-class Unauthorized(ApiError):
-    """No bearer token, or one that names no tenant: 401 with `WWW-Authenticate: Bearer`."""
-
-    status = 401
-    code = "unauthorized"
 
 
 class BodyTooLarge(ApiError):
@@ -134,78 +125,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
-
-
-# --- bearer tokens ----------------------------------------------------------------------
-
-
-def token_digest(token: str) -> bytes:
-    """The SHA-256 of a bearer token: what is compared, and kept where the token may not be."""
-    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
-
-
-class BearerAuth:
-    """Maps a bearer token to its tenant in time independent of which token, if any, matches."""
-
-    def __init__(self, tenant_by_token: Mapping[str, str]) -> None:
-        if not all(tenant_by_token):
-            raise ValueError("tenant_by_token: an empty token would let anyone in; remove it")
-        # Comparing fixed-length digests hides the known tokens' lengths as well as contents.
-        self._tenants = [(token_digest(token), tenant) for token, tenant in tenant_by_token.items()]
-        self.names = frozenset(tenant_by_token.values())  # who holds a token now
-
-    def tenant_for(self, token: str | None) -> str:
-        """The tenant `token` belongs to; raise Unauthorized when it is missing or unknown."""
-        if not token:
-            raise Unauthorized("send Authorization: Bearer <token>")
-        given = token_digest(token)
-        found: str | None = None
-        # No early exit: every known token is compared, so timing does not say which matched.
-        for known, tenant in self._tenants:
-            if hmac.compare_digest(given, known):
-                found = tenant
-        if found is None:
-            raise Unauthorized("the bearer token is not one this ledger knows")
-        return found
-
-    def holds(self, tenant: str, digest: bytes | None) -> bool:
-        """Whether `digest` (`token_digest`) is of a token `tenant` holds now."""
-        held = False
-        # No early exit, as in `tenant_for`.
-        for known, name in self._tenants:
-            if digest is not None and hmac.compare_digest(digest, known) and name == tenant:
-                held = True
-        return held
-
-
-def bearer_token(authorization: str | None) -> str | None:
-    """The token of an `Authorization: Bearer <token>` header (the scheme in any case): None
-    when the header is absent or names another scheme, "" when Bearer comes with no token."""
-    scheme, _, token = (authorization or "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else None
-
-
-bearer_scheme = HTTPBearer(
-    auto_error=False,
-    scheme_name="tenantToken",
-    description="`Authorization: Bearer <token>`; the token names the tenant.",
-)
-
-Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)]
-
-
-def token_of(credentials: HTTPAuthorizationCredentials | None) -> str | None:
-    """The bearer token sent, or None when there is none (or another scheme was used)."""
-    return None if credentials is None else credentials.credentials
-
-
-def tenant_dependency(auth: BearerAuth) -> Callable[..., Awaitable[str]]:
-    """A FastAPI dependency giving the caller's tenant, raising Unauthorized (401) otherwise."""
-
-    async def tenant(credentials: Credentials) -> str:
-        return auth.tenant_for(token_of(credentials))
-
-    return tenant
 
 
 # --- the body cap -----------------------------------------------------------------------

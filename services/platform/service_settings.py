@@ -10,6 +10,7 @@ from __future__ import annotations
 from services.platform.authority import (
     CommandSigningSection,
     LimitsSection,
+    OperatorClientSection,
     OperatorSection,
     TenantSection,
     WebhookSection,
@@ -61,14 +62,13 @@ class InboxSettings(
 
 class ReconcilerSettings(
     RailKeySection,
-    TenantSection,
     OperatorSection,
     ReconcileSection,
     DatabaseSection,
     TelemetrySection,
 ):
-    """The reconciler: the rail and its key (to read it), tenants (reading their breaks),
-    operators (resolving them), its schedule and the database."""
+    """The reconciler, which also serves the operator API: the rail and its key (to read it),
+    the operators (their tokens, and the two-person policy), its schedule and the database."""
 
 
 class ConsoleSettings(
@@ -80,6 +80,11 @@ class ConsoleSettings(
     def needs(self, variable: str) -> bool:
         # Tenants may sign in where tokens are given; without them only operators can.
         return variable != "SETTLE_API_TOKENS" and super().needs(variable)
+
+
+class OperatorCommandSettings(OperatorClientSection, TelemetrySection):
+    """An operator's commands (review, breaks, approvals, inbox replay): the operator API's
+    address and the operator's own token, nothing else."""
 
 
 class MigrateSettings(DatabaseSection, KafkaSection, TelemetrySection):

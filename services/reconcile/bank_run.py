@@ -38,10 +38,12 @@ async def reconcile_bank(
     grace: int,
     heal: bool = True,
     clock: Clock = utc_now,
+    actor: str = ACTOR,
 ) -> Outcome:
     """Compare the SEPA settlements with `statements` and record the gaps between them. Only
-    a reading of the bank itself, unless `heal` is False, heals breaks and books charges: a
-    file from anywhere may be another account's, or one day of many."""
+    a reading of the bank itself, unless `heal` is False, heals breaks (audited under
+    `actor`) and books charges: a file from anywhere may be another account's, or one day of
+    many."""
     changes = heal and statements.live
     outcome = await reconcile(
         pool,
@@ -51,6 +53,7 @@ async def reconcile_bank(
         clock=clock,
         heal=changes,
         booked_through=statements.booked_through(),
+        actor=actor,
     )
     if outcome.error is not None:
         return outcome
@@ -62,12 +65,12 @@ async def reconcile_bank(
     outcome.stored |= await store.break_statuses(pool, sorted(found))
     if changes:
         statements.tally.charges_booked = await book_charges(pool, statements.charges, now=now)
-        outcome.healed += await _heal_filled_gaps(pool, statements, found, now)
+        outcome.healed += await _heal_filled_gaps(pool, statements, found, now, actor)
     return outcome
 
 
 async def _heal_filled_gaps(
-    pool: asyncpg.Pool, statements: BankStatements, found: set[str], now: datetime
+    pool: asyncpg.Pool, statements: BankStatements, found: set[str], now: datetime, actor: str
 ) -> int:
     """Heal the open gaps of the statements' accounts that they no longer show."""
     healed = 0
@@ -79,7 +82,7 @@ async def _heal_filled_gaps(
             continue
         async with pool.acquire() as conn:
             await close_break(
-                conn, stored.id, BreakStatus.HEALED, actor=ACTOR, reason=FILLED, now=now
+                conn, stored.id, BreakStatus.HEALED, actor=actor, reason=FILLED, now=now
             )
         healed += 1
     return healed

@@ -67,6 +67,7 @@ class _Pass:
     closes: bool  # whether breaks the evidence no longer shows are healed (not read-only)
     clock: Clock  # the time breaks are healed at
     booked_through: date | None  # the last business day the rail's records cover, if dated
+    actor: str  # whose heals they are: the reconciler's, or the operator's who ran the run
     settlements: int = 0  # settlements read
     sent_in_window: int = 0  # of them, handed to the rail inside the window
 
@@ -87,19 +88,21 @@ async def reconcile(
     heal: bool = True,
     by_id: ById | None = None,
     booked_through: date | None = None,
+    actor: str = ACTOR,
 ) -> Outcome:
     """Run one reconciliation over `window` (or, given `by_id`, of those items only),
     `page_size` settlements at a time, recorded in the store, healing the drifts the rail
-    proves unless `heal` is False; its outcome. Given `booked_through`, the last business day
-    dated records cover (a bank's statements), a transfer due after that day is pending."""
+    proves unless `heal` is False (each heal audited under `actor`); its outcome. Given
+    `booked_through`, the last business day dated records cover (a bank's statements), a
+    transfer due after that day is pending."""
     started = clock()
     run_id = await store.start_run(pool, window.kind, window.start, window.end, started)
     outcome = Outcome(run_id, window, RunStatus.RUNNING)
     # Only the rail's own API is live proof and shows a balance: a statement file is neither.
     live = rail if isinstance(rail, RailSource) else None
-    healer = Healer(pool, live, clock, outcome.paid_after) if heal and live is not None else None
+    healer = Healer(pool, live, clock, outcome.paid_after, actor) if heal and live else None
     staged = Staging(pool, run_id, rail.rails)
-    state = _Pass(started, staged, page_size, grace, healer, heal, clock, booked_through)
+    state = _Pass(started, staged, page_size, grace, healer, heal, clock, booked_through, actor)
     try:
         await staged.clear_abandoned(started)
         if by_id is None:
@@ -255,7 +258,7 @@ async def _compare(
             [r.settlement_id for r in records if r.settlement_id not in waiting],
             [o.object_id for o in objects],
             [store.stored_key(b) for b in report.breaks],
-            actor=ACTOR,
+            actor=state.actor,
             now=state.clock(),
         )
 

@@ -87,14 +87,16 @@ async def heal_drift(
     wire: Mapping[str, Any] | None,
     now: datetime,
     changed_at: int | None = None,
+    actor: str = ACTOR,
 ) -> Heal:
     """Apply what `wire` (the drift's object, read now; its change made at `changed_at`, if
-    the rail dates it, else now) proves through the inbox and mark the stored drift healed, all
-    in one transaction; nothing changes unless the settlement then agrees with the rail."""
+    the rail dates it, else now) proves through the inbox and mark the stored drift healed
+    (audited under `actor`), all in one transaction; nothing changes unless the settlement
+    then agrees with the rail."""
     try:
         with unavailable_when_down("PostgreSQL is unreachable; no drift was healed"):
             async with conn.transaction():
-                return await _heal(conn, item, wire, now, changed_at)
+                return await _heal(conn, item, wire, now, changed_at, actor)
     except _NotHealed as e:
         return Heal(False, str(e))
     except (DomainError, TransitionConflict, ReconcileError, RailReadError) as e:
@@ -108,6 +110,7 @@ async def _heal(
     wire: Mapping[str, Any] | None,
     now: datetime,
     changed_at: int | None,
+    actor: str,
 ) -> Heal:
     break_id = await conn.fetchval(LOCK_OPEN_BREAK, stored_key(item))
     if break_id is None:
@@ -130,7 +133,7 @@ async def _heal(
         raise _NotHealed(f"{event_type} leaves the settlement {final}, not what the rail shows")
     moves = " -> ".join([str(item.expected), *outcome.moves])
     reason = f"{event_type} {event.event_id} applied from {item.rail_object_id}: {moves}"
-    await close_break(conn, break_id, BreakStatus.HEALED, actor=ACTOR, reason=reason, now=now)
+    await close_break(conn, break_id, BreakStatus.HEALED, actor=actor, reason=reason, now=now)
     accepted = outcome.accepted_at
     paid_after = None if accepted is None else _since(accepted, now)
     return Heal(True, reason, event.event_id, outcome.settlement, paid_after)
@@ -149,10 +152,12 @@ class Healer:
         rail: RailObjects,
         clock: Clock,
         paid_after: list[float] | None = None,
+        actor: str = ACTOR,
     ) -> None:
         self._pool = pool
         self._rail = rail
         self._clock = clock
+        self._actor = actor  # whose heals they are, in the audit
         # Seconds from accepted to paid of each settlement a heal made paid, once committed.
         self.paid_after = paid_after if paid_after is not None else []
 
@@ -182,4 +187,4 @@ class Healer:
         self, item: Break, wire: Mapping[str, Any] | None, changed_at: int | None
     ) -> Heal:
         async with self._pool.acquire() as conn:
-            return await heal_drift(conn, item, wire, self._clock(), changed_at)
+            return await heal_drift(conn, item, wire, self._clock(), changed_at, self._actor)

@@ -21,7 +21,7 @@ from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
 from services.operations.approval_policy import ONE_PERSON, Policy
 from services.operations.rail_lookup import StripeLookup
-from services.platform.edge import BearerAuth
+from services.platform.bearer import BearerAuth
 from tests.conftest import unique
 from tests.integration.check_support import TENANT, World
 from tests.integration.test_ledger_books import WINDOWS

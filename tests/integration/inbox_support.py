@@ -25,7 +25,7 @@ from services.inbox.worker import ApplyEvents, InboxWorker, RetryPolicy
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
-from services.platform.edge import BearerAuth
+from services.platform.bearer import BearerAuth
 from services.settlement.transitions import apply_transition
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers

@@ -4,10 +4,14 @@ as reconciliation stores them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -15,14 +19,25 @@ import pytest
 
 from railsim.core import RailSim
 from railsim.http import create_app
+from services.apps.reconciler import operator_routes
+from services.apps.reconciler_admin import build_app
 from services.domain.settlement import SettlementStatus as S
+from services.operations.approval_policy import DEFAULT_MAX_AGE, Policy
 from services.operations.rail_lookup import StripeLookup
+from services.platform.bearer import BearerAuth
+from services.platform.clock import utc_now
+from services.reconcile.metrics import create_metrics
 from tests.conftest import asyncpg_dsn, create_database, drop_database, unique
 from tests.harness import Servers
-from tests.integration.check_support import World
+from tests.integration.check_support import SETTLE, World
 from tests.integration.railsim_support import serving, stripe_client, transfer_params
 
 DESTINATION = "acct_1Q2w3E"  # World.accept's, for 700 EUR
+# Operators of the served operator API, each with their token.
+OPERATORS = {
+    name: f"{name}-operator-token-{n}"
+    for n, name in enumerate(("alice", "bob", "carol", "dave", "ops"))
+}
 
 
 @pytest.fixture
@@ -44,6 +59,61 @@ async def rail(world: World) -> AsyncIterator[StripeLookup]:
     lookup = StripeLookup("sk_test_x", api_base=world.sim_url)
     yield lookup
     await lookup.aclose()
+
+
+@asynccontextmanager
+async def operator_api(
+    world: World, *, two_person: bool = False, tls: tuple[Path, Path] | None = None
+) -> AsyncIterator[str]:
+    """The operator API served as the reconciler serves it, over the world's database and
+    rail simulator, for the OPERATORS (over TLS with `tls`, a certificate and its key); its
+    base URL."""
+    lookup = StripeLookup("sk_test_x", api_base=world.sim_url)
+    operators = BearerAuth({token: name for name, token in OPERATORS.items()})
+    policy = Policy(two_person, DEFAULT_MAX_AGE)
+    served = operator_routes(world.pool, lookup, operators, utc_now, policy)
+    try:
+        async with serving(build_app(create_metrics(), lambda: True, served), tls) as url:
+            yield url
+    finally:
+        await lookup.aclose()
+
+
+def operator_env(api_url: str, operator: str = "ops") -> dict[str, str]:
+    """An operator's shell for the `settle` operator commands: the process's environment
+    without settle's settings, plus the operator API's address and `operator`'s token."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
+    return env | {"SETTLE_OPERATOR_API": api_url, "SETTLE_OPERATOR_TOKEN": OPERATORS[operator]}
+
+
+async def settle_command(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    """`settle *args` run in `env`; its exit status, stdout and stderr."""
+    process = await asyncio.create_subprocess_exec(
+        SETTLE,
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    return await process.wait(), out.decode(), err.decode()
+
+
+async def settle_as_operator(
+    world: World, *args: str, two_person: bool = False, token: str | None = None
+) -> tuple[int, str]:
+    """`settle *args` against the world's operator API, holding the token of the operator the
+    arguments name (`--operator`/`--actor`; else ops), or `token`; exit status and stdout."""
+    named = "ops"
+    for flag in ("--operator", "--actor"):
+        if flag in args:
+            named = args[args.index(flag) + 1]
+    async with operator_api(world, two_person=two_person) as api:
+        env = operator_env(api, named)
+        if token is not None:
+            env["SETTLE_OPERATOR_TOKEN"] = token
+        status, out, _ = await settle_command(env, *args)
+    return status, out
 
 
 async def referred(world: World) -> str:

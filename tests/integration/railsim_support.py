@@ -8,6 +8,7 @@ import contextlib
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -51,15 +52,20 @@ class Receiver:
 
 
 @contextlib.asynccontextmanager
-async def serving(app: Starlette) -> AsyncIterator[str]:
-    """Serve `app` on a free local port for the duration; yield its base URL."""
+async def serving(app: Starlette, tls: tuple[Path, Path] | None = None) -> AsyncIterator[str]:
+    """Serve `app` on a free local port for the duration (over TLS with `tls`, a certificate
+    and its key); yield its base URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1))
+    cert, key = (str(tls[0]), str(tls[1])) if tls else (None, None)
+    config = uvicorn.Config(
+        app, log_level="warning", timeout_graceful_shutdown=1, ssl_certfile=cert, ssl_keyfile=key
+    )
+    server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     await eventually(lambda: server.started)
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
         await task

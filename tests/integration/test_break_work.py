@@ -6,9 +6,7 @@ the HTTP API and the console."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,10 +26,16 @@ from services.operations.desk import OperationsDesk
 from services.operations.errors import OperationsError
 from services.operations.http import routes
 from services.operations.rail_lookup import StripeLookup
-from services.platform.edge import BearerAuth
-from tests.integration.check_support import SETTLE, World, template
+from services.platform.bearer import BearerAuth
+from tests.integration.check_support import World, template
 from tests.integration.console_support import browser, clock, csrf_of, error_code, outcomes
-from tests.integration.operator_support import new_id, plant_break, rail, world
+from tests.integration.operator_support import (
+    new_id,
+    plant_break,
+    rail,
+    settle_as_operator,
+    world,
+)
 
 pytestmark = pytest.mark.integration
 __all__ = ["browser", "clock", "rail", "template", "world"]
@@ -54,13 +58,7 @@ async def audit_of(world: World, break_id: int) -> list[tuple[str, str, Any]]:
 
 
 async def settle(world: World, *args: str) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
-    env |= {"SETTLE_DATABASE_URL": world.url, "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap}
-    process = await asyncio.create_subprocess_exec(
-        SETTLE, *args, env=env, stdout=asyncio.subprocess.PIPE
-    )
-    out, _ = await process.communicate()
-    return await process.wait(), out.decode()
+    return await settle_as_operator(world, *args)
 
 
 async def test_assign_comment_and_reopen_are_audited_and_done_at_once_in_two_person_mode(

@@ -17,7 +17,7 @@ from services.console.auth import Gate
 from services.console.sessions import SessionStore
 from services.console.web import Console
 from services.operations.rail_lookup import StripeLookup
-from services.platform.edge import BearerAuth
+from services.platform.bearer import BearerAuth
 from tests.integration.check_support import World, template
 from tests.integration.console_support import (
     ERIN,

@@ -5,9 +5,7 @@ names."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,10 +19,18 @@ from services.inbox.metrics import create_metrics
 from services.operations.approval_policy import Policy
 from services.operations.http import routes
 from services.operations.rail_lookup import StripeLookup
-from services.platform.edge import BearerAuth
+from services.platform.bearer import BearerAuth
 from tests.conftest import unique
-from tests.integration.check_support import SETTLE, World, template
-from tests.integration.operator_support import plant_breaks, rail, referred, snapshot, world
+from tests.integration.check_support import World, template
+from tests.integration.operator_support import (
+    OPERATORS,
+    plant_breaks,
+    rail,
+    referred,
+    settle_as_operator,
+    snapshot,
+    world,
+)
 
 pytestmark = pytest.mark.integration
 __all__ = ["rail", "template", "world"]
@@ -109,57 +115,36 @@ async def test_an_inbox_replay_in_two_person_mode_is_proposed_not_done(world: Wo
     assert status == "dead" and await audit_of(world, str(row_id)) == []
 
 
-async def settle(world: World, *args: str, token: str = ALICE) -> tuple[int, dict[str, Any]]:
-    """`settle *args --json` in two-person mode, proving its operator with `token`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
-    env |= {
-        "SETTLE_DATABASE_URL": world.url,
-        "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap,
-        "SETTLE_TWO_PERSON": "true",
-        "SETTLE_OPERATOR_TOKENS": f"alice:{ALICE},bob:{BOB}",
-        "SETTLE_OPERATOR_TOKEN": token,
-    }
-    process = await asyncio.create_subprocess_exec(
-        SETTLE, *args, "--json", env=env, stdout=asyncio.subprocess.PIPE
-    )
-    out, _ = await process.communicate()
-    return await process.wait(), json.loads(out)
+async def settle(world: World, *args: str, token: str | None = None) -> tuple[int, Any]:
+    """`settle *args --json` against a two-person operator API, holding the token of the
+    operator `--operator` names (or `token`)."""
+    status, out = await settle_as_operator(world, *args, "--json", two_person=True, token=token)
+    return status, json.loads(out)
 
 
 async def test_settle_review_proposes_and_settle_approvals_approves(world: World) -> None:
     sid = await referred(world)
-    status, proposal = await settle(
-        world,
-        "review",
-        "resolve",
-        sid,
-        "--as",
-        "failed",
-        "--reason",
-        "nothing sent",
-        "--operator",
-        "alice",
-        "--rail-url",
-        world.sim_url,
-    )
+    given = ("--as", "failed", "--reason", "nothing sent", "--operator", "alice")
+    status, proposal = await settle(world, "review", "resolve", sid, *given)
     assert (status, proposal["status"]) == (0, "pending")
     assert (await snapshot(world, sid))["status"] == "needs_review"
     pid = str(proposal["id"])
     status, listed = await settle(world, "approvals", "list")
     assert status == 0 and [p["id"] for p in listed["data"]] == [proposal["id"]]
-    rail_url = ("--rail-url", world.sim_url)
-    status, own = await settle(world, "approvals", "approve", pid, "--operator", "alice", *rail_url)
+    status, own = await settle(world, "approvals", "approve", pid, "--operator", "alice")
     assert (status, own["error"]["code"]) == (1, "same_operator")
-    # A typed name is not a second operator: bob's name needs bob's token.
-    for token in (ALICE, "", "not-a-token"):
-        status, posing = await settle(
-            world, "approvals", "approve", pid, "--operator", "bob", *rail_url, token=token
-        )
-        assert (status, posing["error"]["code"]) == (1, "operator_unproven")
-    assert (await snapshot(world, sid))["status"] == "needs_review"
-    status, done = await settle(
-        world, "approvals", "approve", pid, "--operator", "bob", *rail_url, token=BOB
+    # A typed name is not a second operator: the server takes the operator from the token.
+    status, posing = await settle(
+        world, "approvals", "approve", pid, "--operator", "bob", token=OPERATORS["alice"]
     )
+    assert (status, posing["error"]["code"]) == (1, "operator_mismatch")
+    for token, refused in (("", (2, "config")), ("not-a-token", (1, "unauthorized"))):
+        status, unknown = await settle(
+            world, "approvals", "approve", pid, "--operator", "bob", token=token
+        )
+        assert (status, unknown["error"]["code"]) == refused
+    assert (await snapshot(world, sid))["status"] == "needs_review"
+    status, done = await settle(world, "approvals", "approve", pid, "--operator", "bob")
     assert (status, done["status"], done["decided_by"]) == (0, "approved", "bob")
     assert (await snapshot(world, sid))["status"] == "failed"
     assert await audit_of(world, f"settlement:{sid}") == [("alice", "bob")]

@@ -5,11 +5,9 @@ behind operator tokens."""
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 import json
-import os
 import tracemalloc
 from pathlib import Path
 
@@ -20,13 +18,14 @@ from starlette.applications import Starlette
 from services.operations.export import ExportFormat, export_open
 from services.operations.http import routes
 from services.operations.rail_lookup import StripeLookup
-from services.platform.edge import BearerAuth
-from tests.integration.check_support import SETTLE, World, template
+from services.platform.bearer import BearerAuth
+from tests.integration.check_support import World, template
 from tests.integration.operator_support import (
     made_at_rail,
     plant_breaks,
     rail,
     referred,
+    settle_as_operator,
     snapshot,
     world,
 )
@@ -37,13 +36,7 @@ OPERATOR, TENANT = "ops-token-1", "tenant-token-1"
 
 
 async def settle(world: World, *args: str) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
-    env |= {"SETTLE_DATABASE_URL": world.url, "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap}
-    process = await asyncio.create_subprocess_exec(
-        SETTLE, *args, env=env, stdout=asyncio.subprocess.PIPE
-    )
-    out, _ = await process.communicate()
-    return await process.wait(), out.decode()
+    return await settle_as_operator(world, *args)
 
 
 async def statuses(world: World, ids: list[int]) -> list[str]:

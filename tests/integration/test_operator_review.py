@@ -6,9 +6,7 @@ audit row; a retry re-arms the instruction and the dispatcher sends it under the
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,13 +20,14 @@ from services.domain.settlement import SettlementStatus as S
 from services.operations.errors import NotFound, RailUnavailable, Refused
 from services.operations.rail_lookup import StripeLookup
 from services.operations.review import list_review, resolve
-from tests.integration.check_support import SETTLE, World, template
+from tests.integration.check_support import World, template
 from tests.integration.operator_support import (
     made_at_rail,
     new_id,
     objects_at_rail,
     rail,
     referred,
+    settle_as_operator,
     snapshot,
     world,
 )
@@ -169,25 +168,9 @@ async def test_operator_actions_refuse_update_and_delete(world: World, rail: Str
 
 
 async def settle_review(world: World, *args: str) -> tuple[int, dict[str, Any]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SETTLE_", "STRIPE_"))}
-    env |= {"SETTLE_DATABASE_URL": world.url, "SETTLE_KAFKA_BOOTSTRAP": world.bootstrap}
-    process = await asyncio.create_subprocess_exec(
-        SETTLE,
-        "review",
-        "resolve",
-        *args,
-        "--reason",
-        "nothing sent",
-        "--operator",
-        "bob",
-        "--rail-url",
-        world.sim_url,
-        "--json",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    out, _ = await process.communicate()
-    return await process.wait(), json.loads(out)
+    given = ("review", "resolve", *args, "--reason", "nothing sent", "--operator", "bob")
+    status, out = await settle_as_operator(world, *given, "--json")
+    return status, json.loads(out)
 
 
 async def test_settle_review_resolve_exits_1_with_the_refusals_code(world: World) -> None:

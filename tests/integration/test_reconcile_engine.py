@@ -244,20 +244,21 @@ async def test_a_missing_transfer_that_appears_heals_its_break_at_the_next_run(
     assert [(b["type"], b["settlement_id"]) for b in first["breaks"]] == [("missing_at_rail", late)]
     async with stripe_client(world.sim_url) as client:
         await client.v1.transfers.create_async(transfer_params(late, "acct_1Q2w3E", 700))
-    status, second = await settle_reconcile(world, "--grace", "0")
+    # A run started by hand heals as the operator who started it, not as the service.
+    status, second = await settle_reconcile(world, "--grace", "0", "--operator", "carol")
     assert status == 0, second
     row = await world.pool.fetchrow(
         "SELECT id, status, resolved_by, resolution_reason FROM reconciliation_breaks"
         " WHERE break_type = 'missing_at_rail' AND settlement_id = $1",
         uuid.UUID(late),
     )
-    assert (row["status"], row["resolved_by"]) == ("healed", "reconciler")
+    assert (row["status"], row["resolved_by"]) == ("healed", "carol")
     assert "agreeing" in row["resolution_reason"]
-    audited = await world.pool.fetchval(
-        "SELECT count(*) FROM operator_actions WHERE target = $1 AND action = 'break.heal'",
+    audited = await world.pool.fetch(
+        "SELECT actor FROM operator_actions WHERE target = $1 AND action = 'break.heal'",
         f"break:{row['id']}",
     )
-    assert audited == 1
+    assert [a["actor"] for a in audited] == ["carol"]
 
 
 async def test_one_transfer_named_by_two_settlements_is_a_duplicate_in_the_ledger(

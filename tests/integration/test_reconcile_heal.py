@@ -12,6 +12,7 @@ settlement it can see.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import time
 from collections.abc import AsyncIterator
@@ -186,7 +187,8 @@ async def test_a_run_heals_every_drift_the_dropped_webhooks_left(dropping: Dropp
     )
     assert len(audit) == len(drifted)
     for row in audit:
-        assert (row["actor"], row["action"]) == ("reconciler", "break.heal")
+        # Run by hand: audited under whoever ran it (the login name here).
+        assert (row["actor"], row["action"]) == (getpass.getuser(), "break.heal")
         assert json.loads(row["before"])["status"] == "open"
         assert json.loads(row["after"])["status"] == "healed"
 
@@ -310,7 +312,7 @@ async def test_a_drift_the_rails_own_late_webhook_resolved_is_healed_by_the_next
         "SELECT actor, action, after->>'resolution_reason' AS why FROM operator_actions"
     )
     assert len(audit) == len(drifted)
-    assert {(r["actor"], r["action"]) for r in audit} == {("reconciler", "break.heal")}
+    assert {(r["actor"], r["action"]) for r in audit} == {(getpass.getuser(), "break.heal")}
     assert all("late" in r["why"] for r in audit)
     synthetic = await dropping.count(f"inbox_events WHERE rail_event_id LIKE '{EVENT_PREFIX}%'")
     assert synthetic == 0  # nothing was healed through a synthetic row: the rail's own did it

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from services.platform.service_settings import SERVICES, Settings
+from services.platform.service_settings import SERVICES, OperatorCommandSettings
 from services.platform.settings import load_settings, refusals
 from tests.production_env import ACME_TOKEN, API_KEY, OPS_TOKEN, production
 from tools.cli import cli
@@ -44,30 +44,63 @@ def test_a_production_environment_passes_for_every_service(tmp_path: Path, servi
     assert f"{service} would start in production" in done.stderr
 
 
+# Each opt-out and unsafe address production refuses, with a service that holds it.
+REFUSED = [
+    ("ledger", "SETTLE_RAIL", {"SETTLE_RAIL": "sim"}),
+    ("ledger", "SETTLE_RAILS", {"SETTLE_RAILS": "stripe,sim"}),
+    ("relay", "STRIPE_API_BASE", {"STRIPE_API_BASE": "https://evil.example"}),
+    ("reconciler", "STRIPE_API_BASE", {"STRIPE_API_BASE": "https://evil.example"}),
+    ("inbox", "SETTLE_TWO_PERSON", {"SETTLE_TWO_PERSON": "false"}),
+    ("reconciler", "SETTLE_TWO_PERSON", {"SETTLE_TWO_PERSON": "false"}),
+    ("ledger", "SETTLE_COMMAND_SIGNING", {"SETTLE_COMMAND_SIGNING": "optional"}),
+    ("ledger", "SETTLE_TENANT_LIMITS", {"SETTLE_TENANT_LIMITS": None}),
+    ("relay", "SETTLE_FAILPOINTS", {"SETTLE_FAILPOINTS": "dispatch.after_call=kill@1"}),
+    ("operator", "SETTLE_OPERATOR_API", {"SETTLE_OPERATOR_API": "http://10.0.0.7:8084"}),
+    ("operator", "SETTLE_OPERATOR_TOKEN", {"SETTLE_OPERATOR_TOKEN": "ops-local-token"}),
+]
+
+
+@pytest.mark.parametrize(("service", "variable", "changes"), REFUSED)
+def test_each_opt_out_is_refused_naming_its_variable(
+    tmp_path: Path, service: str, variable: str, changes: dict[str, str | None]
+) -> None:
+    done = check("--service", service, "--env-file", env_file(tmp_path, production(**changes)))
+    assert done.exit_code == 1, done.output
+    assert [line.partition(":")[0] for line in done.stdout.splitlines()] == [variable]
+
+
 def test_every_refusal_is_printed_each_with_its_variable(tmp_path: Path) -> None:
     environ = production(
         SETTLE_RAIL="sim",
         STRIPE_API_BASE="https://stripe.example",
         SETTLE_FAILPOINTS="dispatch.after_call=kill@1",
-        SETTLE_TWO_PERSON="false",
         SETTLE_COMMAND_SIGNING="optional",
         SETTLE_TENANT_LIMITS=None,
-        STRIPE_WEBHOOK_SECRET="whsec_settle_local",
+        SETTLE_API_TOKENS="acme:acme-local-token",
     )
-    done = check("--service", "operator", "--env-file", env_file(tmp_path, environ))
+    done = check("--service", "ledger", "--env-file", env_file(tmp_path, environ))
     assert done.exit_code == 1
     lines = done.stdout.splitlines()
     assert [line.partition(":")[0] for line in lines] == [
-        "STRIPE_WEBHOOK_SECRET",
+        "SETTLE_API_TOKENS",
+        "SETTLE_COMMAND_SIGNING",
         "SETTLE_RAIL",
         "STRIPE_API_BASE",
-        "SETTLE_TWO_PERSON",
-        "SETTLE_COMMAND_SIGNING",
         "SETTLE_TENANT_LIMITS",
         "SETTLE_FAILPOINTS",
     ]
-    assert "7 refused" in done.stderr
+    assert "6 refused" in done.stderr
     assert not [s for s in (API_KEY, ACME_TOKEN, OPS_TOKEN) if s in done.output]
+
+
+def test_the_operator_commands_need_only_the_api_and_their_own_token(tmp_path: Path) -> None:
+    alone = {
+        "SETTLE_ENV": "production",
+        "SETTLE_OPERATOR_API": "https://operators.settle.internal",
+        "SETTLE_OPERATOR_TOKEN": OPS_TOKEN,
+    }
+    done = check("--service", "operator", "--env-file", env_file(tmp_path, alone))
+    assert done.exit_code == 0, done.output
 
 
 def test_json_is_a_list_of_variables_and_reasons(tmp_path: Path) -> None:
@@ -83,7 +116,7 @@ def test_json_is_a_list_of_variables_and_reasons(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("service", SERVICE_NAMES)
 def test_the_check_says_what_the_start_stops_at(service: str) -> None:
-    kind = Settings if service == "operator" else SERVICES[service]
+    kind = OperatorCommandSettings if service == "operator" else SERVICES[service]
     environ = production(
         SETTLE_RAIL=None, SETTLE_FAILPOINTS="a=kill@1", STRIPE_API_BASE="http://rail"
     )

@@ -14,6 +14,7 @@ import click
 import pytest
 import yaml
 
+from tests.unit.test_deploy_image import base_images
 from tools.cli import cli
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -65,7 +66,7 @@ SECRETS_OF = {
     "settle-ledger": {DB, API, SIGNING, *KAFKA},
     "settle-inbox": {DB, WEBHOOK, OPS},
     "settle-relay": {DB, STRIPE, *KAFKA},
-    "settle-reconciler": {DB, STRIPE, API, OPS},
+    "settle-reconciler": {DB, STRIPE, OPS},
     "settle-console": {DB, STRIPE, OPS},
     "settle-migrate": {DB, *KAFKA},
     "settle-service-role": {"PGPASSWORD"},  # psql, as the schema's owner
@@ -145,8 +146,8 @@ def test_every_image_is_pinned_and_settle_to_the_package_version() -> None:
         assert tag and tag != "latest" and any(c.isdigit() for c in tag), image
         assert name != "settle" or tag == VERSION, image
     dockerfile = (DEPLOY / "Dockerfile").read_text()
-    (base,) = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("FROM ")]
-    assert re.fullmatch(r"python:\d+\.\d+\.\d+-[a-z-]+", base), base
+    (base,) = base_images()  # its digest: tests/unit/test_deploy_image.py
+    assert re.fullmatch(r"python:\d+\.\d+\.\d+-[a-z-]+@sha256:[0-9a-f]{64}", base), base
     (user,) = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("USER ")]
     uid = user.split(":")[0]
     assert uid.isdigit() and int(uid) > 0, "a numeric non-root user, so runAsNonRoot can check"

@@ -3,16 +3,17 @@ plain ASGI body that ends in a disconnect, and the headers an error's status req
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from starlette.requests import ClientDisconnect
 
+from services.platform.bearer import BearerAuth, Unauthorized, token_digest
 from services.platform.edge import (
     ApiError,
     BodyTooLarge,
-    Unauthorized,
     asgi_body_chunks,
     error_headers,
     read_capped,
@@ -85,3 +86,17 @@ def test_a_401_asks_for_a_bearer_token_and_a_retriable_error_says_when() -> None
     assert error_headers(Unauthorized("who?")) == {"WWW-Authenticate": "Bearer"}
     assert error_headers(Busy("later")) == {"Retry-After": "2"}
     assert error_headers(BodyTooLarge(10)) == {}
+
+
+def test_a_token_may_be_configured_by_its_sha256_alone() -> None:
+    token = "alice-operator-token-7"
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    auth = BearerAuth({f"sha256:{digest}": "alice", "bob-token-given-plain": "bob"})
+    assert auth.tenant_for(token) == "alice"
+    assert auth.tenant_for("bob-token-given-plain") == "bob"
+    assert auth.holds("alice", token_digest(token))
+    with pytest.raises(Unauthorized):
+        auth.tenant_for(f"sha256:{digest}")  # the digest is not the token
+    # Anything but 64 hex digits after the prefix is a token given as it is.
+    odd = "sha256:not-hex-at-all"
+    assert BearerAuth({odd: "carol"}).tenant_for(odd) == "carol"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 
 from services.platform import http1
 from services.platform.http1 import AnswerLost, AnswerTimeout, HTTP1Client, NotSent
+from tests.tls_support import self_signed
 from tools.infra.procs import free_ports
 
 # What the server does with one request it has read whole: bytes to write back (the
@@ -341,33 +341,7 @@ def test_bad_arguments_are_rejected() -> None:
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 and its key."""
-    where = tmp_path_factory.mktemp("tls")
-    cert, key = where / "cert.pem", where / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+    return self_signed(tmp_path_factory.mktemp("tls"))
 
 
 async def test_an_https_url_is_spoken_over_tls_and_its_certificate_checked(

@@ -23,7 +23,8 @@ from services.ledger.intake import MAX_BODY_BYTES
 from services.ledger.metrics import REQUEST_OUTCOMES, create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
 from services.ledger.responses import canonical_json
-from services.platform.edge import BearerAuth, error_body
+from services.platform.bearer import BearerAuth
+from services.platform.edge import error_body
 from services.platform.settings import load_settings
 from tests.unit.test_ledger_http import FakeReads
 

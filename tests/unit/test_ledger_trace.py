@@ -18,7 +18,7 @@ from services.ledger.http.fast_path import SettlementFastPath
 from services.ledger.http.settlements import CreateSettlement
 from services.ledger.metrics import create_metrics
 from services.ledger.model import AcceptResult, Outcome, SettlementRequest
-from services.platform.edge import BearerAuth
+from services.platform.bearer import BearerAuth
 from services.platform.tracing import trace_id_of
 from tests.unit.test_ledger_fast_path import AUTH, BODY, SETTINGS
 from tests.unit.test_ledger_http import FakeReads

@@ -1,6 +1,7 @@
 """Every operator action has one implementation and one front door: each kind of action is in
-the registry, and nothing but the desk calls maker-checker's entry points, so the HTTP routes,
-the console and the commands cannot drift apart."""
+the registry, and nothing but the desk calls maker-checker's entry points, so the HTTP routes
+and the console cannot drift apart; the operator commands hold no desk and no database at
+all, only a client of the operator API."""
 
 from __future__ import annotations
 
@@ -18,8 +19,17 @@ SURFACES = (
     "services/operations/http.py",
     "services/operations/inbox_http.py",
     "services/console/actions.py",
-    "services/commands/common.py",
 )
+# The operator commands: clients of the operator API.
+CLIENTS = (
+    "services/commands/review.py",
+    "services/commands/breaks.py",
+    "services/commands/break_work.py",
+    "services/commands/approvals.py",
+    "services/commands/inbox.py",
+)
+# What would give a command the database, the rail's key or the policy itself.
+SERVER_SIDE = ("OperationsDesk", "database(", "create_pool", "load_settings(kind=Settings", "desk(")
 
 
 def callers_of_entry_points() -> set[str]:
@@ -56,3 +66,11 @@ def test_only_the_desk_calls_maker_checkers_entry_points() -> None:
 def test_each_surface_goes_through_the_desk() -> None:
     for surface in SURFACES:
         assert "OperationsDesk" in (repo_root() / surface).read_text(), surface
+
+
+def test_the_operator_commands_only_talk_to_the_operator_api() -> None:
+    for client in CLIENTS:
+        text = (repo_root() / client).read_text()
+        assert "through_api" in text, client
+        replay = text.partition("def replay_command")[2] if client.endswith("inbox.py") else text
+        assert not [s for s in SERVER_SIDE if s in replay], client

@@ -97,6 +97,11 @@ async def serve(
                 f"operator console: {ports.url(ports.console)}/ "
                 "(sign in with a token of SETTLE_OPERATOR_TOKENS)"
             )
+            console.print(
+                f"operator API: {ports.url(ports.reconciler)} (the operator commands: "
+                f"SETTLE_OPERATOR_API={ports.url(ports.reconciler)} and your own "
+                "SETTLE_OPERATOR_TOKEN)"
+            )
         if started and demo.count:
             status = await _demo(settings, ports, demo, console, stop)
         if started:

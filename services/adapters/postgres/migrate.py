@@ -15,8 +15,10 @@ from services.platform.config import libpq_dsn
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
-def _config(database_url: str) -> Config:
+def _config(database_url: str, production: bool = False) -> Config:
     config = Config()
+    # A database first migrated in production mode starts with two-person mode on (0026).
+    config.attributes["production"] = production
     config.set_main_option("script_location", str(MIGRATIONS))
     # ConfigParser interpolation would choke on a '%' in a password.
     config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
@@ -32,9 +34,10 @@ def migration_engine(database_url: str) -> AsyncEngine:
     return create_async_engine("postgresql+asyncpg://", async_creator=lambda: asyncpg.connect(dsn))
 
 
-def upgrade(database_url: str, revision: str = "head") -> None:
-    """Migrate the database at `database_url` up to `revision`; safe to run concurrently."""
-    command.upgrade(_config(database_url), revision)
+def upgrade(database_url: str, revision: str = "head", *, production: bool = False) -> None:
+    """Migrate the database at `database_url` up to `revision`; safe to run concurrently.
+    `production`: the database is a production one (its two-person mode starts on)."""
+    command.upgrade(_config(database_url, production), revision)
 
 
 def downgrade(database_url: str, revision: str) -> None:
