@@ -91,6 +91,7 @@ lint: install
 	$(BIN)/ruff check services railsim banksim tools tests deploy/observability
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .site
 
 format: install
 	$(BIN)/ruff format services railsim banksim tools tests deploy/observability
@@ -111,4 +112,4 @@ chaos: install
 	$(SETTLE) chaos --count 5000 --seconds 180 --seed $(SEED) $(CHAOS_ARGS)
 
 clean:
-	rm -rf $(VENV) .lock-venv build *.egg-info
+	rm -rf $(VENV) .lock-venv build *.egg-info .site

@@ -7,11 +7,13 @@ from __future__ import annotations
 import logging
 
 import uvicorn
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
 from services.adapters.postgres.database import create_pool
+from services.adapters.postgres.schema_version import require_schema
 from services.console.auth import Gate
 from services.console.errors import MethodNotAllowed, PageFailed, PageNotFound
 from services.console.pages import approvals, audit, login, overview, queues, settlements
@@ -22,6 +24,7 @@ from services.operations.rail_lookup import RailLookup, StripeLookup, stripe_loo
 from services.platform.bearer import BearerAuth
 from services.platform.clock import Clock, utc_now
 from services.platform.config import Deployment
+from services.platform.metrics import mount_metrics
 from services.platform.service_settings import ConsoleSettings
 
 POOL_SIZE = 8
@@ -53,7 +56,18 @@ def create_app(console: Console) -> Starlette:
         return error_page(console, PageFailed("the console failed to answer; try again"), None)
 
     handlers = {404: not_found, 405: not_allowed, Exception: failed}
-    return Starlette(routes=routes, exception_handlers=handlers)
+    app = Starlette(routes=routes, exception_handlers=handlers)
+    mount_metrics(app, metrics_registry())
+    return app
+
+
+def metrics_registry() -> CollectorRegistry:
+    """The console's /metrics: the process's own figures, enough for Prometheus to see it up
+    or down (its alerts read process_start_time_seconds)."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    return registry
 
 
 async def compose(
@@ -65,6 +79,7 @@ async def compose(
     """The console's parts built from `settings` (the rail lookup given, or one over Stripe's
     API or the simulator, returned to be closed); nothing connects yet."""
     pool = await create_pool(settings, max_size=POOL_SIZE, keep_sessions=True)
+    await require_schema(pool)  # a schema older than this code ends the start
     owned = None
     if rail is None:
         rail = owned = stripe_lookup(settings)

@@ -27,6 +27,7 @@ import asyncpg
 from fastapi import FastAPI
 
 from services.adapters.postgres.database import create_pool
+from services.adapters.postgres.schema_version import require_schema
 from services.adapters.sepa.bank import Bank
 from services.apps.relay_rails import bank_retriable
 from services.inbox.bank_poller import BankReportPoller
@@ -34,10 +35,6 @@ from services.inbox.http import create_app, readiness_routes
 from services.inbox.metrics import InboxMetrics, create_metrics
 from services.inbox.signature import SignatureCheck
 from services.inbox.worker import InboxWorker, RetryPolicy
-from services.operations.approval_policy import ONE_PERSON, Policy, policy_of
-from services.operations.inbox_http import inbox_routes
-from services.platform.bearer import BearerAuth
-from services.platform.clock import Clock, utc_now
 from services.platform.config import RailKind
 from services.platform.listeners import Listeners, ListeningServer, admin_api
 from services.platform.running import every, run_until_first_exits
@@ -47,9 +44,9 @@ from services.platform.tuning import InboxSection
 HTTP_CONNECTIONS = 8
 BANK_POLL_SECONDS = 1.0  # how often the bank's report listing is read
 BANK_SECONDS = 10.0  # the bound of one call to the bank
-ADMIN_DESCRIPTION = """The inbox's admin port: the operator view of inbox events (taking
-`Authorization: Bearer <operator token>`, SETTLE_OPERATOR_TOKENS), readiness and metrics.
-Reachable by operators and Prometheus only, never by the rail."""
+ADMIN_DESCRIPTION = """The inbox's admin port: readiness and metrics. Reachable by operators and
+Prometheus only, never by the rail. Operators see and replay inbox events through the operator
+API (the reconciler's), which holds their tokens; the inbox holds none."""
 
 
 def retry_policy(settings: InboxSection) -> RetryPolicy:
@@ -61,18 +58,9 @@ def retry_policy(settings: InboxSection) -> RetryPolicy:
     )
 
 
-def create_admin_app(
-    pool: asyncpg.Pool,
-    operators: BearerAuth,
-    metrics: InboxMetrics,
-    *,
-    clock: Clock = utc_now,
-    policy: Policy = ONE_PERSON,
-) -> FastAPI:
-    """The inbox's admin app: the operator view and replay (proposed for a second operator's
-    approval in two-person mode), /healthz, /readyz, /metrics, /docs and /openapi.json."""
+def create_admin_app(pool: asyncpg.Pool, metrics: InboxMetrics) -> FastAPI:
+    """The inbox's admin app: /healthz, /readyz, /metrics, /docs and /openapi.json."""
     app = admin_api("settle inbox admin", ADMIN_DESCRIPTION, metrics.registry)
-    app.include_router(inbox_routes(pool, operators, clock, policy))
     app.include_router(readiness_routes(pool))
     return app
 
@@ -84,8 +72,8 @@ async def serve(settings: InboxSettings, host: str, port: int, admin_port: int) 
     pool = await create_pool(
         settings, max_size=HTTP_CONNECTIONS + settings.inbox_workers + 1, keep_sessions=True
     )
+    await require_schema(pool)  # a schema older than this code ends the start
     worker = InboxWorker(pool, metrics, retry_policy(settings), rng=random.Random())
-    operators = BearerAuth(settings.operator_by_token)
     secrets = [secret.get_secret_value() for secret in settings.stripe_webhook_secret]
     apps = Listeners(
         create_app(
@@ -95,7 +83,7 @@ async def serve(settings: InboxSettings, host: str, port: int, admin_port: int) 
             max_body_bytes=settings.inbox_max_body_bytes,
             applier=worker,
         ),
-        create_admin_app(pool, operators, metrics, policy=policy_of(settings)),
+        create_admin_app(pool, metrics),
     )
     server = ListeningServer(apps, host, port, admin_port)
     tasks = [server.serve(), worker.run(settings.inbox_workers)]

@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from services.adapters.kafka.access import KafkaAccess, kafka_access
 from services.adapters.kafka.clients import idempotent_producer, manual_commit_consumer
 from services.adapters.postgres.database import create_pool
+from services.adapters.postgres.schema_version import require_schema
 from services.adapters.postgres.store_errors import is_retriable
 from services.contracts.topics import COMMANDS, COMMANDS_DLQ
 from services.ledger.acceptor import Ledger
@@ -57,6 +58,7 @@ async def serve(
     # The ledger keeps no session state: a batch gives its connection back without the
     # full reset's extra round trip.
     pool = await create_pool(settings, keep_sessions=True)
+    await require_schema(pool)  # a schema older than this code ends the start
     books = Books(windows(settings), settings.stripe_method, limits=settings.tenant_limits)
     ledger = Ledger(pool, books, metrics=metrics)
     # One admission for both ingress paths: Kafka commands count in the HTTP backlog.

@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from starlette.routing import BaseRoute
 
 from services.adapters.postgres.database import create_pool
+from services.adapters.postgres.schema_version import require_schema
 from services.adapters.stripe.address import rail_api_base
 from services.adapters.stripe.source import RailSource
 from services.apps.reconciler_admin import build_app
@@ -83,6 +84,7 @@ async def compose(
     stripe.enable_telemetry = False  # nothing about our calls leaves but the calls
     metrics = create_metrics()
     pool = await create_pool(settings, max_size=POOL_SIZE)
+    await require_schema(pool)  # a schema older than this code ends the start
     api_base = rail_api_base(settings)
     rail = RailSource(
         settings.stripe_api_key.get_secret_value(),

@@ -1,5 +1,6 @@
 """The reconciler's HTTP app: /healthz, /metrics, and whatever routes are mounted beside them
-(`extra_routes`, e.g. operator endpoints), all answering errors in the shared edge's shape.
+(`extra_routes`: the operator API), all answering errors in the shared edge's shape; its
+/openapi.json documents them (FastAPI routes), and /docs shows it.
 
 /healthz says the process is alive, whether or not it holds the reconciler lock: a replica
 waiting for the lock is healthy, and says so with `"role": "standby"`.
@@ -13,13 +14,21 @@ from collections.abc import Callable, Sequence
 from fastapi import APIRouter, FastAPI, Response
 from starlette.routing import BaseRoute
 
+from services.platform.api_docs import document_error_shape
 from services.platform.edge import JSON, install_error_handlers
 from services.platform.metrics import mount_metrics
 from services.reconcile.metrics import ReconcileMetrics
 
 DESCRIPTION = """Reconciles the ledger with the rail on a schedule (one replica at a time);
 `/metrics` carries the open breaks, the oldest one's age and the heartbeat of the last
-completed run."""
+completed run.
+
+It serves the operator API (the `settle` operator commands are its clients): settlements under
+review, reconciliation breaks, proposals awaiting a second operator, two-person mode and inbox
+events. Each of its routes takes `Authorization: Bearer <operator token>` and may name its
+operator in `Settle-Operator`. In two-person mode an action that moves money or closes a break
+is proposed (202) rather than done (200). Every error has the shape
+`{"error": {"code", "message", "field"}}`."""
 
 
 def build_app(
@@ -31,6 +40,7 @@ def build_app(
     /metrics, and `extra_routes` mounted as they are."""
     app = FastAPI(title="settle reconciler", version="1", description=DESCRIPTION)
     install_error_handlers(app)
+    document_error_shape(app)
     app.include_router(_ops_routes(is_active))
     app.router.routes.extend(extra_routes)
     mount_metrics(app, metrics.registry)

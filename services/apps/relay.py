@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from services.adapters.kafka.access import kafka_access
 from services.adapters.kafka.clients import idempotent_producer, manual_commit_consumer
 from services.adapters.postgres.database import create_pool
+from services.adapters.postgres.schema_version import require_schema
 from services.adapters.postgres.store_errors import is_retriable
 from services.adapters.stripe.address import rail_api_base
 from services.apps.relay_rails import rail_dispatch, worker_name
@@ -71,6 +72,7 @@ async def serve(settings: RelaySettings, host: str, port: int) -> None:
     access = kafka_access(settings)  # a bad setting stops the start, before any connection
     metrics = create_metrics()
     pool = await relay_pool(settings)
+    await require_schema(pool)  # a schema older than this code ends the start
     settings = settings.model_copy(update={"stripe_api_base": rail_api_base(settings)})
     policy = dispatch_policy(settings)
 

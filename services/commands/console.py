@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from services.commands.listening import host_option, port_option, service_settings
+from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
 from services.platform.service_settings import ConsoleSettings
 
@@ -24,4 +25,7 @@ def console(host: str, port: int) -> None:
     click.echo(f"console on http://{host}:{port}/ (sign in with an operator token)", err=True)
     import uvloop  # the one loop every settle service runs on
 
-    uvloop.run(serve(settings, host, port))
+    try:
+        uvloop.run(serve(settings, host, port))
+    except ConfigError as e:  # a schema older than this code, among others
+        raise click.ClickException(str(e)) from e

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from services.commands.listening import host_option, port_option, service_settings
+from services.domain.errors import ConfigError
 from services.platform.logs import use_log_format
 from services.platform.service_settings import ReconcilerSettings
 from services.platform.tracing import use_exporter
@@ -27,4 +28,7 @@ def reconciler(host: str, port: int) -> None:
     click.echo(f"reconciler on http://{host}:{port} (/healthz, /metrics)", err=True)
     import uvloop  # the one loop every settle service runs on
 
-    uvloop.run(serve(settings, host, port))
+    try:
+        uvloop.run(serve(settings, host, port))
+    except ConfigError as e:  # a schema older than this code, among others
+        raise click.ClickException(str(e)) from e

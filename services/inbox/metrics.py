@@ -36,6 +36,7 @@ class InboxMetrics:
     apply_lag: Histogram  # settle_inbox_apply_lag_seconds: webhook received -> applied
     left_to_worker: Counter  # settle_inbox_left_to_worker_total: applies as stored that failed
     oldest_parked: Gauge  # settle_inbox_oldest_parked_seconds: age of the oldest parked event
+    dead_now: Gauge  # settle_inbox_dead_events: events dead now, until an operator replays them
     accepted_to_paid: Histogram  # settle_settlement_accepted_to_paid_seconds: paid by a webhook
 
 
@@ -96,5 +97,15 @@ def create_metrics(registry: CollectorRegistry | None = None) -> InboxMetrics:
         oldest_parked=Gauge(
             "settle_inbox_oldest_parked_seconds", "Age of the oldest parked event.", registry=r
         ),
+        dead_now=_dead_now(r),
         accepted_to_paid=accepted_to_paid_histogram(r),
+    )
+
+
+def _dead_now(r: CollectorRegistry) -> Gauge:
+    """settle_inbox_dead_events: what the worker's watch counts each second."""
+    return Gauge(
+        "settle_inbox_dead_events",
+        "Events dead now: given up, waiting for an operator to replay them.",
+        registry=r,
     )

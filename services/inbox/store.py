@@ -87,6 +87,12 @@ UPDATE inbox_events AS e
  WHERE e.received_month = $2 AND e.id = u.id AND e.status = u.claimed
 """
 OLDEST_PARKED = "SELECT min(received_at) FROM inbox_events WHERE status = 'parked'"
+# What the worker's watch samples each second: both read an index of their rows alone (the
+# pending one, and the dead one of migration 0028), never the table.
+WATCHED = f"""
+SELECT ({OLDEST_PARKED}) AS oldest_parked,
+       (SELECT count(*) FROM inbox_events WHERE status = 'dead') AS dead
+"""
 # Of events not stored as duplicates ($2 change keys, $3 their event ids), those whose change
 # a parked row of another event id holds, in the months from $4 to before $5.
 HELD_BY_PARKED = """
@@ -207,10 +213,11 @@ async def held_by_parked(
     return {r["e"] for r in await conn.fetch(HELD_BY_PARKED, RAIL, keys, ids, since, before)}
 
 
-async def oldest_parked(conn: asyncpg.Connection | asyncpg.Pool) -> datetime | None:
-    """When the oldest parked event was received, or None if none is parked."""
-    value: datetime | None = await conn.fetchval(OLDEST_PARKED)
-    return value
+async def watched(conn: asyncpg.Connection | asyncpg.Pool) -> tuple[datetime | None, int]:
+    """When the oldest parked event was received (None if none is parked), and how many
+    events are dead now."""
+    row = await conn.fetchrow(WATCHED)  # always one row: a SELECT without FROM
+    return (row["oldest_parked"], int(row["dead"])) if row else (None, 0)
 
 
 def months_looked_in(earliest: datetime, latest: datetime) -> tuple[datetime, datetime]:

@@ -36,7 +36,7 @@ from services.domain.errors import SettleError
 from services.domain.rail_event import SIGNALS, InboxStatus
 from services.inbox.apply import Outcome, apply_events
 from services.inbox.metrics import InboxMetrics
-from services.inbox.store import Recorded, StoredEvent, claim_due_many, oldest_parked, record_many
+from services.inbox.store import Recorded, StoredEvent, claim_due_many, record_many, watched
 from services.platform.backoff import backoff
 from services.platform.clock import Clock, utc_now
 from services.platform.logs import about_settlement
@@ -187,7 +187,7 @@ class InboxWorker:
         return done
 
     async def run(self, loops: int = 1) -> None:
-        """Run `loops` concurrent apply loops and the parked-age watch until cancelled. The
+        """Run `loops` concurrent apply loops and the parked and dead watch until cancelled. The
         first also polls; the others sleep until woken, so an idle inbox claims twice a
         second, not `loops` times as often (webhooks are applied as stored)."""
         polls = (POLL_SECONDS if n == 0 else None for n in range(loops))
@@ -210,7 +210,8 @@ class InboxWorker:
     async def _watch(self) -> None:
         while True:
             try:
-                since = await oldest_parked(self._pool)
+                since, dead = await watched(self._pool)
+                self._metrics.dead_now.set(dead)  # kept while the store is out of reach
             except (*UNREACHABLE, asyncpg.PostgresError):
                 since = None
             age = (self._clock() - since).total_seconds() if since else 0.0

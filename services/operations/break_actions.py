@@ -5,7 +5,8 @@ them all in `ACTIONS`), each read strictly from its request:
     write_off  {} (its amount is the break's; none is typed)  required  proposed
     adjust     {"account": "rail_fees|write_offs|suspense",   required  proposed
                 "direction": "debit|credit",
-                "amount": <int minor units > 0>, "currency": "EUR"}
+                "amount": <whole minor units > 0: 100, 100.0>,
+                "currency": "EUR"}
     correct    {"as": "reversed|failed|paid"}                 required  proposed
     match      {"settlement_id": "<uuid>"}                    required  proposed
     assign     {"assignee": "<operator>" | null}              -         done at once
@@ -18,6 +19,7 @@ How each is done: write_offs.py, corrections.py, break_notes.py.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -30,19 +32,36 @@ from services.operations.action_base import Action, Doing, Operator, operator_of
 from services.operations.break_rules import applicable
 from services.operations.breaks import show_break
 from services.operations.errors import BadRequest, NotFound
-from services.operations.query import one_of
+from services.operations.query import one_of, storable
 from services.operations.rail_lookup import RailLookup
 
 MAX_NAME = 128
 
 
 def text_of(value: object, name: str, longest: int) -> str:
-    """`value` as non-blank text of at most `longest` characters; BadRequest otherwise."""
+    """`value` as non-blank text of at most `longest` characters, without NUL; BadRequest
+    otherwise."""
     if not isinstance(value, str) or not value.strip() or len(value) > longest:
         raise BadRequest(
             f"{name} must be text of 1 to {longest} characters", code=f"invalid_{name}", field=name
         )
+    if not storable(value):
+        raise BadRequest(f"{name} must be text without NUL", code=f"invalid_{name}", field=name)
     return value
+
+
+def whole_amount(value: object) -> int | None:
+    """`value` as a whole count of minor units, 1 to MAX_SETTLEMENT_AMOUNT, read as the ledger
+    reads an amount (100, 100.0 and 1e2 are all 100; a JSON body's fractions are Decimals);
+    None when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, int | Decimal):
+        return None
+    if isinstance(value, Decimal) and not value.is_finite():
+        return None
+    # Range first: it bounds the number before any arithmetic on a huge exponent.
+    if not 0 < value <= MAX_SETTLEMENT_AMOUNT or value != int(value):
+        return None
+    return int(value)
 
 
 class _OnABreak:
@@ -92,8 +111,8 @@ class Adjust(_OnABreak):
     ) -> tuple[dict[str, Any], str | None]:
         account = one_of(PlatformAccount, payload.get("account"), "account", "unknown_account")
         direction = one_of(Direction, payload.get("direction"), "direction")
-        amount = payload.get("amount")
-        if type(amount) is not int or not 0 < amount <= MAX_SETTLEMENT_AMOUNT:
+        amount = whole_amount(payload.get("amount"))
+        if amount is None:
             raise BadRequest(
                 f"amount must be a whole number of minor units, 1 to {MAX_SETTLEMENT_AMOUNT}",
                 code="invalid_amount",

@@ -1,27 +1,26 @@
-"""Operator actions on the inbox over HTTP, for the inbox's admin app to mount: the events in
-one status, and a dead or parked event replayed (proposed, in two-person mode). Every route
-takes `Authorization: Bearer <operator token>`."""
+"""Operator actions on the inbox over HTTP, for the operator API (the reconciler's) to mount:
+the events in one status, and a dead or parked event replayed (proposed, in two-person mode).
+Every route takes `Authorization: Bearer <operator token>` (operator_auth.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import asyncpg
 import orjson
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Query, Response
 
 from services.adapters.postgres.store_errors import UNREACHABLE
 from services.domain.errors import StoreUnavailable
 from services.domain.proposal import ProposedAction
 from services.domain.rail_event import InboxStatus
 from services.inbox.operator import list_events
-from services.ledger.http.docs import errors
 from services.operations.approval_policy import Policy
 from services.operations.desk import OperationsDesk
-from services.operations.operator_proof import CLAIMED, acting_operator
+from services.operations.operator_auth import operator_of as operator_dependency
+from services.operations.operator_docs import failures
 from services.operations.rail_lookup import NoRail
-from services.platform.bearer import BearerAuth, tenant_dependency
+from services.platform.bearer import BearerAuth
 from services.platform.clock import Clock
 from services.platform.edge import JSON
 
@@ -30,19 +29,6 @@ STORE_FAILURES = (*UNREACHABLE, asyncpg.PostgresError)
 
 def _json(value: object, status: int = 200) -> Response:
     return Response(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), status, media_type=JSON)
-
-
-def _acting(operators: BearerAuth) -> Callable[..., Awaitable[str]]:
-    """A FastAPI dependency giving the operator of the bearer token (401 without one), 403
-    when the request names another operator (`Settle-Operator`)."""
-    # Defaults, not Annotated aliases: a local name is not resolvable from string annotations.
-    holder = Depends(tenant_dependency(operators))
-    named = Header(None, alias=CLAIMED, include_in_schema=False)
-
-    async def acting(token_holder: str = holder, claimed: str | None = named) -> str:
-        return acting_operator(token_holder, claimed)
-
-    return acting
 
 
 # The next page of the same list; the first event of a page, sent back to apply.
@@ -71,14 +57,14 @@ def inbox_routes(
     desk = OperationsDesk(pool, NoRail(), policy, clock)  # a replay asks nothing of the rail
     router = APIRouter(tags=["operators"])
     # A default, not an Annotated alias: a local alias is not resolvable from string annotations.
-    operator_of = Depends(_acting(operators))
+    operator_of = operator_dependency(operators)
 
     @router.get(
         "/v1/inbox",
         summary="Inbox events in one status, oldest first",
         responses={
             200: {"description": "A page of events.", "links": _LIST_LINKS},
-            **errors(400, 401, 503),
+            **failures(400, 401, 403, 503),
         },
     )
     async def inbox(
@@ -98,8 +84,9 @@ def inbox_routes(
         status_code=202,
         responses={
             202: {"description": "Back with the worker, or proposed in two-person mode."},
-            **errors(
+            **failures(
                 401,
+                403,
                 404,
                 409,
                 503,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -50,9 +51,10 @@ def whole_number(value: str | None, name: str, default: int = 0) -> int:
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object (empty when there is no body), at most MAX_BODY bytes."""
+    """The request's JSON object (empty when there is no body), at most MAX_BODY bytes; a
+    number with a fraction or an exponent is read exactly (a Decimal), never as a float."""
     try:
-        body = json.loads(await read_capped_body(request, MAX_BODY) or b"{}")
+        body = json.loads(await read_capped_body(request, MAX_BODY) or b"{}", parse_float=Decimal)
     except ValueError as e:
         raise BadRequest("the body must be a JSON object", code="invalid_body") from e
     if not isinstance(body, dict):
@@ -60,11 +62,34 @@ async def json_body(request: Request) -> dict[str, Any]:
     return body
 
 
+def storable(text: str) -> bool:
+    """Whether PostgreSQL can keep `text`: no NUL, no lone surrogate (JSON may escape both)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def reason(body: dict[str, Any]) -> str:
-    """The body's `reason`; ReasonMissing when it is absent or blank."""
+    """The body's `reason`; ReasonMissing when it is absent or blank, BadRequest
+    (`invalid_reason`) when it is no text PostgreSQL can keep."""
     given = body.get("reason")
     if not isinstance(given, str) or not given.strip():
         raise ReasonMissing()
+    if not storable(given):
+        raise BadRequest("reason must be text without NUL", code="invalid_reason", field="reason")
+    return given
+
+
+def optional_text(body: dict[str, Any], name: str) -> str | None:
+    """The body's `name` when given (text), None when absent; BadRequest (`invalid_<name>`)
+    when it is given as anything but text PostgreSQL can keep."""
+    given = body.get(name)
+    if name in body and not (isinstance(given, str) and storable(given)):
+        raise BadRequest(f"{name} must be text without NUL", code=f"invalid_{name}", field=name)
     return given
 
 

@@ -44,10 +44,16 @@ def _defaults(value: object) -> object:
     return parse_tenant_rails(value) if isinstance(value, str) else value
 
 
+POOLED = "SETTLE_DATABASE_POOLED"
+
+
 class DatabaseSection(Section):
-    """The PostgreSQL database; in production its server's certificate is verified."""
+    """The PostgreSQL database; in production its server's certificate is verified.
+    `SETTLE_DATABASE_POOLED=true` says the URL goes through a transaction-mode pooler
+    (PgBouncer): the pool then keeps no prepared statements (docs/pooling.md)."""
 
     database_url: str = Field(LOCAL_DATABASE_URL, alias="SETTLE_DATABASE_URL")
+    database_pooled: bool = Field(False, alias=POOLED)
 
     @field_validator("database_url")
     @classmethod
@@ -65,6 +71,25 @@ class DatabaseSection(Section):
                 "must verify the server's TLS certificate in production mode: add "
                 "sslmode=verify-full (or verify-ca) to its query, and sslrootcert=<CA file>",
             )
+
+
+class SessionDatabaseSection(DatabaseSection):
+    """The database of a service that holds sessions (a LISTEN, a session advisory lock,
+    settings and a name on each session): a transaction pooler would hand its session's
+    statements to other server connections, so it is refused in every mode."""
+
+    SESSION_USE: ClassVar[str] = "a PostgreSQL session of its own"
+
+    @model_validator(mode="after")
+    def _direct(self) -> SessionDatabaseSection:
+        if self.database_pooled:
+            raise ConfigError(
+                POOLED,
+                f"is true, but this service needs {self.SESSION_USE}, which a transaction "
+                "pooler does not keep: give it a direct SETTLE_DATABASE_URL (to PostgreSQL, "
+                f"not PgBouncer) and unset {POOLED}",
+            )
+        return self
 
 
 class KafkaSection(Section):

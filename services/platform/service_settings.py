@@ -21,6 +21,7 @@ from services.platform.sections import (
     KafkaSection,
     RailKeySection,
     RailSection,
+    SessionDatabaseSection,
     TelemetrySection,
 )
 from services.platform.tuning import (
@@ -49,26 +50,33 @@ class LedgerSettings(
     idempotency windows, the database and Kafka."""
 
 
-class RelaySettings(RailKeySection, LeaseSection, DatabaseSection, KafkaSection, TelemetrySection):
-    """The relay: the rail and its key, the lease, the database and Kafka."""
-
-
-class InboxSettings(
-    WebhookSection, OperatorSection, RailSection, InboxSection, DatabaseSection, TelemetrySection
+class RelaySettings(
+    RailKeySection, LeaseSection, SessionDatabaseSection, KafkaSection, TelemetrySection
 ):
-    """The inbox: the webhook secret, operators (GET /v1/inbox and replays), which rail
-    signs (Stripe's own API makes local defaults refused), its tuning and the database."""
+    """The relay: the rail and its key, the lease, the database (direct: its publisher
+    LISTENs, its sessions carry timeouts and a name) and Kafka."""
+
+    SESSION_USE = "sessions of its own (the outbox publisher's LISTEN, each session's timeouts)"
+
+
+class InboxSettings(WebhookSection, RailSection, InboxSection, DatabaseSection, TelemetrySection):
+    """The inbox: the webhook secret, which rail signs (Stripe's own API makes local defaults
+    refused), its tuning and the database. It holds no operator's token: operators see and
+    replay its events through the operator API (the reconciler's)."""
 
 
 class ReconcilerSettings(
     RailKeySection,
     OperatorSection,
     ReconcileSection,
-    DatabaseSection,
+    SessionDatabaseSection,
     TelemetrySection,
 ):
     """The reconciler, which also serves the operator API: the rail and its key (to read it),
-    the operators (their tokens, and the two-person policy), its schedule and the database."""
+    the operators (their tokens, and the two-person policy), its schedule and the database
+    (direct: its lock is a session advisory lock)."""
+
+    SESSION_USE = "a session of its own (the reconciler's lock is a session advisory lock)"
 
 
 class ConsoleSettings(
@@ -87,8 +95,10 @@ class OperatorCommandSettings(OperatorClientSection, TelemetrySection):
     address and the operator's own token, nothing else."""
 
 
-class MigrateSettings(DatabaseSection, KafkaSection, TelemetrySection):
-    """`settle migrate`: the database's schema and the topics."""
+class MigrateSettings(SessionDatabaseSection, KafkaSection, TelemetrySection):
+    """`settle migrate`: the database's schema (as its owner, directly) and the topics."""
+
+    SESSION_USE = "a session of its own (the migrations' lock and prepared statements)"
 
 
 class Settings(

@@ -135,16 +135,15 @@ class Reconciler:
 
     async def refresh(self) -> None:
         """Set the gauges from the store: open breaks by type, the oldest, the heartbeat, the
-        oldest `submitted` settlement."""
+        oldest `submitted` settlement of each rail and method."""
         found = await standing.standing(self._pool)
         for break_type, count in found.open_by_type.items():
             self._metrics.breaks_open.labels(type=break_type.value).set(count)
         now = self._clock()
         oldest = 0.0 if found.oldest_open is None else (now - found.oldest_open).total_seconds()
         self._metrics.oldest_open.set(max(oldest, 0.0))
-        since = found.oldest_submitted
-        submitted = 0.0 if since is None else (now - since).total_seconds()
-        self._metrics.oldest_submitted.set(max(submitted, 0.0))
+        ages = {key: (now - since).total_seconds() for key, since in found.oldest_submitted.items()}
+        self._metrics.set_oldest_submitted(ages)
         if found.last_success is not None:
             self._metrics.last_success.set(found.last_success.timestamp())
 

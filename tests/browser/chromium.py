@@ -27,7 +27,7 @@ WHY = "the console is tested in Chromium"
 VIEWPORT = {"width": 1280, "height": 800}
 ROOT = Path(__file__).resolve().parents[2]
 # Where screenshots go: .run/screenshots (ignored by git), or SETTLE_SCREENSHOTS (relative to
-# the checkout), e.g. docs/console to refresh the README's.
+# the checkout), e.g. docs/console to refresh the manual's.
 SCREENSHOTS = ROOT / os.environ.get("SETTLE_SCREENSHOTS", ".run/screenshots")
 WAIT_SECONDS = 15
 

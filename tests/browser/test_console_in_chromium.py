@@ -3,7 +3,7 @@ wrong token is refused), find a settlement and read its page, resolve review ite
 rail agrees (and see the one it contradicts refused), replay a dead webhook, resolve a break,
 find the actions in the audit, read the overview, sign out; a forged POST from another origin
 is refused. What each page shows is checked against the database, and each page is saved as
-<page>.png (tests/browser/chromium.py: SCREENSHOTS; docs/console holds the README's).
+<page>.png (tests/browser/chromium.py: SCREENSHOTS; docs/console holds the manual's).
 
 One browser and one console serve the whole module (a Chromium costs about a second to start);
 the tests run in order as one operator's session, and each signs in itself when run alone."""

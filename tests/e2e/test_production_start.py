@@ -45,7 +45,7 @@ def test_settle_ledger_in_production_without_a_secret_exits_naming_it() -> None:
 
 
 def test_settle_ledger_beyond_loopback_on_the_local_secrets_exits_naming_them() -> None:
-    # No SETTLE_ENV at all: the README's secrets must not be served on every address.
+    # No SETTLE_ENV at all: the local default secrets must not be served on every address.
     done = subprocess.run(
         [SETTLE, "ledger", "--host", "0.0.0.0", "--no-kafka"],
         env=_environment(),

@@ -4,6 +4,7 @@ interrupt stops it with exit status 0 and no child process left behind."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -95,6 +96,19 @@ async def test_run_serves_the_demo_and_stops_cleanly_on_interrupt(
         children = children_of(proc.pid)
         # ledger, 2 relays, inbox, reconciler, console, railsim, banksim
         assert len(children) == 8, text
+        # An operator's shell holds the printed operator API and a token, nothing else.
+        api = re.search(r"operator API: (http://\S+)", text)
+        assert api, text
+        shell = {"PATH": os.environ["PATH"], "SETTLE_OPERATOR_API": api[1]}
+        listed = await asyncio.to_thread(
+            subprocess.run,
+            [SETTLE, "approvals", "policy", "--json"],
+            env=shell | {"SETTLE_OPERATOR_TOKEN": "ops-local-token"},
+            capture_output=True,
+            timeout=30,
+        )
+        assert listed.returncode == 0, listed
+        assert json.loads(listed.stdout)["two_person"] is False
         proc.send_signal(signal.SIGINT)
         code = await asyncio.to_thread(proc.wait, 20)
     finally:

@@ -1,5 +1,6 @@
 """What the fuzz tests (test_api_fuzz) share: an app served from a thread of its own, the
-rail's signing of webhook bodies, the three documents, and the Hypothesis settings."""
+rail's signing of webhook bodies, the ledger's and the webhook's documents (the operator API's:
+operator_fuzz_support.py), and the Hypothesis settings."""
 
 from __future__ import annotations
 
@@ -18,13 +19,11 @@ from hypothesis import HealthCheck, settings
 from schemathesis.generation.stateful.state_machine import APIStateMachine
 
 from railsim.webhooks import signature_header
-from services.apps.inbox import create_admin_app as create_inbox_admin_app
 from services.inbox.http import WEBHOOK_PATH
 from services.inbox.http import create_app as create_inbox_app
 from services.inbox.metrics import create_metrics as create_inbox_metrics
 from services.inbox.signature import SignatureCheck
 from services.ledger.http import create_app
-from services.platform.bearer import BearerAuth
 from tests.integration.test_ledger_api import ledger_settings
 
 WEBHOOK_SECRET = "whsec_fuzz"
@@ -52,7 +51,9 @@ def served(build: Callable[[AsyncExitStack], Awaitable[Any]]) -> Iterator[str]:
     thread of its own, for the duration; yields its base URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(None, log_level="warning", lifespan="off"))
+    # A client's idle keep-alive connection holds the shutdown no longer than a second.
+    config = uvicorn.Config(None, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
 
     async def serve() -> None:
         async with AsyncExitStack() as stack:
@@ -123,14 +124,6 @@ def webhook_document() -> dict[str, Any]:
         max_body_bytes=WEBHOOK_MAX_BODY,
     )
     return app.api.openapi()
-
-
-def operator_document() -> dict[str, Any]:
-    return create_inbox_admin_app(
-        None,  # type: ignore[arg-type]
-        BearerAuth({}),
-        create_inbox_metrics(),
-    ).openapi()
 
 
 def machine_at(

@@ -16,6 +16,8 @@ import pytest
 from railsim.objects import event, json_bytes
 from railsim.webhooks import signature_header
 from services.apps.inbox import create_admin_app
+from services.apps.reconciler import operator_routes
+from services.apps.reconciler_admin import build_app
 from services.domain.settlement import SettlementStatus as S
 from services.inbox.apply import apply_events
 from services.inbox.http import create_app
@@ -25,7 +27,10 @@ from services.inbox.worker import ApplyEvents, InboxWorker, RetryPolicy
 from services.ledger.acceptor import Ledger
 from services.ledger.booking import Books
 from services.ledger.intake import parse_settlement_body
+from services.operations.approval_policy import ONE_PERSON
+from services.operations.rail_lookup import NoRail
 from services.platform.bearer import BearerAuth
+from services.reconcile.metrics import create_metrics as create_reconcile_metrics
 from services.settlement.transitions import apply_transition
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
@@ -62,8 +67,9 @@ class Clock:
 
 
 class Inbox:
-    """The inbox's HTTP apps (`http` the rail's, `admin` the operators') and worker over one
-    pool, with the test's clock."""
+    """The inbox's HTTP apps (`http` the rail's, `admin` its readiness and metrics), the
+    operator API (`operators`: the reconciler's, where operators list and replay inbox
+    events) and the worker over one pool, with the test's clock."""
 
     def __init__(
         self,
@@ -90,12 +96,16 @@ class Inbox:
             applier=self.worker if as_stored else None,
             clock=self.clock,
         )
-        admin = create_admin_app(
-            pool, BearerAuth({OPERATOR_TOKEN: "alice"}), self.metrics, clock=self.clock
-        )
+        admin = create_admin_app(pool, self.metrics)
+        operators = BearerAuth({OPERATOR_TOKEN: "alice"})
+        served = operator_routes(pool, NoRail(), operators, self.clock, ONE_PERSON)
+        api = build_app(create_reconcile_metrics(), lambda: True, served)
         self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://i")
         self.admin = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=admin), base_url="http://admin"
+        )
+        self.operators = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=api), base_url="http://operators"
         )
 
     async def post(

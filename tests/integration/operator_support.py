@@ -8,7 +8,7 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +16,8 @@ from typing import Any
 
 import asyncpg
 import pytest
+from fastapi import FastAPI
+from starlette.routing import BaseRoute
 
 from railsim.core import RailSim
 from railsim.http import create_app
@@ -61,6 +63,12 @@ async def rail(world: World) -> AsyncIterator[StripeLookup]:
     await lookup.aclose()
 
 
+def operator_app(routes: Sequence[BaseRoute]) -> FastAPI:
+    """`routes` (the operator API's, or some of them) in the app the reconciler serves them
+    from, which answers their errors in the edge's shape and documents them."""
+    return build_app(create_metrics(), lambda: True, routes)
+
+
 @asynccontextmanager
 async def operator_api(
     world: World, *, two_person: bool = False, tls: tuple[Path, Path] | None = None
@@ -73,7 +81,7 @@ async def operator_api(
     policy = Policy(two_person, DEFAULT_MAX_AGE)
     served = operator_routes(world.pool, lookup, operators, utc_now, policy)
     try:
-        async with serving(build_app(create_metrics(), lambda: True, served), tls) as url:
+        async with serving(operator_app(served), tls) as url:
             yield url
     finally:
         await lookup.aclose()

@@ -14,7 +14,6 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from starlette.applications import Starlette
 
 from services.domain.break_work import AgingBucket
 from services.domain.break_work import BreakAction as A
@@ -31,6 +30,7 @@ from tests.integration.check_support import World, template
 from tests.integration.console_support import browser, clock, csrf_of, error_code, outcomes
 from tests.integration.operator_support import (
     new_id,
+    operator_app,
     plant_break,
     rail,
     settle_as_operator,
@@ -201,7 +201,7 @@ async def test_the_list_filters_by_type_age_currency_and_amount(world: World) ->
 
 
 def http_of(world: World, rail: StripeLookup) -> httpx.AsyncClient:
-    app = Starlette(routes=routes(world.pool, rail, BearerAuth({OPERATOR: "erin"})))
+    app = operator_app(routes(world.pool, rail, BearerAuth({OPERATOR: "erin"})))
     return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://ops")
 
 

@@ -237,13 +237,13 @@ async def test_an_operator_lists_mismatches_with_both_sides_and_cannot_replay_on
     forged = rail_event("transfer.created", tr, sid, currency="eur")
     await inbox.deliver(forged)
 
-    page = (await inbox.admin.get("/v1/inbox?status=mismatch&limit=200", headers=AUTH)).json()
+    page = (await inbox.operators.get("/v1/inbox?status=mismatch&limit=200", headers=AUTH)).json()
     [item] = [i for i in page["data"] if i["rail_event_id"] == event_id(forged)]
     assert item["status"] == "mismatch" and item["settlement_id"] == sid
     assert item["mismatch"] == [{"field": "currency", "expected": "USD", "received": "eur"}]
 
     for target in (str(item["id"]), event_id(forged)):
-        refused = await inbox.admin.post(f"/v1/inbox/{target}/replay", headers=AUTH)
+        refused = await inbox.operators.post(f"/v1/inbox/{target}/replay", headers=AUTH)
         assert refused.status_code == 409
         assert refused.json()["error"]["code"] == "mismatch_not_replayable"
     [row] = await inbox_rows(pool, event_id(forged))

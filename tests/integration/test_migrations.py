@@ -5,13 +5,31 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
+from click.testing import CliRunner
 
-from services.adapters.postgres.migrate import downgrade, head_revision, upgrade
+from services.adapters.postgres.migrate import (
+    UnknownRevision,
+    current_revision,
+    downgrade,
+    head_revision,
+    known_revisions,
+    migrate_to,
+    step_down,
+    upgrade,
+)
+from services.adapters.postgres.migration_run import is_lock_timeout
+from services.adapters.postgres.schema_version import require_schema
+from services.apps.ledger import serve
+from services.commands.migrate import migrate
+from services.domain.errors import ConfigError
+from services.platform.service_settings import LedgerSettings
+from services.platform.settings import load_settings
 from tests.conftest import asyncpg_dsn, scratch_database, unique
 from tests.harness import Servers
 
@@ -84,6 +102,112 @@ async def test_concurrent_migrators_take_turns(fresh_db: str) -> None:
         assert await conn.fetchval("SELECT version_num FROM alembic_version") == head_revision()
     finally:
         await conn.close()
+
+
+async def test_migrate_to_a_revision_up_or_down_and_one_step_down(fresh_db: str) -> None:
+    head, previous = known_revisions()[-1], known_revisions()[-2]
+    assert await asyncio.to_thread(migrate_to, fresh_db, "0020") == (None, "0020")
+    assert await asyncio.to_thread(migrate_to, fresh_db, "head") == ("0020", head)
+    assert await asyncio.to_thread(step_down, fresh_db) == (head, previous)
+    assert await asyncio.to_thread(migrate_to, fresh_db, "0024") == (previous, "0024")
+    assert await asyncio.to_thread(migrate_to, fresh_db, "0024") == ("0024", "0024")
+    with pytest.raises(UnknownRevision, match="'0999' is not a revision this settle knows"):
+        await asyncio.to_thread(migrate_to, fresh_db, "0999")
+    assert await asyncio.to_thread(current_revision, fresh_db) == "0024"
+    assert await asyncio.to_thread(migrate_to, fresh_db, "base") == ("0024", None)
+    with pytest.raises(UnknownRevision, match="no revision: nothing to downgrade"):
+        await asyncio.to_thread(step_down, fresh_db)
+
+
+async def test_the_command_moves_the_schema_and_names_an_unknown_revision(fresh_db: str) -> None:
+    env = {"SETTLE_DATABASE_URL": fresh_db}
+
+    def settle_migrate(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(migrate, list(args), env=env)
+        return result.exit_code, result.output
+
+    code, out = await asyncio.to_thread(settle_migrate, "--to", "0021")
+    assert (code, out.split(" (")[0]) == (0, "database migrated to 0021"), out
+    code, out = await asyncio.to_thread(settle_migrate, "--downgrade")
+    assert (code, out.split(" (")[0]) == (0, "database migrated to 0020"), out
+    code, out = await asyncio.to_thread(settle_migrate, "--to", "nope")
+    assert code == 1
+    assert "revision 'nope' is not a revision this settle knows" in out
+    code, out = await asyncio.to_thread(settle_migrate, "--to", "0021", "--downgrade")
+    assert code == 2
+    assert "give --to or --downgrade, not both" in out
+    assert await asyncio.to_thread(current_revision, fresh_db) == "0020"
+
+
+async def hold_entries(url: str, seconds: float | None, held: asyncio.Event) -> None:
+    """Read journal_entries in a transaction left open for `seconds` (None: until cancelled):
+    a long report, in the way of 0023's ALTER TABLE."""
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        async with conn.transaction():
+            await conn.fetchval("SELECT count(*) FROM journal_entries")
+            held.set()
+            await asyncio.sleep(3600 if seconds is None else seconds)
+    finally:
+        await conn.close()
+
+
+async def test_a_migration_behind_a_long_transaction_is_tried_again(fresh_db: str) -> None:
+    await asyncio.to_thread(upgrade, fresh_db, "0022")
+    held = asyncio.Event()
+    reader = asyncio.create_task(hold_entries(fresh_db, 0.5, held))
+    await held.wait()
+    started = time.monotonic()
+    # Each try gives up after 200 ms rather than queueing the table's writers behind it.
+    await asyncio.to_thread(upgrade, fresh_db, "0023", lock_timeout_ms=200)
+    assert time.monotonic() - started >= 0.4
+    await reader
+    assert await asyncio.to_thread(current_revision, fresh_db) == "0023"
+
+
+async def test_a_lock_never_free_fails_the_migration_and_keeps_the_ones_before(
+    fresh_db: str,
+) -> None:
+    await asyncio.to_thread(upgrade, fresh_db, "0021")
+    held = asyncio.Event()
+    reader = asyncio.create_task(hold_entries(fresh_db, None, held))
+    await held.wait()
+    try:
+        with pytest.raises(Exception, match="lock timeout") as failed:
+            await asyncio.to_thread(upgrade, fresh_db, "0023", lock_timeout_ms=100)
+    finally:
+        reader.cancel()
+    assert is_lock_timeout(failed.value)
+    # 0022 committed on its own; 0023 was rolled back after its last try.
+    assert await asyncio.to_thread(current_revision, fresh_db) == "0022"
+
+
+async def test_a_service_refuses_a_schema_one_step_behind(fresh_db: str, infra: Servers) -> None:
+    await asyncio.to_thread(upgrade, fresh_db)
+    await asyncio.to_thread(step_down, fresh_db)
+    head, previous = known_revisions()[-1], known_revisions()[-2]
+    settings = load_settings(
+        {"SETTLE_DATABASE_URL": fresh_db, "SETTLE_KAFKA_BOOTSTRAP": infra.kafka_bootstrap},
+        kind=LedgerSettings,
+    )
+    with pytest.raises(ConfigError) as refused:
+        await serve(settings, "127.0.0.1", 0, 0, consume=False)
+    assert refused.value.variable == "SETTLE_DATABASE_URL"
+    assert refused.value.problem == (
+        f"schema at {previous}, this settle needs {head}: run settle migrate"
+    )
+
+
+async def test_a_schema_ahead_of_the_code_serves_it(fresh_db: str) -> None:
+    await asyncio.to_thread(upgrade, fresh_db)
+    pool = await asyncpg.create_pool(asyncpg_dsn(fresh_db), min_size=0)
+    try:
+        await require_schema(pool)  # at head
+        ahead = f"{int(head_revision()) + 1:04d}"  # a later release's expanded schema
+        await pool.execute("UPDATE alembic_version SET version_num = $1", ahead)
+        await require_schema(pool)
+    finally:
+        await pool.close()
 
 
 async def insert_settlement(

@@ -1,5 +1,5 @@
-"""Two-person mode through every door an operator uses: the reconciler's operator routes, the
-inbox's admin replay and the `settle review|approvals` commands each propose (202 or exit 0
+"""Two-person mode through every door an operator uses: the reconciler's operator routes (its
+inbox replay among them) and the `settle review|approvals` commands each propose (202 or exit 0
 with the proposal) and a different operator's approval does the action, audited with both
 names."""
 
@@ -12,18 +12,18 @@ from typing import Any
 
 import httpx
 import pytest
-from starlette.applications import Starlette
 
-from services.apps.inbox import create_admin_app
-from services.inbox.metrics import create_metrics
+from services.apps.reconciler import operator_routes
 from services.operations.approval_policy import Policy
 from services.operations.http import routes
 from services.operations.rail_lookup import StripeLookup
 from services.platform.bearer import BearerAuth
+from services.platform.clock import utc_now
 from tests.conftest import unique
 from tests.integration.check_support import World, template
 from tests.integration.operator_support import (
     OPERATORS,
+    operator_app,
     plant_breaks,
     rail,
     referred,
@@ -51,7 +51,7 @@ def as_(token: str) -> dict[str, str]:
 
 def client_of(world: World, rail: StripeLookup) -> httpx.AsyncClient:
     operators = BearerAuth({ALICE: "alice", BOB: "bob"})
-    app = Starlette(routes=routes(world.pool, rail, operators, policy=TWO_PERSON))
+    app = operator_app(routes(world.pool, rail, operators, policy=TWO_PERSON))
     return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://ops")
 
 
@@ -98,14 +98,15 @@ async def test_http_resolutions_are_proposed_and_a_second_operator_decides_them(
     assert await audit_of(world, f"break:{break_id}") == []
 
 
-async def test_an_inbox_replay_in_two_person_mode_is_proposed_not_done(world: World) -> None:
+async def test_an_inbox_replay_in_two_person_mode_is_proposed_not_done(
+    world: World, rail: StripeLookup
+) -> None:
     event = unique("evt_")
     row_id = await world.pool.fetchval(DEAD_EVENT, event, datetime.now(UTC))
-    app = create_admin_app(
-        world.pool, BearerAuth({ALICE: "alice"}), create_metrics(), policy=TWO_PERSON
-    )
+    operators = BearerAuth({ALICE: "alice"})
+    app = operator_app(operator_routes(world.pool, rail, operators, utc_now, TWO_PERSON))
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://admin") as admin:
+    async with httpx.AsyncClient(transport=transport, base_url="http://ops") as admin:
         proposed = await admin.post(f"/v1/inbox/{event}/replay", headers=as_(ALICE))
         again = await admin.post(f"/v1/inbox/{row_id}/replay", headers=as_(ALICE))
     assert proposed.status_code == 202

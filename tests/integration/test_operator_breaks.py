@@ -13,7 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from starlette.applications import Starlette
 
 from services.operations.export import ExportFormat, export_open
 from services.operations.http import routes
@@ -22,6 +21,7 @@ from services.platform.bearer import BearerAuth
 from tests.integration.check_support import World, template
 from tests.integration.operator_support import (
     made_at_rail,
+    operator_app,
     plant_breaks,
     rail,
     referred,
@@ -159,10 +159,8 @@ _CSV_HEADER = (
 
 
 def client_of(world: World, rail: StripeLookup) -> httpx.AsyncClient:
-    app = Starlette(
-        routes=routes(
-            world.pool, rail, BearerAuth({OPERATOR: "erin"}), BearerAuth({TENANT: "acme"})
-        )
+    app = operator_app(
+        routes(world.pool, rail, BearerAuth({OPERATOR: "erin"}), BearerAuth({TENANT: "acme"}))
     )
     return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://ops")
 

@@ -1,10 +1,13 @@
 """The alert rules in deploy/observability/ are valid Prometheus rules and pass their unit
-tests under promtool, each alert pages with a severity and its runbook, and each is tested
-both firing and silent. promtool comes from Debian's `prometheus` package, installed here
-when missing and root (as the servers are); otherwise the test fails saying how to get it."""
+tests under promtool, each alert pages with a severity and links its section of the manual's
+runbooks (docs/runbooks.md) under the one base address prometheus.yml sets, and each is tested
+both firing and silent; every service is watched for being down and for being absent.
+promtool comes from Debian's `prometheus` package, installed here when missing and root (as
+the servers are); otherwise the test fails saying how to get it."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,11 @@ import yaml
 
 from tools.infra.procs import tool
 
-OBSERVABILITY = Path(__file__).resolve().parents[2] / "deploy" / "observability"
+ROOT = Path(__file__).resolve().parents[2]
+OBSERVABILITY = ROOT / "deploy" / "observability"
+RUNBOOKS = ROOT / "docs" / "runbooks.md"
+RUNBOOK_URL = "{{ $externalLabels.runbook_base }}/runbooks/#"
+SERVICES = {"ledger", "relay", "inbox", "reconciler", "console"}
 RULES = OBSERVABILITY / "alerts.yaml"
 RULE_TESTS = OBSERVABILITY / "alerts_test.yaml"
 
@@ -51,11 +58,28 @@ def test_the_rules_pass_their_tests(promtool: str) -> None:
 
 def test_each_alert_pages_with_a_severity_and_its_runbook() -> None:
     alerts = _alerts()
-    assert len(alerts) >= 8
+    assert len(alerts) >= 20
+    sections = re.findall(r"^## (\w+)$", RUNBOOKS.read_text(), flags=re.M)
     for rule in alerts:
         assert rule["labels"]["severity"] in ("page", "ticket"), rule["alert"]
-        assert rule["annotations"]["runbook"] == f"README.md#{rule['alert'].lower()}"
+        assert rule["annotations"]["runbook_url"] == RUNBOOK_URL + rule["alert"].lower()
         assert rule["annotations"]["summary"], rule["alert"]
+    # One section a rule, its heading the anchor (MkDocs: the heading in lower case).
+    assert sections == [rule["alert"] for rule in alerts]
+    config = yaml.safe_load((OBSERVABILITY / "prometheus.yml").read_text())
+    assert config["global"]["external_labels"]["runbook_base"].startswith("https://")
+
+
+def test_every_service_pages_when_down_or_absent() -> None:
+    exprs = {rule["alert"]: rule["expr"] for rule in _alerts()}
+    severity = {rule["alert"]: rule["labels"]["severity"] for rule in _alerts()}
+    assert severity["SettleServiceDown"] == severity["SettleServiceAbsent"] == "page"
+    (down,) = re.findall(r'up\{job=~"([\w|]+)"\}', exprs["SettleServiceDown"])
+    assert set(down.split("|")) == SERVICES
+    absent = set(
+        re.findall(r'absent_over_time\(\w+\{job="(\w+)"\}\[10m\]\)', exprs["SettleServiceAbsent"])
+    )
+    assert absent == SERVICES
 
 
 def test_each_alert_is_tested_firing_and_silent() -> None:

@@ -50,7 +50,7 @@ REFUSED = [
     ("ledger", "SETTLE_RAILS", {"SETTLE_RAILS": "stripe,sim"}),
     ("relay", "STRIPE_API_BASE", {"STRIPE_API_BASE": "https://evil.example"}),
     ("reconciler", "STRIPE_API_BASE", {"STRIPE_API_BASE": "https://evil.example"}),
-    ("inbox", "SETTLE_TWO_PERSON", {"SETTLE_TWO_PERSON": "false"}),
+    ("console", "SETTLE_TWO_PERSON", {"SETTLE_TWO_PERSON": "false"}),
     ("reconciler", "SETTLE_TWO_PERSON", {"SETTLE_TWO_PERSON": "false"}),
     ("ledger", "SETTLE_COMMAND_SIGNING", {"SETTLE_COMMAND_SIGNING": "optional"}),
     ("ledger", "SETTLE_TENANT_LIMITS", {"SETTLE_TENANT_LIMITS": None}),
@@ -105,12 +105,14 @@ def test_the_operator_commands_need_only_the_api_and_their_own_token(tmp_path: P
 
 def test_json_is_a_list_of_variables_and_reasons(tmp_path: Path) -> None:
     environ = production(SETTLE_DATABASE_URL=None, SETTLE_TWO_PERSON="false")
-    done = check("--service", "inbox", "--json", "--env-file", env_file(tmp_path, environ))
+    done = check("--service", "reconciler", "--json", "--env-file", env_file(tmp_path, environ))
     assert done.exit_code == 1
     found = json.loads(done.stdout)
     assert [item["variable"] for item in found] == ["SETTLE_TWO_PERSON", "SETTLE_DATABASE_URL"]
     assert all(set(item) == {"variable", "reason"} and item["reason"] for item in found)
-    passed = check("--service", "inbox", "--json", "--env-file", env_file(tmp_path, production()))
+    passed = check(
+        "--service", "reconciler", "--json", "--env-file", env_file(tmp_path, production())
+    )
     assert (passed.exit_code, json.loads(passed.stdout)) == (0, [])
 
 

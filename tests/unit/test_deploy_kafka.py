@@ -23,6 +23,7 @@ from tests.unit import compose_kafka
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 KAFKA_USERS = ("migrate", "ledger", "relay")  # the commands whose code builds Kafka clients
+MONITOR = "monitor"  # the Kafka exporter's user: describes settle's topics and groups
 LOGIN = {"SETTLE_KAFKA_SASL_USERNAME": "settle", "SETTLE_KAFKA_SASL_PASSWORD": "from-a-secret"}
 SASL = {"SASL_SSL", "SASL_PLAINTEXT"}  # SASL_PLAINTEXT only on a network of the brokers' own
 # What each service's code does with Kafka (services/apps/, services/adapters/kafka/topics.py)
@@ -39,18 +40,23 @@ GRANTS = {
         ("group", RELAY_GROUP, "Read"),
         ("topic", EVENT_TOPIC, "Write"),
     },
+    "User:monitor": {
+        *{("topic", t.name, "Describe") for t in TOPICS},
+        ("group", LEDGER_GROUP, "Describe"),
+        ("group", RELAY_GROUP, "Describe"),
+    },
 }
 
 
 def _kafka_config() -> dict[str, str]:
-    (config,) = yaml.safe_load_all((DEPLOY / "k8s" / "kafka.yaml").read_text())
+    (config,) = yaml.safe_load_all((DEPLOY / "k8s" / "base" / "kafka.yaml").read_text())
     return {k: str(v) for k, v in config["data"].items()}
 
 
 def _workloads(kafka: bool = True) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """(name, pod spec, container) of every Kubernetes workload that uses Kafka (or not)."""
     found = []
-    for path in sorted((DEPLOY / "k8s").glob("*.yaml")):
+    for path in sorted((DEPLOY / "k8s" / "base").glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             pod = (doc or {}).get("spec", {}).get("template", {}).get("spec", {})
             for container in pod.get("containers", []):
@@ -81,7 +87,7 @@ def test_the_kafka_settings_are_sasl_ssl_and_valid_with_their_login(tmp_path: Pa
 
 
 def test_the_shared_config_map_names_no_kafka() -> None:
-    (config,) = yaml.safe_load_all((DEPLOY / "k8s" / "config.yaml").read_text())
+    (config,) = yaml.safe_load_all((DEPLOY / "k8s" / "base" / "config.yaml").read_text())
     assert not [key for key in config["data"] if key.startswith("SETTLE_KAFKA")]
 
 
@@ -168,7 +174,10 @@ def test_each_compose_kafka_service_has_a_user_of_its_own() -> None:
     users = {n for n, s in compose.items() if "SETTLE_KAFKA_BOOTSTRAP" in s.get("environment", {})}
     assert users == set(KAFKA_USERS)
     logins = compose_kafka.scram_logins()
-    assert set(logins) == users, "kafka-access makes exactly the services' users"
+    assert set(logins) == users | {MONITOR}, "kafka-access makes the services' users and monitor"
+    assert logins[MONITOR] == "SCRAM-SHA-512=[password=$${KAFKA_MONITOR_PASSWORD}]"
+    exporter = " ".join(compose["kafka-exporter"]["command"])
+    assert "--sasl.username=monitor" in exporter and "${KAFKA_MONITOR_PASSWORD:?}" in exporter
     access_env = compose[compose_kafka.ACCESS]["environment"]
     for service in KAFKA_USERS:
         env = compose[service]["environment"]

@@ -23,7 +23,10 @@ METRICS_OPTION = {
     "inbox": "--admin-port",
     "relay": "--metrics-port",
     "reconciler": "--port",
+    "console": "--port",
 }
+# The exporters Prometheus scrapes beside the services: Compose service and its port.
+EXPORTERS = {"postgres": ("postgres-exporter", 9187), "kafka": ("kafka-exporter", 9308)}
 
 
 def _compose() -> dict[str, Any]:
@@ -43,10 +46,18 @@ def _mounts(service: str) -> dict[str, str]:
 
 def test_prometheus_scrapes_each_service_on_its_admin_port() -> None:
     config = yaml.safe_load((OBSERVABILITY / "prometheus.yml").read_text())
-    scraped = {}
+    scraped, exporters = {}, {}
     for job in config["scrape_configs"]:
+        if "static_configs" in job:
+            (static,) = job["static_configs"]
+            (target,) = static["targets"]
+            host, port = target.split(":")
+            exporters[job["job_name"]] = (host, int(port))
+            continue
         (sd,) = job["dns_sd_configs"]
         scraped[job["job_name"]] = (sd["names"], sd["port"])
+    assert exporters == EXPORTERS
+    assert {host for host, _ in EXPORTERS.values()} <= set(_compose())
     expected = {}
     for service, option in METRICS_OPTION.items():
         command = _compose()[service]["command"]
@@ -72,6 +83,19 @@ def test_prometheus_loads_the_alert_rules_and_its_config_is_valid() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_prometheus_alerts_through_compose_alertmanager_by_severity() -> None:
+    config = yaml.safe_load((OBSERVABILITY / "prometheus.yml").read_text())
+    (manager,) = config["alerting"]["alertmanagers"]
+    (static,) = manager["static_configs"]
+    assert static["targets"] == ["alertmanager:9093"]
+    command = _compose()["alertmanager"]["command"]
+    (path,) = [a.split("=", 1)[1] for a in command if a.startswith("--config.file=")]
+    assert _mounts("alertmanager")[path] == "./observability/alertmanager.yml"
+    routes = yaml.safe_load((OBSERVABILITY / "alertmanager.yml").read_text())["route"]["routes"]
+    by_severity = {r["matchers"][0]: r["receiver"] for r in routes}
+    assert by_severity == {'severity="page"': "pager", 'severity="ticket"': "tickets"}
 
 
 def test_grafana_is_provisioned_with_the_datasource_and_dashboards() -> None:

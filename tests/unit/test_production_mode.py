@@ -205,7 +205,7 @@ def test_settings_never_show_a_secret() -> None:
         ("ledger", "SETTLE_COMMAND_SIGNING_SECRETS"),
         ("relay", "STRIPE_API_KEY"),
         ("inbox", "STRIPE_WEBHOOK_SECRET"),
-        ("inbox", "SETTLE_OPERATOR_TOKENS"),
+        ("reconciler", "SETTLE_OPERATOR_TOKENS"),
         ("reconciler", "STRIPE_API_KEY"),
         ("console", "SETTLE_OPERATOR_TOKENS"),
         ("console", "STRIPE_API_KEY"),

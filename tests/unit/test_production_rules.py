@@ -1,7 +1,8 @@
 """Production mode takes no opt-outs: unsigned commands, one operator alone, failpoints, the
 rail simulator, a rail address the deploy did not name, a tenant without limits; an
 operator's `--rail-url` is refused; and a process listening beyond loopback without
-SETTLE_ENV refuses the README's secrets. Each refusal names its variable."""
+SETTLE_ENV refuses the local default secrets (docs/production-safety.md). Each refusal names
+its variable."""
 
 from __future__ import annotations
 
@@ -127,9 +128,11 @@ def test_the_rail_hosts_are_host_names_alone(value: str) -> None:
 
 def test_a_rule_holds_only_where_its_service_reads_the_variable() -> None:
     environ = production(SETTLE_TWO_PERSON="false", SETTLE_COMMAND_SIGNING="optional")
-    # The ledger takes commands and has no operators; the inbox has operators, no commands.
+    # The ledger takes commands and has no operators; the reconciler has operators, no
+    # commands; the inbox has neither.
     assert [v for v, _ in refused(environ, SERVICES["ledger"])] == ["SETTLE_COMMAND_SIGNING"]
-    assert [v for v, _ in refused(environ, SERVICES["inbox"])] == ["SETTLE_TWO_PERSON"]
+    assert [v for v, _ in refused(environ, SERVICES["reconciler"])] == ["SETTLE_TWO_PERSON"]
+    assert refused(environ, SERVICES["inbox"]) == []
     # Limits are asked where tenants may ask for settlements: not of the reconciler.
     unlimited = production(SETTLE_TENANT_LIMITS=None)
     assert refused(unlimited, SERVICES["reconciler"]) == []

@@ -35,7 +35,12 @@ async def create_pool(
     `keep_sessions` skips the reset query on every release (a round trip and a transaction of
     its own), for a service that leaves no session state behind: no SET, advisory lock, open
     cursor or LISTEN on a connection it gives back. `as_owner`: a command doing the owner's
-    work (detaching partitions) skips the refusal."""
+    work (detaching partitions) skips the refusal.
+
+    Through a transaction pooler (`SETTLE_DATABASE_POOLED`) a connection's next transaction
+    may run on another server session, so nothing is prepared to be used later: the
+    statement cache is off (asyncpg then parses each statement again in the message
+    sequence that binds and runs it)."""
     pool = await asyncpg.create_pool(
         libpq_dsn(settings.database_url),
         min_size=0,
@@ -43,6 +48,7 @@ async def create_pool(
         command_timeout=30,
         server_settings=server_settings,
         reset=_keep_session if keep_sessions else None,
+        **pooled_options(settings),
     )
     if pool is None:  # asyncpg types the awaited pool as optional; it never is once awaited
         raise RuntimeError("asyncpg.create_pool returned no pool")
@@ -53,6 +59,11 @@ async def create_pool(
             await pool.close()
             raise
     return pool
+
+
+def pooled_options(settings: DatabaseSection) -> dict[str, int]:
+    """asyncpg's options for the settings' URL: no statement cache through a pooler."""
+    return {"statement_cache_size": 0} if settings.database_pooled else {}
 
 
 async def refuse_table_owner(pool: asyncpg.Pool) -> None:

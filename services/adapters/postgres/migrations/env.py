@@ -1,25 +1,40 @@
-"""Alembic environment: runs migrations over asyncpg, one migrator at a time."""
+"""Alembic environment: runs migrations over asyncpg, one migrator at a time, each migration
+in a transaction of its own under bounded lock waits (see migration_run beside migrate.py)."""
 
 from __future__ import annotations
 
 import asyncio
 
 from alembic import context
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from services.adapters.postgres.migrate import migration_engine
+from services.adapters.postgres.migrate import LOCK_TIMEOUT, migration_engine
+from services.adapters.postgres.migration_run import (
+    LOCK_TIMEOUT_MS,
+    STATEMENT_TIMEOUT_MS,
+    release,
+    set_bounds,
+    with_retries,
+)
 
-# Any number of processes may run `settle migrate` at once (replicas starting together,
-# parallel test sessions); a transaction-scoped advisory lock makes them take turns.
-MIGRATION_LOCK_ID = 0x5E771E
+
+def _once(connection: Connection) -> None:
+    # Each migration commits on its own: a lock one takes is held only while it runs, and a
+    # migration that fails leaves the ones before it done. The connection must be outside a
+    # transaction here, or alembic would run them all in that one.
+    context.configure(connection=connection, transaction_per_migration=True)
+    with context.begin_transaction():
+        context.run_migrations()
 
 
 def _run(connection: Connection) -> None:
-    context.configure(connection=connection, transaction_per_migration=False)
-    with context.begin_transaction():
-        connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
-        context.run_migrations()
+    lock_timeout_ms = int(context.config.attributes.get(LOCK_TIMEOUT, LOCK_TIMEOUT_MS))
+    set_bounds(connection, lock_timeout_ms, STATEMENT_TIMEOUT_MS)
+    try:
+        with_retries(lambda: _once(connection), lock_timeout_ms, connection.rollback)
+        connection.commit()
+    finally:
+        release(connection)
 
 
 async def _migrate(url: str) -> None:
@@ -27,7 +42,6 @@ async def _migrate(url: str) -> None:
     try:
         async with engine.connect() as connection:
             await connection.run_sync(_run)
-            await connection.commit()
     finally:
         await engine.dispose()
 
