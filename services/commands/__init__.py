@@ -25,7 +25,7 @@ PRODUCTION: dict[str, Lazy] = {
     ),
     "inbox": Lazy(
         "services.commands.inbox:inbox",
-        "Run the inbox: the rail's webhooks, the apply workers and the operator view.",
+        "Run the inbox: the rail's webhooks, the apply workers, readiness and metrics.",
     ),
     "reconciler": Lazy(
         "services.commands.reconciler:reconciler",

@@ -26,12 +26,12 @@ def _settings() -> InboxSettings:
 
 @click.group(
     invoke_without_command=True,
-    short_help="Run the inbox: the rail's webhooks, the apply workers and the operator view.",
+    short_help="Run the inbox: the rail's webhooks, the apply workers, readiness and metrics.",
 )
 @host_option
 @port_option(8083, "POST /v1/webhooks/stripe and /healthz: the port the rail reaches.")
 @admin_port_option(
-    9083, "The operator view, /readyz, /metrics, /docs: for operators and Prometheus only."
+    9083, "/readyz, /metrics, /docs: for operators and Prometheus only."
 )
 @click.pass_context
 def inbox(ctx: click.Context, host: str, port: int, admin_port: int) -> None:

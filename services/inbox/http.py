@@ -1,5 +1,6 @@
-"""The inbox's HTTP apps: the Stripe webhook endpoint on the public port; the operator view,
-readiness and metrics on the admin port.
+"""The inbox's HTTP apps: the Stripe webhook endpoint on the public port; readiness and
+metrics on the admin port (operators list and replay inbox events through the operator API,
+the reconciler's: services/operations/inbox_http.py).
 
 Errors leave in the shared edge's shape, `{"error": {"code", "message", "field"}}`.
 """

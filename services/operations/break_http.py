@@ -144,7 +144,7 @@ _SHOW_LINKS = {
 
 def break_routes(desk: OperationsDesk, operator: Any) -> APIRouter:
     """The break routes, the export before `{id}` (routes match in order)."""
-    pool, router = desk.pool, APIRouter()
+    pool, router, the_break = desk.pool, APIRouter(), doc.whole_id("A break")
 
     @router.get(
         "/v1/breaks",
@@ -192,7 +192,7 @@ def break_routes(desk: OperationsDesk, operator: Any) -> APIRouter:
             **doc.failures(401, 403, 404, 503),
         },
     )
-    async def breaks_show(id: str, _: str = operator) -> Response:
+    async def breaks_show(id: str = the_break, _: str = operator) -> Response:
         found = await breaks.show_break(pool, id)
         document = breaks.view_document(found, desk.clock())
         document["comments"] = await comments_of(pool, str(found.item.id))
@@ -217,7 +217,9 @@ def _add_actions(router: APIRouter, desk: OperationsDesk, operator: Any) -> None
 
 
 def _acting_on_a_break(desk: OperationsDesk, action: ActionName, operator: Any) -> Any:
-    async def act(id: str, request: Request, acting: str = operator) -> Response:
+    the_break = doc.whole_id("A break")
+
+    async def act(request: Request, id: str = the_break, acting: str = operator) -> Response:
         body = await json_body(request)
         given = optional_text(body, "reason")
         body.pop("reason", None)

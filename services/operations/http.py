@@ -107,7 +107,7 @@ _RESOLVE_BODY = doc.body({"as": doc.choices(*Resolution), "reason": doc.REASON},
 
 
 def _review_routes(desk: OperationsDesk, operator: Any) -> APIRouter:
-    pool, router = desk.pool, APIRouter()
+    pool, router, settlement = desk.pool, APIRouter(), doc.settlement_id()
 
     @router.get(
         "/v1/review",
@@ -140,7 +140,7 @@ def _review_routes(desk: OperationsDesk, operator: Any) -> APIRouter:
             **doc.failures(401, 403, 404, 503),
         },
     )
-    async def review_show(id: str, _: str = operator) -> Response:
+    async def review_show(id: str = settlement, _: str = operator) -> Response:
         return json_response(await review.show(pool, id))
 
     @router.post(
@@ -150,7 +150,9 @@ def _review_routes(desk: OperationsDesk, operator: Any) -> APIRouter:
         openapi_extra=_RESOLVE_BODY,
         responses={**doc.proposed(doc.Resolved, "Resolved."), **ACTION_ERRORS},
     )
-    async def review_resolve(id: str, request: Request, acting: str = operator) -> Response:
+    async def review_resolve(
+        request: Request, id: str = settlement, acting: str = operator
+    ) -> Response:
         body = await json_body(request)
         resolution = choice(Resolution, body.get("as"), "as")
         if resolution is None:
@@ -235,7 +237,9 @@ def _approval_routes(desk: OperationsDesk, operator: Any) -> APIRouter:
 
 
 def _deciding(desk: OperationsDesk, move: Move, operator: Any) -> Any:
-    async def decide(id: str, request: Request, acting: str = operator) -> Response:
+    proposal = doc.whole_id("A proposal")
+
+    async def decide(request: Request, id: str = proposal, acting: str = operator) -> Response:
         why = optional_text(await json_body(request), "reason") if move is Move.REJECT else None
         return json_response(await desk.decide(move, id, operator=acting, reason=why))
 

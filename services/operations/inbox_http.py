@@ -18,7 +18,7 @@ from services.inbox.operator import list_events
 from services.operations.approval_policy import Policy
 from services.operations.desk import OperationsDesk
 from services.operations.operator_auth import operator_of as operator_dependency
-from services.operations.operator_docs import failures
+from services.operations.operator_docs import InboxPage, Proposal, Replayed, failures
 from services.operations.rail_lookup import NoRail
 from services.platform.bearer import BearerAuth
 from services.platform.clock import Clock
@@ -48,6 +48,23 @@ _LIST_LINKS: dict[str, Any] = {
 }
 
 
+_REPLAY_ANSWERS: dict[int | str, dict[str, Any]] = {
+    202: {
+        "model": Replayed | Proposal,
+        "description": "Back with the worker, or proposed in two-person mode.",
+    },
+    **failures(
+        401,
+        403,
+        404,
+        409,
+        503,
+        s409="Not replayable as things stand: `not_replayable`, `mismatch_not_replayable`, "
+        "`proposal_pending`.",
+    ),
+}
+
+
 def inbox_routes(
     pool: asyncpg.Pool, operators: BearerAuth, clock: Clock, policy: Policy
 ) -> APIRouter:
@@ -63,7 +80,7 @@ def inbox_routes(
         "/v1/inbox",
         summary="Inbox events in one status, oldest first",
         responses={
-            200: {"description": "A page of events.", "links": _LIST_LINKS},
+            200: {"model": InboxPage, "description": "A page of events.", "links": _LIST_LINKS},
             **failures(400, 401, 403, 503),
         },
     )
@@ -82,17 +99,7 @@ def inbox_routes(
         "/v1/inbox/{event}/replay",
         summary="Send a dead or parked event back to apply",
         status_code=202,
-        responses={
-            202: {"description": "Back with the worker, or proposed in two-person mode."},
-            **failures(
-                401,
-                403,
-                404,
-                409,
-                503,
-                s409="Not replayable as things stand, e.g. `mismatch_not_replayable`.",
-            ),
-        },
+        responses=_REPLAY_ANSWERS,
     )
     async def replay_event(event: str, operator: str = operator_of) -> Response:
         # 202 either way: the event is back in the worker's hands, or, in two-person mode,

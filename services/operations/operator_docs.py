@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.domain.money import CURRENCIES
@@ -52,6 +53,23 @@ def failures(*statuses: int, **described: str) -> dict[int | str, dict[str, Any]
     """Response entries in the error shape for `statuses` (and `s<N>=` texts of their own)."""
     texts = {**_FAILURES, **{int(k[1:]): v for k, v in described.items()}}
     return {status: error_entry(texts[status], retry_after=status == 503) for status in statuses}
+
+
+def settlement_id() -> Any:
+    """A path's settlement id, as documented (read by `review.parse_id`, not FastAPI)."""
+    return Path(
+        description="A settlement's UUID; any other names none (404).",
+        json_schema_extra={"format": "uuid"},
+    )
+
+
+def whole_id(what: str) -> Any:
+    """A path's id of `what` (a break, a proposal), as documented (read by
+    `keyset.parse_id`, not FastAPI)."""
+    return Path(
+        description=f"{what}'s id: digits; any other names none (404).",
+        json_schema_extra={"pattern": "^[0-9]{1,18}$"},
+    )
 
 
 def query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -232,6 +250,38 @@ class PolicyChanged(BaseModel):
     changed_by_action: int
     operator: str
     approved_by: str | None
+
+
+class InboxEvent(BaseModel):
+    """A rail event as the inbox stored it."""
+
+    id: int
+    rail: str
+    rail_event_id: str
+    event_type: str | None
+    object_id: str | None
+    settlement_id: str | None
+    status: str
+    attempts: int
+    next_attempt_at: str | None
+    reason: str | None
+    received_at: str
+    applied_at: str | None
+    mismatch: list[dict[str, Any]] | None = Field(description="What disagreed, for a mismatch.")
+
+
+class InboxPage(BaseModel):
+    """A page of inbox events; `next_cursor` is null on the last page."""
+
+    data: list[InboxEvent]
+    next_cursor: str | None
+
+
+class Replayed(BaseModel):
+    """An inbox event back with the apply worker."""
+
+    id: int
+    status: str
 
 
 def proposed(done: type[BaseModel] | None, description: str) -> dict[int | str, Any]:

@@ -60,10 +60,7 @@ class AsTheOperator(requests.Session):
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
         if "Settle-Operator" in request.headers:
             request.headers["Settle-Operator"] = OPERATOR
-        r = super().send(request, **kwargs)
-        with open("/tmp/ops_stateful.txt", "a") as f:
-            f.write(f"{request.method} {request.path_url[:150]} {r.status_code} {r.text[:150]!r}\n")
-        return r
+        return super().send(request, **kwargs)
 
 
 def operator_document() -> dict[str, Any]:

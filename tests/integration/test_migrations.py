@@ -206,6 +206,10 @@ async def test_a_schema_ahead_of_the_code_serves_it(fresh_db: str) -> None:
         ahead = f"{int(head_revision()) + 1:04d}"  # a later release's expanded schema
         await pool.execute("UPDATE alembic_version SET version_num = $1", ahead)
         await require_schema(pool)
+        # A rolled-back release's `settle migrate` leaves the schema ahead of it as it is.
+        assert await asyncio.to_thread(migrate_to, fresh_db, "head") == (ahead, ahead)
+        with pytest.raises(UnknownRevision, match=f"the database's revision '{ahead}'"):
+            await asyncio.to_thread(migrate_to, fresh_db, "0020")
     finally:
         await pool.close()
 

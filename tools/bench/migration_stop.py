@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
@@ -63,7 +64,7 @@ class Load:
     rate: float
     writes: list[tuple[float, float]] = field(default_factory=list)
     waits: list[tuple[float, float]] = field(default_factory=list)  # (at, seconds waiting)
-    failed: int = 0
+    failed: Counter[str] = field(default_factory=Counter)  # why a write booked nothing
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -73,11 +74,11 @@ async def _write(ledger: Ledger, load: Load, n: int) -> None:
     raw = json.dumps({**body, "amount": 100 + n, "currency": "USD"}).encode()
     try:
         result = await ledger.accept(parse_settlement_body(TENANT, f"w-{n}", raw))
-    except (SettleError, asyncpg.PostgresError, OSError):
-        load.failed += 1
+    except (SettleError, asyncpg.PostgresError, OSError) as e:
+        load.failed[type(e).__name__] += 1
         return
     if result.outcome is not Outcome.CREATED:  # answered, but nothing booked
-        load.failed += 1
+        load.failed[result.outcome.value] += 1
         return
     load.writes.append((sent, time.monotonic()))
 
@@ -108,8 +109,9 @@ def window(name: str, load: Load, since: float, until: float, seconds: float) ->
     """The figures of the writes sent, and the waits seen, between `since` and `until`, of
     a step that took `seconds`."""
     mine = sorted((s, c) for s, c in load.writes if since <= s < until)
-    commits = sorted(c for _, c in load.writes if since <= c < until)
-    gaps = [b - a for a, b in itertools.pairwise(commits)]
+    # Every gap between two commits that overlaps the window, the one it began in included.
+    commits = sorted(c for _, c in load.writes)
+    gaps = [b - a for a, b in itertools.pairwise(commits) if b >= since and a < until]
     waits = [w for at, w in load.waits if since <= at < until]
     return Window(
         name,
@@ -185,7 +187,8 @@ async def run_load(url: str, plan: Plan, baseline_s: float) -> list[Window]:
     # A write sent just before a migration ended may commit a moment after it.
     figures += [window(rev, load, a, b + 0.25, b - a) for rev, a, b in spans]
     whole = window("upgrade", load, spans[0][1], spans[-1][2] + 0.25, spans[-1][2] - spans[0][1])
-    return [*figures, whole, Window("writes failed or refused", writes=load.failed)]
+    failed = ", ".join(f"{why}: {n}" for why, n in sorted(load.failed.items()))
+    return [*figures, whole, Window(f"writes that booked nothing ({failed or 'none'})")]
 
 
 async def _database(server_url: str, name: str, create: bool) -> str:

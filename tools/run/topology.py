@@ -8,7 +8,7 @@ in the order ledger, inbox, simulator, relays, reconciler, ledger admin, inbox a
 console, bank, so a second stack does not collide with the first. The reconciler's and the
 relays' one port is an admin port (operator endpoints, /metrics), and so is the console's
 (its pages, for operators only); the ledger's and the inbox's admin ports serve /readyz,
-/metrics, /docs and the inbox's operator view.
+/metrics and /docs (inbox events are the operator API's, the reconciler's, to show).
 """
 
 from __future__ import annotations

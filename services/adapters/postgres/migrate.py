@@ -90,6 +90,12 @@ async def _read_revision(database_url: str) -> str | None:
         await conn.close()
 
 
+def is_ahead(revision: str, head: str) -> bool:
+    """Whether `revision`, unknown to this code, is a later release's: numbered above `head`."""
+    unknown = revision not in known_revisions()
+    return unknown and revision.isdigit() and head.isdigit() and int(revision) > int(head)
+
+
 def current_revision(database_url: str) -> str | None:
     """The revision the database at `database_url` is at; None before its first migration."""
     return asyncio.run(_read_revision(database_url))
@@ -117,9 +123,12 @@ def migrate_to(
 ) -> tuple[str | None, str | None]:
     """Move the database at `database_url` up or down to `target` (a known revision, `head`
     or `base`); the revisions before and after. UnknownRevision for a target, or a database
-    revision, this code does not know."""
+    revision, this code does not know; but to `head` a schema already ahead of it (a later
+    release's, this code rolled back) stays as it is."""
     goal = _position(head_revision() if target == "head" else target, "revision")
     before = current_revision(database_url)
+    if target == "head" and before is not None and is_ahead(before, head_revision()):
+        return before, before
     now = _position(before or BASE, "the database's revision")
     if goal > now:
         upgrade(

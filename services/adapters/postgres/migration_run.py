@@ -3,8 +3,9 @@ transaction of its own, bounded lock waits, and a migration whose lock wait time
 again in a fresh transaction.
 
 A session-level advisory lock (`MIGRATION_LOCK_ID`) makes concurrent migrators take turns
-(replicas starting together, parallel test sessions): it is taken before any bound is set,
-so a migrator waits for the one ahead of it however long it runs, and released at the end.
+(replicas starting together, parallel test sessions): it is taken before the lock wait is
+bounded, so a migrator waits for the one ahead of it (up to the statement timeout), and
+released at the end.
 Then `lock_timeout` bounds every wait for a table's lock: a migration stuck behind a long
 transaction gives up after it instead of queueing every writer of the table behind its own
 request, and is tried again after a pause (`pauses`). `statement_timeout` bounds one
@@ -72,15 +73,18 @@ def with_retries(
             time.sleep(pause)
 
 
+def _set(connection: Connection, name: str, value: int) -> None:
+    connection.execute(text("SELECT set_config(:n, :v, false)"), {"n": name, "v": str(value)})
+
+
 def set_bounds(connection: Connection, lock_timeout_ms: int, statement_timeout_ms: int) -> None:
-    """Take the migrators' lock (waiting as long as the migrator ahead runs), then bound the
-    session's lock waits and statements; committed, so they hold across transactions."""
+    """Take the migrators' lock (waiting for the migrator ahead, up to the statement timeout,
+    whatever the role's defaults), then bound the session's lock waits; committed, so the
+    bounds hold across the migrations' transactions."""
+    _set(connection, "statement_timeout", statement_timeout_ms)
+    _set(connection, "lock_timeout", 0)
     connection.execute(text("SELECT pg_advisory_lock(:id)"), {"id": MIGRATION_LOCK_ID})
-    for name, value in (
-        ("lock_timeout", lock_timeout_ms),
-        ("statement_timeout", statement_timeout_ms),
-    ):
-        connection.execute(text("SELECT set_config(:n, :v, false)"), {"n": name, "v": str(value)})
+    _set(connection, "lock_timeout", lock_timeout_ms)
     connection.commit()
 
 

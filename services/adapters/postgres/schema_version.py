@@ -33,7 +33,7 @@ def schema_problem(found: str | None, head: str, known: Collection[str]) -> str 
     if found in known:
         return f"schema at {found}, this settle needs {head}: run settle migrate"
     if found.isdigit() and head.isdigit() and int(found) > int(head):
-        return None
+        return None  # a later release's (migrate.is_ahead)
     return f"schema at {found}, unknown to this settle (it needs {head})"
 
 
