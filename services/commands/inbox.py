@@ -30,13 +30,11 @@ def _settings() -> InboxSettings:
 )
 @host_option
 @port_option(8083, "POST /v1/webhooks/stripe and /healthz: the port the rail reaches.")
-@admin_port_option(
-    9083, "/readyz, /metrics, /docs: for operators and Prometheus only."
-)
+@admin_port_option(9083, "/readyz, /metrics, /docs: for operators and Prometheus only.")
 @click.pass_context
 def inbox(ctx: click.Context, host: str, port: int, admin_port: int) -> None:
-    """Run the inbox: POST /v1/webhooks/stripe on --port, the apply workers, and the operator
-    view, readiness and metrics on --admin-port."""
+    """Run the inbox: POST /v1/webhooks/stripe on --port, the apply workers, and readiness
+    and metrics on --admin-port."""
     if ctx.invoked_subcommand is not None:
         return
     if admin_port == port:
