@@ -6,25 +6,27 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 PINNED = re.compile(r"[a-z0-9./-]+:[\w.-]+@sha256:[0-9a-f]{64}")
 VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 
-def _instructions() -> list[str]:
+def _instructions(dockerfile: Path) -> list[str]:
     """The Dockerfile's instructions, continuation lines joined, comments left out."""
     text = "\n".join(
-        line for line in DOCKERFILE.read_text().splitlines() if not line.lstrip().startswith("#")
+        line for line in dockerfile.read_text().splitlines() if not line.lstrip().startswith("#")
     )
     return [line.strip() for line in text.replace("\\\n", " ").splitlines() if line.strip()]
 
 
-def base_images() -> list[str]:
+def base_images(dockerfile: Path = DOCKERFILE) -> list[str]:
     """The image of every FROM, with the ARGs declared before the first FROM put in."""
     args: dict[str, str] = {}
     images = []
-    for instruction in _instructions():
+    for instruction in _instructions(dockerfile):
         keyword, _, rest = instruction.partition(" ")
         if keyword == "ARG" and not images:
             name, _, default = rest.partition("=")
@@ -35,8 +37,11 @@ def base_images() -> list[str]:
     return images
 
 
-def test_every_base_image_is_pinned_by_digest() -> None:
-    images = base_images()
+@pytest.mark.parametrize(
+    "dockerfile", sorted((ROOT / "deploy").rglob("Dockerfile")), ids=lambda p: p.parent.name
+)
+def test_every_base_image_is_pinned_by_digest(dockerfile: Path) -> None:
+    images = base_images(dockerfile)
     assert images
     for image in images:
         assert PINNED.fullmatch(image), f"{image}: pin it as name:tag@sha256:<digest>"
@@ -61,7 +66,7 @@ def test_the_digest_is_set_once_in_an_arg_at_the_top() -> None:
 
 
 def test_the_image_installs_only_hashed_packages() -> None:
-    installs = [i for i in _instructions() if i.startswith("RUN ") and "pip install" in i]
+    installs = [i for i in _instructions(DOCKERFILE) if i.startswith("RUN ") and "pip install" in i]
     assert installs
     for run in installs:
         for command in run.split("&&"):
