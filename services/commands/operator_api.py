@@ -11,7 +11,6 @@ code, so the command exits as it would have had it acted itself: 404 ends with e
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,9 +20,10 @@ import httpx
 
 from services.domain.errors import ApiError, ConfigError
 from services.operations.errors import OperationsError
+from services.operations.operator_proof import OPERATOR_HEADER
 from services.platform.service_settings import OperatorCommandSettings
+from services.platform.settings import is_loopback
 
-CLAIMED = "Settle-Operator"
 TIMEOUT_SECONDS = 60.0  # an approval asks the rail while the request waits
 
 
@@ -94,7 +94,7 @@ async def operator_api(
     token's own operator); ConfigError for a plain-http address beyond this machine, where
     the token would cross the network in clear."""
     base = settings.operator_api
-    if base.startswith("http://") and not _loopback(base):
+    if base.startswith("http://") and not is_loopback(urlsplit(base).hostname or ""):
         raise ConfigError(
             "SETTLE_OPERATOR_API",
             "is plain http:// to another machine; the operator's token would cross the network "
@@ -105,22 +105,12 @@ async def operator_api(
         raise ConfigError("SETTLE_OPERATOR_TOKEN", "is empty: set it to your own operator token")
     headers = {"Authorization": f"Bearer {token}"}
     if operator is not None:
-        headers[CLAIMED] = operator
+        headers[OPERATOR_HEADER] = operator
     verify: str | bool = settings.operator_ca or True
     async with httpx.AsyncClient(
         base_url=base, headers=headers, verify=verify, timeout=TIMEOUT_SECONDS
     ) as client:
         yield OperatorApi(client)
-
-
-def _loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _refusal(answer: httpx.Response) -> ApiError:
@@ -130,8 +120,7 @@ def _refusal(answer: httpx.Response) -> ApiError:
     except (ValueError, KeyError, TypeError):
         code, message = "unexpected_answer", f"HTTP {answer.status_code}: {answer.text[:200]}"
     if answer.status_code in (502, 503, 504):
-        unavailable = ApiUnreachable(message, code=code)
-        return unavailable
+        return ApiUnreachable(message, code=code)
     return Answered(answer.status_code, code, message)
 
 

@@ -11,7 +11,6 @@ here as operator errors with a status and a code.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -265,16 +264,3 @@ async def resolve_break(
         now=now,
         approver=approver,
     )
-
-
-async def open_ids(
-    conn: asyncpg.Connection | asyncpg.Pool, break_type: BreakType, now: datetime
-) -> AsyncIterator[str]:
-    """The ids of the open breaks of `break_type`, a page at a time, in id order; a break
-    closed meanwhile drops out of the later pages."""
-    after = 0
-    where = BreakFilter(BreakStatus.OPEN, break_type)
-    while page := await list_breaks(conn, where, now=now, after=after):
-        for view in page:
-            yield str(view.item.id)
-        after = page[-1].item.id

@@ -18,11 +18,10 @@ from fastapi import Depends, Header, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.operations.errors import Forbidden
-from services.operations.operator_proof import acting_operator
+from services.operations.operator_proof import OPERATOR_HEADER, acting_operator
 from services.platform.bearer import BearerAuth, Unauthorized, token_of
 
 FORBIDDEN = "a tenant's token; operator actions need an operator token (SETTLE_OPERATOR_TOKENS)"
-CLAIMED_HEADER = "Settle-Operator"
 CLAIMED_DESCRIPTION = (
     "Optional: the operator the request acts as, as the `settle` operator commands send "
     "`--operator`. It must be the bearer token's own operator, else 403 `operator_mismatch`; "
@@ -45,7 +44,7 @@ def operator_dependency(
     """A FastAPI dependency giving the operator a request acts as (see the module docstring)."""
     # Defaults, not Annotated aliases: a local name is not resolvable from string annotations.
     credentials_of = Security(operator_scheme)
-    named = Header(None, alias=CLAIMED_HEADER, description=CLAIMED_DESCRIPTION)
+    named = Header(None, alias=OPERATOR_HEADER, description=CLAIMED_DESCRIPTION)
 
     async def acting(
         credentials: HTTPAuthorizationCredentials | None = credentials_of,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from services.operations.errors import Forbidden
 
-CLAIMED = "settle-operator"  # the header naming who the caller says they are
+OPERATOR_HEADER = "Settle-Operator"  # the header naming who the caller says they are
 MISMATCH = "operator_mismatch"
 
 

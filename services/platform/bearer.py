@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import Security
@@ -99,12 +99,3 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer_sch
 def token_of(credentials: HTTPAuthorizationCredentials | None) -> str | None:
     """The bearer token sent, or None when there is none (or another scheme was used)."""
     return None if credentials is None else credentials.credentials
-
-
-def tenant_dependency(auth: BearerAuth) -> Callable[..., Awaitable[str]]:
-    """A FastAPI dependency giving the caller's tenant, raising Unauthorized (401) otherwise."""
-
-    async def tenant(credentials: Credentials) -> str:
-        return auth.tenant_for(token_of(credentials))
-
-    return tenant

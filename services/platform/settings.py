@@ -117,7 +117,7 @@ def _unheld_secret_refusals(kind: type[Section], given: Mapping[str, str]) -> li
 def _exposure_refusals(settings: Section, host: str) -> list[ConfigError]:
     # SETTLE_ENV unset and a listener beyond loopback: the README's secrets would be served
     # to whoever reaches the port. SETTLE_ENV=local says so on purpose.
-    if "env" in settings.model_fields_set or _loopback(host):
+    if "env" in settings.model_fields_set or is_loopback(host):
         return []
     defaults = set(LOCAL_SECRETS.values())
     return [
@@ -133,7 +133,9 @@ def _exposure_refusals(settings: Section, host: str) -> list[ConfigError]:
     ]
 
 
-def _loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address, IPv6 in brackets or not) is this machine's
+    loopback; a name other than localhost is not taken to be."""
     if host.lower() == "localhost":
         return True
     try:
