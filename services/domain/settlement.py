@@ -119,6 +119,18 @@ def event_type(target: SettlementStatus) -> str:
     return CREATED if target == _S.ACCEPTED else target.value
 
 
+# Steps into these statuses publish no event: the move to dispatching only says that the relay
+# is about to call the rail, which no consumer acts on. Their sequence numbers are left out of
+# the settlement's events (1 created, 3 submitted, 4 paid).
+UNPUBLISHED_TARGETS: frozenset[SettlementStatus] = frozenset({_S.DISPATCHING})
+
+
+def publishes_event(source: SettlementStatus | None, target: SettlementStatus) -> bool:
+    """Whether the step from `source` (None: booking) to `target` publishes a SettlementEvent:
+    every step but a move into an internal status (a reference recorded there publishes)."""
+    return target not in UNPUBLISHED_TARGETS or source == target
+
+
 def transition(
     current: SettlementStatus, target: SettlementStatus, reason: str | None = None
 ) -> Transition:

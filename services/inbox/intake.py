@@ -44,6 +44,7 @@ from services.domain.rail_event import InboxStatus, ignore_reason, signal_of
 from services.inbox.apply import Outcome
 from services.inbox.errors import ChangePending
 from services.inbox.events import RailEvent
+from services.inbox.kept_body import kept
 from services.inbox.store import (
     RAIL,
     StoredEvent,
@@ -288,7 +289,7 @@ def _columns(rows: Sequence[Arrival]) -> list[object]:
         [w.event.object_id for w in rows],
         [w.event.change_key for w in rows],
         [w.event.settlement_id for w in rows],
-        [w.payload for w in rows],
+        [kept(w.payload) for w in rows],
         [status for status, _ in firsts],
         [reason for _, reason in firsts],
         times,

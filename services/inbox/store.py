@@ -19,6 +19,7 @@ from services.domain.rail_event import InboxStatus
 from services.domain.webhook_match import Difference, Reported
 from services.inbox.errors import ClaimedEventChanged
 from services.inbox.events import stored_event_facts
+from services.inbox.kept_body import kept, received
 
 RAIL = "stripe"
 
@@ -124,11 +125,12 @@ async def store_rejected(
     conn: asyncpg.Connection | asyncpg.Pool, payload: bytes, reason: str, now: datetime
 ) -> int:
     """Keep a signed body that is not an event, with the reason, for an operator to read."""
-    return int(await conn.fetchval(INSERT_REJECTED, RAIL, payload, reason, now, month_start(now)))
+    stored = kept(payload)
+    return int(await conn.fetchval(INSERT_REJECTED, RAIL, stored, reason, now, month_start(now)))
 
 
 def _stored(row: asyncpg.Record) -> StoredEvent:
-    reported, created = stored_event_facts(row["payload"])
+    reported, created = stored_event_facts(received(row["payload"]))
     return StoredEvent(
         row["id"],
         row["rail_event_id"],

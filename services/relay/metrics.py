@@ -110,7 +110,11 @@ def create_metrics(registry: CollectorRegistry | None = None) -> RelayMetrics:
             buckets=BATCH_BUCKETS,
             registry=r,
         ),
-        pruned=Counter("settle_relay_pruned_total", "Published outbox rows deleted.", registry=r),
+        pruned=Counter(
+            "settle_relay_pruned_total",
+            "Outbox rows an older relay marked published, deleted after retention.",
+            registry=r,
+        ),
         poison=with_children(poison, reason=POISON_REASONS),
         consumer_lag=consumer_lag_gauge(r),
         **_rail_families(r),

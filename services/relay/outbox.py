@@ -4,9 +4,10 @@ A batch is claimed with `FOR UPDATE SKIP LOCKED`, so replicas share the table wi
 waiting on each other. Order per settlement holds across replicas because a row is claimable
 only when every earlier event of its settlement is published: a replica never holds event
 n+1 while event n is unpublished, and one producer keeps a partition's sends in order.
-The claiming statement also marks the rows published, but its transaction commits only after
-Kafka acknowledged every row (`acks=all`); a crash or a Kafka failure before that rolls the
-mark back, and the rows go out again under the same `event_id`. Rows leave as whole record
+The claiming statement also deletes the rows, but its transaction commits only after Kafka
+acknowledged every row (`acks=all`); a crash or a Kafka failure before that rolls the delete
+back, and the rows go out again under the same `event_id`. A row is written twice in all
+(inserted, deleted); every row in the table is waiting to be published. Rows leave as whole record
 batches per partition (the partition computed as Kafka's default partitioner would), which
 is what lets one Python process publish tens of thousands of rows a second.
 
@@ -41,13 +42,14 @@ log = logging.getLogger(__name__)
 CHANNEL = "settle_outbox"
 PUBLISH_BATCH_BYTES = 512 * 1024  # a claimed batch leaves in a few record batches
 
-# Claimed and marked in one statement; the mark is part of the transaction, which commits only
-# after Kafka acknowledged every row, so a failed send leaves the rows unpublished. Each row
+# Claimed and deleted in one statement; the delete is part of the transaction, which commits
+# only after Kafka acknowledged every row, so a failed send leaves the rows in place. Each row
 # goes out with its settlement's trace context, read from the settlement (its primary key)
-# rather than copied into every outbox row by every writer.
+# rather than copied into every outbox row by every writer. A row an older relay marked
+# published (`published_at`, during an upgrade) is neither claimed nor waited for.
 CLAIM = """
-UPDATE outbox AS u SET published_at = now()
-  FROM (SELECT o.id, o.settlement_id FROM outbox o
+DELETE FROM outbox AS u
+ USING (SELECT o.id, o.settlement_id FROM outbox o
          WHERE o.published_at IS NULL
            AND NOT EXISTS (SELECT 1 FROM outbox e
                             WHERE e.settlement_id = o.settlement_id AND e.sequence < o.sequence
@@ -128,7 +130,7 @@ class OutboxPublisher:
             if not rows:
                 return Claimed(0, more=False)
             acks = await self._send(rows)
-            # Every row acknowledged before any is marked.
+            # Every row acknowledged before any delete commits.
             await asyncio.wait_for(asyncio.gather(*acks), self.ack_seconds)
             failpoint("outbox.after_send")  # on Kafka, not committed: sent again, same event_id
         self.metrics.published.inc(len(rows))
@@ -259,7 +261,8 @@ async def publish_forever(
 async def prune_published(
     pool: asyncpg.Pool, metrics: RelayMetrics, retention_seconds: float, batch: int = 1_000
 ) -> int:
-    """Delete rows published longer ago than the retention, `batch` at a time."""
+    """Delete rows marked published longer ago than the retention, `batch` at a time: the
+    rows an older relay marked instead of deleting, while the two ran side by side."""
     deleted = 0
     while True:
         async with pool.acquire() as conn:

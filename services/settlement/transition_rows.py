@@ -1,5 +1,6 @@
 """The values of the guarded settlement write: a settlement as locked, a step as planned, the
-rows it stores (one NamedTuple per table) and the event each step publishes.
+rows it stores (one NamedTuple per table) and the event each step publishes (a move to
+dispatching publishes none).
 
 Each row type mirrors a composite type of migration 0003 (0005 adds `amount_reversed` to
 `settlement_move`) field for field, so
@@ -18,7 +19,7 @@ from typing import NamedTuple
 from services.contracts import avro
 from services.domain.ids import uuid7, uuid7_text
 from services.domain.postings import AccountKind, Posting, entry_kind
-from services.domain.settlement import SettlementStatus, Transition
+from services.domain.settlement import SettlementStatus, Transition, publishes_event
 from services.domain.trace_context import TraceContext
 
 
@@ -217,6 +218,8 @@ def rows_of(
             for p in done.postings:
                 postings.append(PostingRow(entry, p.account_id, p.amount, p.currency))
                 deltas[p.account_id] = deltas.get(p.account_id, 0) + p.amount
+        if not publishes_event(done.source, done.target):
+            continue
         event_id = uuid7_text()  # as text: the event names it so, and the outbox takes it
         payload = settlement_event(
             event_id,

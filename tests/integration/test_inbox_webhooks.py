@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 from services.domain.settlement import SettlementStatus as S
+from services.inbox.kept_body import kept
 from services.inbox.worker import InboxWorker
 from tests.integration.inbox_support import (
     OPERATOR_TOKEN,
@@ -34,7 +35,8 @@ def counter(inbox: Inbox, name: str, **labels: str) -> float:
 
 
 async def stored_payloads(pool: asyncpg.Pool, body: bytes) -> list[asyncpg.Record]:
-    return await pool.fetch("SELECT status, reason FROM inbox_events WHERE payload = $1", body)
+    stored = kept(body)  # the body as the inbox keeps it
+    return await pool.fetch("SELECT status, reason FROM inbox_events WHERE payload = $1", stored)
 
 
 @pytest.mark.parametrize(

@@ -22,9 +22,10 @@ def late_reference(
 ) -> tuple[SettlementFact, dict[str, EventFact]]:
     seqs = tuple(range(1, len(history) + 1))
     fact = SettlementFact("s-late", "acme", 500, "EUR", "paid", None, history, seqs, SOURCES)
-    events = {
+    events = {  # the move to dispatching publishes nothing
         f"e{n}": EventFact(n, kind, status)
         for n, kind, status in zip(seqs, types, history, strict=True)
+        if kind != "dispatching"
     }
     return fact, events
 

@@ -27,7 +27,7 @@ from services.platform.config import libpq_dsn
 from services.platform.service_settings import Settings
 from tools.bench import e2e_pgstats as pgstats
 from tools.bench import e2e_probe as probe
-from tools.bench import fills, profile
+from tools.bench import e2e_wal, fills, profile
 from tools.bench.database import bench_database
 from tools.bench.e2e_figures import (
     ProcessGroup,
@@ -181,6 +181,8 @@ async def _one_rate(
         paid,
     )
     breakdown += statement_figures(at, costs, paid)
+    shares = await e2e_wal.wal_by_table(conn, db_before.wal_lsn, db_after.wal_lsn)
+    breakdown += e2e_wal.wal_figures(at, shares, paid)
     return figures, breakdown, seen.to_paid[1] if seen.to_paid else None
 
 

@@ -7,8 +7,8 @@ touches in steady state: the settlement, its transitions, its journal entries an
 postings (each entry's legs in one statement, so the per-statement balance check of
 migration 0009 passes them), the balance deltas, its rail instruction, and the rows that
 are kept for a while only: idempotency keys of the last `KEYS_KEPT` (a third of them past
-the ledger's 48 h retention, so key cleanup has work), published outbox rows of the last
-`OUTBOX_KEPT` (half past the relay's one-hour prune), and the applied webhooks. Settlements
+the ledger's 48 h retention, so key cleanup has work), and the applied webhooks; no outbox
+row, since publishing an event deletes its row. Settlements
 are spread evenly over `HISTORY`, the oldest first. Every row goes through the parent
 tables by plain INSERT, so a table partitioned by month takes it as well as a plain one, and
 through every trigger and foreign key. Then VACUUM ANALYZE, as a database that old would have
@@ -26,7 +26,6 @@ from typing import NamedTuple
 import asyncpg
 
 from services.adapters.postgres.history_months import open_months_since
-from services.contracts.topics import EVENTS
 from services.domain.balance_shards import BALANCE_SHARDS
 from services.domain.postings import AccountKind, account_id
 from services.ledger.booking import DEFAULT_RAIL
@@ -36,7 +35,6 @@ from tools.bench.prefill_history import MIX_PER_100, REFUSED, history_steps
 BATCH = 250_000  # settlements per transaction: about 3.5 million rows
 HISTORY = timedelta(days=180)
 KEYS_KEPT = timedelta(days=3)
-OUTBOX_KEPT = timedelta(hours=2)
 CURRENCY = "USD"
 WEBHOOK_RAIL = "stripe"  # the inbox's name of the rail (services/inbox/store.py)
 
@@ -152,16 +150,6 @@ SELECT $1, 'key-' || n, sha256(convert_to(reference, 'UTF8')), 'POST', '/v1/sett
        created_at, created_at
   FROM h WHERE created_at > $2 - make_interval(secs => $3) ORDER BY n
 """
-OUTBOX = f"""{_HISTORY}
-INSERT INTO outbox (event_id, settlement_id, sequence, topic, message_key, payload,
-                    created_at, published_at)
-SELECT {_uuid7("at", "$1 || ':event:' || n || ':' || sequence")}, id, sequence, $4,
-       convert_to(id::text, 'UTF8'),
-       convert_to(json_build_object('settlement_id', id, 'sequence', sequence,
-                                    'status', target, 'amount', amount)::text, 'UTF8'),
-       at, at + interval '50 ms'
-  FROM s WHERE at > $2 - make_interval(secs => $3) ORDER BY n, sequence
-"""
 WEBHOOKS = f"""{_HISTORY}
 INSERT INTO inbox_events (rail, rail_event_id, event_type, object_id, change_key,
                           settlement_id, payload, status, attempts, received_at,
@@ -197,7 +185,6 @@ def _per_table(number: int) -> list[tuple[str, tuple[object, ...]]]:
         (BOOKS, (CURRENCY, number % BALANCE_SHARDS)),
         (INSTRUCTIONS, (CURRENCY, DEFAULT_RAIL, REFUSED)),
         (KEYS, (KEYS_KEPT.total_seconds(),)),
-        (OUTBOX, (OUTBOX_KEPT.total_seconds(), EVENTS)),
         (WEBHOOKS, (WEBHOOK_RAIL,)),
     ]
 

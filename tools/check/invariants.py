@@ -9,10 +9,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import NamedTuple
 
 from services.domain.postings import AccountKind, expected_net, holding_account
-from services.domain.settlement import TERMINAL, SettlementStatus, step_event_type
+from services.domain.settlement import (
+    TERMINAL,
+    SettlementStatus,
+    publishes_event,
+    step_event_type,
+)
 from services.platform.config import RailKind
 from tools.check.facts import (
     DatabaseFacts,
@@ -172,14 +178,28 @@ def steps_of(settlement: SettlementFact) -> list[tuple[str | None, str]]:
     return list(zip(sources, settlement.history, strict=True))
 
 
-def _events_agree(settlement: SettlementFact, events: list[EventFact], published: int) -> bool:
-    if not published <= len(events) <= len(settlement.history):
+def published_steps(settlement: SettlementFact) -> list[tuple[int, str | None, str]]:
+    """The audit trail's steps that publish an event, as (sequence, from, to)."""
+    return [
+        (sequence, source, to_status)
+        for sequence, (source, to_status) in zip(
+            settlement.sequences, steps_of(settlement), strict=True
+        )
+        if publishes_event(
+            SettlementStatus(source) if source is not None else None, SettlementStatus(to_status)
+        )
+    ]
+
+
+def _events_agree(
+    steps: list[tuple[int, str | None, str]], events: list[EventFact], published: int
+) -> bool:
+    if not published <= len(events) <= len(steps):
         return False
-    trail = zip(settlement.sequences, steps_of(settlement), strict=True)
-    for event, (step, (source, to_status)) in zip(events, trail, strict=False):
+    for event, (sequence, source, to_status) in zip(events, steps, strict=False):
         origin = SettlementStatus(source) if source is not None else None
         expected_type = step_event_type(origin, SettlementStatus(to_status))
-        if event.sequence != step or event.type != expected_type:
+        if event.sequence != sequence or event.type != expected_type:
             return False
         if event.status not in (None, to_status):
             return False
@@ -187,22 +207,29 @@ def _events_agree(settlement: SettlementFact, events: list[EventFact], published
 
 
 def events_complete(db: DatabaseFacts, log: EventLogFacts) -> CheckResult:
-    """Per settlement, the deduplicated events run 1..n without a gap and tell its audit trail;
-    events whose outbox row is still unpublished may be missing (nothing_lost bounds them),
-    and events newer than the database snapshot are not compared."""
+    """Per settlement, the deduplicated events carry the sequences of its published steps (every
+    step but a move to dispatching), in order, none left out or repeated, and tell its audit
+    trail; events whose outbox row is still unpublished may be missing (nothing_lost bounds
+    them), and events newer than the database snapshot are not compared."""
     gaps: list[str] = []
     disagree: list[str] = []
     for sid, settlement in db.settlements.items():
         events = sorted(log.by_settlement.get(sid, {}).values(), key=lambda e: e.sequence)
-        if [e.sequence for e in events] != list(range(1, len(events) + 1)):
+        steps = published_steps(settlement)
+        sequences = [e.sequence for e in events]
+        expected = [sequence for sequence, _, _ in steps]
+        known = events[: len(steps)]
+        # PostgreSQL is read before Kafka: events of moves made since (a late webhook) are
+        # newer than the snapshot and have nothing to be compared with; their sequences must
+        # still go on rising without a repeat.
+        if sequences[: len(known)] != expected[: len(known)] or any(
+            later <= earlier for earlier, later in pairwise(sequences)
+        ):
             gaps.append(sid)
             continue
-        published = db.first_unpublished.get(sid, len(settlement.history) + 1) - 1
-        # PostgreSQL is read before Kafka: events of moves made since (a late webhook) are
-        # newer than the snapshot and have nothing to be compared with; their sequence still
-        # had to continue without a gap, above.
-        known = events[: len(settlement.history)]
-        if not _events_agree(settlement, known, published):
+        first_unpublished = db.first_unpublished.get(sid)
+        published = sum(1 for s in expected if first_unpublished is None or s < first_unpublished)
+        if not _events_agree(steps, known, published):
             disagree.append(sid)
     unknown = (sid for sid in log.by_settlement if sid not in db.settlements)
     return verdict(

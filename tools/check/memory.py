@@ -36,7 +36,7 @@ from services.adapters.kafka.topics import ensure_topics
 from services.adapters.postgres.migrate import upgrade
 from services.contracts import avro
 from services.contracts.topics import EVENTS, TOPICS
-from services.domain.settlement import step_event_type
+from services.domain.settlement import publishes_event, step_event_type
 from services.platform.config import libpq_dsn
 from services.platform.settings import load_settings
 from tools.check.memory_fill import AMOUNT, CURRENCY, STEPS, TENANT, fill
@@ -54,6 +54,8 @@ async def publish_events(
         sends = []
         for sid, reference in settlements:
             for sequence, (origin, status) in enumerate(STEPS, 1):
+                if not publishes_event(origin, status):
+                    continue
                 event = {
                     "event_id": str(uuid.uuid4()),
                     "settlement_id": sid,

@@ -1,0 +1,156 @@
+"""Where a rate's WAL goes: the server's own records between two positions, read back with
+`pg_waldump` and summed per relation of the bench database (a table, its indexes and its TOAST
+counted as the table; a month of a partitioned table as the table), with the full-page images
+among them.
+
+Only when the bench can read the server's WAL: `pg_waldump` beside the server's binaries and
+the data directory readable (the local cluster of `settle infra up`, the bench run as root or
+the server's user). Elsewhere the breakdown is left out, as statement costs are without
+pg_stat_statements. Records that name no relation (commits, checkpoints) are counted once,
+under "no relation", whichever database wrote them; records of other databases are left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import NamedTuple
+
+import asyncpg
+
+from tools.bench.report import Figure
+from tools.infra.postgres import find_bindir
+
+# One record as pg_waldump prints it: its total length, then the first block it touches.
+_RECORD = re.compile(r"^rmgr: +\S+ +len \(rec/tot\): +\d+/ *(?P<total>\d+),")
+_BLOCK = re.compile(
+    r"blkref #0: rel \d+/(?P<db>\d+)/(?P<node>\d+)(?: fork \w+)? blk \d+(?P<fpw> FPW)?"
+)
+NO_RELATION = "no relation"
+SHOWN = 12  # relations named in the breakdown; the rest are summed as "other"
+
+# Each relation of the bench database by file node, named by the table it belongs to.
+_RELATIONS = """
+SELECT pg_relation_filenode(c.oid) AS node, r.relname AS name
+  FROM pg_class c
+  LEFT JOIN pg_index i ON i.indexrelid = c.oid
+  LEFT JOIN pg_class toasted ON toasted.reltoastrelid = c.oid
+  CROSS JOIN LATERAL (SELECT coalesce(i.indrelid, toasted.oid, c.oid) AS oid) AS t
+  JOIN pg_class r ON r.oid = coalesce(pg_partition_root(t.oid), t.oid)
+ WHERE pg_relation_filenode(c.oid) IS NOT NULL
+"""
+
+
+class WalShare(NamedTuple):
+    """The WAL one table (or "no relation") took over a window."""
+
+    name: str
+    total: int  # bytes of its records
+    images: int  # bytes of those records that carry a full-page image
+    records: int
+
+
+def waldump() -> Path | None:
+    """The server's pg_waldump, if it is installed beside the server."""
+    found = find_bindir()
+    tool = found / "pg_waldump" if found else None
+    if tool is not None and tool.is_file():
+        return tool
+    located = shutil.which("pg_waldump")
+    return Path(located) if located else None
+
+
+async def wal_directory(conn: asyncpg.Connection) -> Path | None:
+    """The server's pg_wal directory, when this process can read it."""
+    try:
+        data = Path(await conn.fetchval("SHOW data_directory"))
+    except asyncpg.PostgresError:  # only superusers may read it
+        return None
+    wal = data / "pg_wal"
+    try:
+        next(wal.iterdir(), None)
+    except OSError:
+        return None
+    return wal
+
+
+async def wal_by_table(conn: asyncpg.Connection, since: str, until: str) -> list[WalShare] | None:
+    """The bench database's WAL between two positions, per table, largest first; None when
+    the server's WAL cannot be read from here."""
+    tool, wal = waldump(), await wal_directory(conn)
+    if tool is None or wal is None or since == until:
+        return None
+    database = str(
+        await conn.fetchval("SELECT oid FROM pg_database WHERE datname = current_database()")
+    )
+    names = {str(r["node"]): r["name"] for r in await conn.fetch(_RELATIONS)}
+    process = await asyncio.create_subprocess_exec(
+        str(tool),
+        "-p",
+        str(wal),
+        "-s",
+        since,
+        "-e",
+        until,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    totals: Counter[str] = Counter()
+    images: Counter[str] = Counter()
+    records: Counter[str] = Counter()
+    async for line in process.stdout:
+        text = line.decode(errors="replace")
+        record = _RECORD.match(text)
+        if record is None:
+            continue
+        block = _BLOCK.search(text, record.end())
+        if block is not None and block["db"] != database:
+            continue
+        name = (
+            NO_RELATION if block is None else names.get(block["node"], f"relation {block['node']}")
+        )
+        size = int(record["total"])
+        totals[name] += size
+        records[name] += 1
+        if block is not None and block["fpw"]:
+            images[name] += size
+    await process.wait()
+    return [WalShare(n, t, images[n], records[n]) for n, t in totals.most_common()]
+
+
+def wal_figures(at: str, shares: list[WalShare] | None, paid: int) -> list[Figure]:
+    """Bytes of WAL per paid settlement for the largest tables, the rest summed, and how much
+    of it was full-page images."""
+    if not shares or not paid:
+        return []
+    shown, rest = shares[:SHOWN], shares[SHOWN:]
+    figures = [
+        Figure(f"{at} wal {s.name}", round(s.total / paid, 1), "bytes/settlement") for s in shown
+    ]
+    if rest:
+        figures.append(
+            Figure(
+                f"{at} wal other tables",
+                round(sum(s.total for s in rest) / paid, 1),
+                "bytes/settlement",
+            )
+        )
+    figures.append(
+        Figure(
+            f"{at} wal full-page images",
+            round(sum(s.images for s in shares) / paid, 1),
+            "bytes/settlement",
+        )
+    )
+    figures.append(
+        Figure(
+            f"{at} wal records",
+            round(sum(s.records for s in shares) / paid, 1),
+            "records/settlement",
+        )
+    )
+    return figures
