@@ -13,7 +13,9 @@ is what lets one Python process publish tens of thousands of rows a second.
 
 A wake-up (a notification of new rows, or the poll) costs one claim when its batch comes back
 short, and a replica that another keeps beating to the rows answers notifications in groups
-(`standby_seconds`), so a few rows a commit are not paid for with empty claims.
+(`standby_seconds`), so a few rows a commit are not paid for with empty claims. A publisher
+whose wake-ups keep finding rows looks on its own clock and tells writers not to notify
+(`outbox_wake`), so their commits do not queue on PostgreSQL's notification lock.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from services.domain.trace_context import carried
 from services.platform.failpoints import failpoint
 from services.platform.tracing import headers_of
 from services.relay.metrics import RelayMetrics
+from services.relay.outbox_wake import PROMISE, Wakeups
 
 log = logging.getLogger(__name__)
 CHANNEL = "settle_outbox"
@@ -116,6 +119,7 @@ class OutboxPublisher:
         # again it answers at once. Rows wait this long at most, and only when a replica that
         # was taking them stops.
         self.standby_seconds = standby_seconds
+        self.wakeups = Wakeups(poll_seconds)
         self._wake = asyncio.Event()
         self._partition_counts: dict[str, int] = {}
         self.rounds = 0  # rounds of `run` that drained and began waiting for a wake-up
@@ -216,14 +220,20 @@ class OutboxPublisher:
         return total
 
     async def run(self) -> None:
-        """Publish whenever PostgreSQL notifies new rows, and at least every poll interval."""
+        """Publish whenever PostgreSQL notifies new rows, and at least every poll interval;
+        while busy, on its own clock, with writers told not to notify (`outbox_wake`)."""
         listener = await self.pool.acquire()
         lag_read, notified = float("-inf"), False
         try:
             await listener.add_listener(CHANNEL, self._notified)
             while True:
                 self._wake.clear()
-                standby = not await self.drain() and notified
+                published = await self.drain()
+                standby = not published and notified
+                if self.wakeups.stamp_due(published):
+                    async with self.pool.acquire() as conn:
+                        await conn.execute(PROMISE, self.wakeups.promise_seconds)
+                    self.wakeups.stamped()
                 # The lag gauge is read once a poll interval, not on every wake-up.
                 if time.monotonic() - lag_read >= self.poll_seconds:
                     async with self.pool.acquire() as conn:
@@ -231,7 +241,7 @@ class OutboxPublisher:
                     lag_read = time.monotonic()
                 self.rounds += 1
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+                    await asyncio.wait_for(self._wake.wait(), self.wakeups.timeout())
                 notified = self._wake.is_set()
                 if standby and notified:
                     await asyncio.sleep(self.standby_seconds)

@@ -27,7 +27,7 @@ from services.platform.config import libpq_dsn
 from services.platform.service_settings import Settings
 from tools.bench import e2e_pgstats as pgstats
 from tools.bench import e2e_probe as probe
-from tools.bench import e2e_wal, fills, profile
+from tools.bench import e2e_waits, e2e_wal, fills, profile
 from tools.bench.database import bench_database
 from tools.bench.e2e_figures import (
     ProcessGroup,
@@ -136,6 +136,7 @@ class _Stack:
     ledger_url: str
     statements: bool  # pg_stat_statements is loaded: statement costs are read
     profile: Path | None  # where py-spy's flame graphs go, if anywhere
+    dsn: str  # the bench database, for the wait sampler's own connection
 
 
 async def _one_rate(
@@ -154,7 +155,10 @@ async def _one_rate(
     sessions = await pgstats.session_pids(conn)
     before, db_before = probe.sample_groups(groups), await pgstats.database_counters(conn)
     pids = {name: stack.supervisor.pid(name) for name in profile.SERVICES}
-    async with profile.recording(stack.profile, rate, pids, seconds):
+    async with (
+        profile.recording(stack.profile, rate, pids, seconds),
+        e2e_waits.sampling(stack.dsn) as waits,
+    ):
         offered = await offer(load, stack.ledger_url, kafka_access(stack.settings), topic)
     accepted = offered.kafka_sent + offered.accepted_http
     if accepted < load.count:
@@ -181,6 +185,7 @@ async def _one_rate(
         paid,
     )
     breakdown += statement_figures(at, costs, paid)
+    breakdown += waits.figures(at)
     shares = await e2e_wal.wal_by_table(conn, db_before.wal_lsn, db_after.wal_lsn)
     breakdown += e2e_wal.wal_figures(at, shares, paid)
     return figures, breakdown, seen.to_paid[1] if seen.to_paid else None
@@ -218,6 +223,7 @@ async def _measure(
                 ports.url(ports.ledger),
                 statements,
                 options.profile,
+                libpq_dsn(url),
             )
             for rate in options.rates:
                 found, parts, p99_paid[rate] = await _one_rate(stack, rate, options.seconds)
