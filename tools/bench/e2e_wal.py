@@ -25,12 +25,14 @@ from tools.bench.report import Figure
 from tools.infra.postgres import find_bindir
 
 # One record as pg_waldump prints it: its total length, then the first block it touches.
-_RECORD = re.compile(r"^rmgr: +\S+ +len \(rec/tot\): +\d+/ *(?P<total>\d+),")
+_RECORD = re.compile(r"^rmgr: +(?P<rmgr>\S+) +len \(rec/tot\): +\d+/ *(?P<total>\d+),")
+_KIND = re.compile(r"desc: (?P<kind>[A-Z_+]+)")
 _BLOCK = re.compile(
     r"blkref #0: rel \d+/(?P<db>\d+)/(?P<node>\d+)(?: fork \w+)? blk \d+(?P<fpw> FPW)?"
 )
 NO_RELATION = "no relation"
 SHOWN = 12  # relations named in the breakdown; the rest are summed as "other"
+KINDS_SHOWN = 8  # kinds of record named in the breakdown
 
 # Each relation of the bench database by file node, named by the table it belongs to.
 _RELATIONS = """
@@ -77,9 +79,18 @@ async def wal_directory(conn: asyncpg.Connection) -> Path | None:
     return wal
 
 
-async def wal_by_table(conn: asyncpg.Connection, since: str, until: str) -> list[WalShare] | None:
-    """The bench database's WAL between two positions, per table, largest first; None when
-    the server's WAL cannot be read from here."""
+class WalBreakdown(NamedTuple):
+    """A window's WAL of the bench database by table, and by kind of record ("Heap INSERT",
+    "Btree INSERT_LEAF", "Heap LOCK" for a row locked by a foreign key's check), largest
+    first."""
+
+    tables: list[WalShare]
+    kinds: list[WalShare]
+
+
+async def wal_by_table(conn: asyncpg.Connection, since: str, until: str) -> WalBreakdown | None:
+    """The bench database's WAL between two positions, per table and per kind of record; None
+    when the server's WAL cannot be read from here."""
     tool, wal = waldump(), await wal_directory(conn)
     if tool is None or wal is None or since == until:
         return None
@@ -99,34 +110,56 @@ async def wal_by_table(conn: asyncpg.Connection, since: str, until: str) -> list
         stderr=asyncio.subprocess.DEVNULL,
     )
     assert process.stdout is not None
-    totals: Counter[str] = Counter()
-    images: Counter[str] = Counter()
-    records: Counter[str] = Counter()
+    tally = Tally(database, names)
     async for line in process.stdout:
-        text = line.decode(errors="replace")
+        tally.add(line.decode(errors="replace"))
+    await process.wait()
+    return tally.breakdown()
+
+
+class Tally:
+    """pg_waldump's records summed per table of one database and per kind of record."""
+
+    def __init__(self, database: str, names: dict[str, str]) -> None:
+        self.database = database  # its oid, as the records name it
+        self.names = names  # file node -> table
+        self.totals: Counter[str] = Counter()
+        self.images: Counter[str] = Counter()
+        self.records: Counter[str] = Counter()
+        self.kinds: Counter[str] = Counter()
+
+    def add(self, text: str) -> None:
+        """Count one line of pg_waldump's output (lines that are no record are passed over)."""
         record = _RECORD.match(text)
         if record is None:
-            continue
+            return
         block = _BLOCK.search(text, record.end())
-        if block is not None and block["db"] != database:
-            continue
-        name = (
-            NO_RELATION if block is None else names.get(block["node"], f"relation {block['node']}")
-        )
+        if block is not None and block["db"] != self.database:
+            return
+        node = None if block is None else block["node"]
+        name = NO_RELATION if node is None else self.names.get(node, f"relation {node}")
         size = int(record["total"])
-        totals[name] += size
-        records[name] += 1
+        self.totals[name] += size
+        self.records[name] += 1
         if block is not None and block["fpw"]:
-            images[name] += size
-    await process.wait()
-    return [WalShare(n, t, images[n], records[n]) for n, t in totals.most_common()]
+            self.images[name] += size
+        kind = _KIND.search(text, record.end())
+        self.kinds[f"{record['rmgr']} {kind['kind'] if kind else '?'}"] += size
+
+    def breakdown(self) -> WalBreakdown:
+        """What was counted, largest first."""
+        return WalBreakdown(
+            [WalShare(n, t, self.images[n], self.records[n]) for n, t in self.totals.most_common()],
+            [WalShare(k, t, 0, 0) for k, t in self.kinds.most_common()],
+        )
 
 
-def wal_figures(at: str, shares: list[WalShare] | None, paid: int) -> list[Figure]:
-    """Bytes of WAL per paid settlement for the largest tables, the rest summed, and how much
-    of it was full-page images."""
-    if not shares or not paid:
+def wal_figures(at: str, breakdown: WalBreakdown | None, paid: int) -> list[Figure]:
+    """Bytes of WAL per paid settlement for the largest tables, the rest summed, how much of
+    it was full-page images, and the largest kinds of record."""
+    if not breakdown or not breakdown.tables or not paid:
         return []
+    shares = breakdown.tables
     shown, rest = shares[:SHOWN], shares[SHOWN:]
     figures = [
         Figure(f"{at} wal {s.name}", round(s.total / paid, 1), "bytes/settlement") for s in shown
@@ -153,4 +186,8 @@ def wal_figures(at: str, shares: list[WalShare] | None, paid: int) -> list[Figur
             "records/settlement",
         )
     )
+    figures += [
+        Figure(f"{at} wal kind {k.name}", round(k.total / paid, 1), "bytes/settlement")
+        for k in breakdown.kinds[:KINDS_SHOWN]
+    ]
     return figures
