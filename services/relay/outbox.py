@@ -7,15 +7,13 @@ n+1 while event n is unpublished, and one producer keeps a partition's sends in 
 The claiming statement also deletes the rows, but its transaction commits only after Kafka
 acknowledged every row (`acks=all`); a crash or a Kafka failure before that rolls the delete
 back, and the rows go out again under the same `event_id`. A row is written twice in all
-(inserted, deleted); every row in the table is waiting to be published. Rows leave as whole record
-batches per partition (the partition computed as Kafka's default partitioner would), which
-is what lets one Python process publish tens of thousands of rows a second.
+(inserted, deleted); every row in the table is waiting to be published. Rows leave as whole
+record batches per partition (the partition computed as Kafka's default partitioner would),
+which is what lets one Python process publish tens of thousands of rows a second.
 
 A wake-up (a notification of new rows, or the poll) costs one claim when its batch comes back
 short, and a replica that another keeps beating to the rows answers notifications in groups
-(`standby_seconds`), so a few rows a commit are not paid for with empty claims. A publisher
-whose wake-ups keep finding rows looks on its own clock and tells writers not to notify
-(`outbox_wake`), so their commits do not queue on PostgreSQL's notification lock.
+(`standby_seconds`), so a few rows a commit are not paid for with empty claims.
 """
 
 from __future__ import annotations
@@ -39,34 +37,38 @@ from services.domain.trace_context import carried
 from services.platform.failpoints import failpoint
 from services.platform.tracing import headers_of
 from services.relay.metrics import RelayMetrics
-from services.relay.outbox_wake import PROMISE, Wakeups
 
 log = logging.getLogger(__name__)
 CHANNEL = "settle_outbox"
 PUBLISH_BATCH_BYTES = 512 * 1024  # a claimed batch leaves in a few record batches
 
 # Claimed and deleted in one statement; the delete is part of the transaction, which commits
-# only after Kafka acknowledged every row, so a failed send leaves the rows in place. Each row
-# goes out with its settlement's trace context, read from the settlement (its primary key)
-# rather than copied into every outbox row by every writer. A row an older relay marked
-# published (`published_at`, during an upgrade) is neither claimed nor waited for.
+# only after Kafka acknowledged every row, so a failed send leaves the rows in place. The rows
+# are deleted by their physical address (a TID scan), never by a join that would read the
+# whole table, dead rows and all, on every claim. Each row goes out with its settlement's
+# trace context, read from the settlement (its primary key) rather than copied into every
+# outbox row by every writer. A row an older relay marked published (`published_at`, during
+# an upgrade) is neither claimed nor waited for.
 CLAIM = """
-DELETE FROM outbox AS u
- USING (SELECT o.id, o.settlement_id FROM outbox o
-         WHERE o.published_at IS NULL
-           AND NOT EXISTS (SELECT 1 FROM outbox e
-                            WHERE e.settlement_id = o.settlement_id AND e.sequence < o.sequence
-                              AND e.published_at IS NULL)
-         ORDER BY o.id
-         LIMIT $1
-           FOR UPDATE OF o SKIP LOCKED) AS c
-  LEFT JOIN settlements s ON s.id = c.settlement_id
- WHERE u.id = c.id
-RETURNING u.id, u.event_id, u.settlement_id, u.sequence, u.topic, u.message_key, u.payload,
-          s.traceparent, s.tracestate,
-          EXISTS (SELECT 1 FROM outbox f
-                   WHERE f.settlement_id = u.settlement_id AND f.sequence > u.sequence
-                     AND f.published_at IS NULL) AS followed
+WITH claimed AS (
+    SELECT o.ctid AS claimed_row FROM outbox o
+     WHERE o.published_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM outbox e
+                        WHERE e.settlement_id = o.settlement_id AND e.sequence < o.sequence
+                          AND e.published_at IS NULL)
+     ORDER BY o.id
+     LIMIT $1
+       FOR UPDATE OF o SKIP LOCKED
+), published AS (
+    DELETE FROM outbox WHERE ctid = ANY (ARRAY(SELECT claimed_row FROM claimed))
+    RETURNING id, event_id, settlement_id, sequence, topic, message_key, payload
+)
+SELECT p.id, p.event_id, p.settlement_id, p.sequence, p.topic, p.message_key, p.payload,
+       s.traceparent, s.tracestate,
+       EXISTS (SELECT 1 FROM outbox f
+                WHERE f.settlement_id = p.settlement_id AND f.sequence > p.sequence
+                  AND f.published_at IS NULL) AS followed
+  FROM published p LEFT JOIN settlements s ON s.id = p.settlement_id
 """
 LAG = """
 SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
@@ -119,7 +121,6 @@ class OutboxPublisher:
         # again it answers at once. Rows wait this long at most, and only when a replica that
         # was taking them stops.
         self.standby_seconds = standby_seconds
-        self.wakeups = Wakeups(poll_seconds)
         self._wake = asyncio.Event()
         self._partition_counts: dict[str, int] = {}
         self.rounds = 0  # rounds of `run` that drained and began waiting for a wake-up
@@ -220,20 +221,14 @@ class OutboxPublisher:
         return total
 
     async def run(self) -> None:
-        """Publish whenever PostgreSQL notifies new rows, and at least every poll interval;
-        while busy, on its own clock, with writers told not to notify (`outbox_wake`)."""
+        """Publish whenever PostgreSQL notifies new rows, and at least every poll interval."""
         listener = await self.pool.acquire()
         lag_read, notified = float("-inf"), False
         try:
             await listener.add_listener(CHANNEL, self._notified)
             while True:
                 self._wake.clear()
-                published = await self.drain()
-                standby = not published and notified
-                if self.wakeups.stamp_due(published):
-                    async with self.pool.acquire() as conn:
-                        await conn.execute(PROMISE, self.wakeups.promise_seconds)
-                    self.wakeups.stamped()
+                standby = not await self.drain() and notified
                 # The lag gauge is read once a poll interval, not on every wake-up.
                 if time.monotonic() - lag_read >= self.poll_seconds:
                     async with self.pool.acquire() as conn:
@@ -241,7 +236,7 @@ class OutboxPublisher:
                     lag_read = time.monotonic()
                 self.rounds += 1
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.wakeups.timeout())
+                    await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
                 notified = self._wake.is_set()
                 if standby and notified:
                     await asyncio.sleep(self.standby_seconds)
