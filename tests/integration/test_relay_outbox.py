@@ -18,8 +18,9 @@ from services.adapters.kafka.clients import header, idempotent_producer, manual_
 from services.adapters.kafka.topics import ensure_topics
 from services.contracts.topics import EVENTS
 from services.relay.metrics import create_metrics
-from services.relay.outbox import CHANNEL, CLAIM, OutboxPublisher, prune_published
-from tests.conftest import asyncpg_dsn, unique
+from services.relay.outbox import BY_INDEX, CHANNEL, CLAIM, OutboxPublisher, prune_published
+from tests.conftest import asyncpg_dsn, scratch_database, unique
+from tests.harness import Servers
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -232,3 +233,26 @@ async def test_prune_deletes_only_rows_published_before_the_retention(pool: asyn
             )
             == 0
         )
+
+
+async def test_the_claim_reads_the_indexes_even_when_the_outbox_was_analyzed_empty(
+    infra: Servers,
+) -> None:
+    async with scratch_database(infra.database_url, "settle_claim_plan_") as url:
+        conn = await asyncpg.connect(asyncpg_dsn(url))
+        try:
+            await conn.execute("VACUUM ANALYZE outbox")  # as autovacuum finds it between bursts
+            await conn.executemany(  # then a backlog: a third of the settlements have 3 events
+                """INSERT INTO outbox (event_id, settlement_id, sequence, topic, message_key,
+                                       payload) VALUES ($1, $2, $3, 'settlement.events', '', '')""",
+                [(uuid.uuid4(), uuid.UUID(int=n // 3), n % 3 + 1) for n in range(3000)],
+            )
+            explain = "EXPLAIN (FORMAT JSON) " + CLAIM.replace("$1", "2000")
+            planned_blind = str(await conn.fetchval(explain))
+            async with conn.transaction():
+                await conn.execute(BY_INDEX)
+                planned = str(await conn.fetchval(explain))
+        finally:
+            await conn.close()
+    assert "Seq Scan" in planned_blind  # what the statistics alone would have it do
+    assert "Seq Scan" not in planned and "outbox_sequence_unique" in planned
