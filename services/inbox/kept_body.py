@@ -2,7 +2,7 @@
 
 A rail's event is a JSON document of one to two kilobytes, below the size at which PostgreSQL
 compresses a value itself, and it is written twice (stored, then applied). Compressed with
-zlib it takes about a third of that in the table and in the WAL. A kept body starts with
+zlib it takes less than half of that in the table and in the WAL. A kept body starts with
 `MARK`, which no JSON text begins with (0xFF is never a byte of UTF-8), so a body stored
 uncompressed (an older inbox's, or a row written by hand) is read as it is.
 """
