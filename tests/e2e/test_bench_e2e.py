@@ -61,7 +61,6 @@ def test_e2e_reports_every_figure_and_every_offered_settlement_is_paid(
     for path in ("accepted->submitted", "accepted->paid"):
         p50, p99, p999 = (figures[f"{path} {p}"] for p in ("p50", "p99", "p999"))
         assert 0 < p50 <= p99 <= p999
-    assert figures["accepted->submitted p999"] <= figures["accepted->paid p999"]
     assert figures["http p99"] > 0 and figures["send lag max"] >= 0
     parts = ("ledger", "relay", "inbox", "reconciler", "postgres", "kafka")
     assert figures["cpu stack"] == pytest.approx(sum(figures[f"cpu {p}"] for p in parts))
