@@ -256,3 +256,27 @@ async def test_the_claim_reads_the_indexes_even_when_the_outbox_was_analyzed_emp
             await conn.close()
     assert "Seq Scan" in planned_blind  # what the statistics alone would have it do
     assert "Seq Scan" not in planned and "outbox_sequence_unique" in planned
+
+
+async def test_the_publisher_claims_with_the_indexes_plan(
+    database_url: str, kafka_bootstrap: str
+) -> None:
+    ran: list[str] = []
+
+    async def record(conn: asyncpg.Connection) -> None:
+        conn.add_query_logger(lambda q: ran.append(q.query))
+
+    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=2, init=record)
+    prefix = unique("t") + "."
+    await ensure_topics(KafkaAccess(kafka_bootstrap), prefix)
+    producer = idempotent_producer(KafkaAccess(kafka_bootstrap), "relay-plan")
+    await producer.start()
+    try:
+        await fill_outbox(pool, settlements=2, events_each=1)
+        ran.clear()
+        await OutboxPublisher(pool, producer, create_metrics(), topic_prefix=prefix).drain()
+    finally:
+        await producer.stop()
+        await pool.close()
+    claims = [n for n, query in enumerate(ran) if query == CLAIM]
+    assert claims and all(ran[n - 1] == BY_INDEX for n in claims), ran

@@ -186,7 +186,7 @@ async def _one_rate(
     )
     breakdown += statement_figures(at, costs, paid)
     breakdown += waits.figures(at)
-    shares = await e2e_wal.wal_by_table(conn, db_before.wal_lsn, db_after.wal_lsn)
+    shares = await e2e_wal.wal_breakdown(conn, db_before.wal_lsn, db_after.wal_lsn)
     breakdown += e2e_wal.wal_figures(at, shares, paid)
     return figures, breakdown, seen.to_paid[1] if seen.to_paid else None
 

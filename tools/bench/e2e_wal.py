@@ -34,13 +34,16 @@ NO_RELATION = "no relation"
 SHOWN = 12  # relations named in the breakdown; the rest are summed as "other"
 KINDS_SHOWN = 8  # kinds of record named in the breakdown
 
-# Each relation of the bench database by file node, named by the table it belongs to.
+# Each relation of the bench database by file node, named by the table it belongs to: an index
+# by its table, a TOAST table and its index by the table they hold values of, a month by its
+# partitioned table.
 _RELATIONS = """
 SELECT pg_relation_filenode(c.oid) AS node, r.relname AS name
   FROM pg_class c
   LEFT JOIN pg_index i ON i.indexrelid = c.oid
-  LEFT JOIN pg_class toasted ON toasted.reltoastrelid = c.oid
-  CROSS JOIN LATERAL (SELECT coalesce(i.indrelid, toasted.oid, c.oid) AS oid) AS t
+  CROSS JOIN LATERAL (SELECT coalesce(i.indrelid, c.oid) AS oid) AS indexed
+  LEFT JOIN pg_class toasted ON toasted.reltoastrelid = indexed.oid
+  CROSS JOIN LATERAL (SELECT coalesce(toasted.oid, indexed.oid) AS oid) AS t
   JOIN pg_class r ON r.oid = coalesce(pg_partition_root(t.oid), t.oid)
  WHERE pg_relation_filenode(c.oid) IS NOT NULL
 """
@@ -88,7 +91,7 @@ class WalBreakdown(NamedTuple):
     kinds: list[WalShare]
 
 
-async def wal_by_table(conn: asyncpg.Connection, since: str, until: str) -> WalBreakdown | None:
+async def wal_breakdown(conn: asyncpg.Connection, since: str, until: str) -> WalBreakdown | None:
     """The bench database's WAL between two positions, per table and per kind of record; None
     when the server's WAL cannot be read from here."""
     tool, wal = waldump(), await wal_directory(conn)
