@@ -261,10 +261,11 @@ async def test_the_claim_reads_the_indexes_even_when_the_outbox_was_analyzed_emp
 async def test_the_publisher_claims_with_the_indexes_plan(
     database_url: str, kafka_bootstrap: str
 ) -> None:
-    ran: list[str] = []
+    ran: dict[int, list[str]] = {}  # per connection: lanes claim side by side
 
     async def record(conn: asyncpg.Connection) -> None:
-        conn.add_query_logger(lambda q: ran.append(q.query))
+        mine = ran.setdefault(id(conn), [])
+        conn.add_query_logger(lambda q: mine.append(q.query))
 
     pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=2, init=record)
     prefix = unique("t") + "."
@@ -272,11 +273,18 @@ async def test_the_publisher_claims_with_the_indexes_plan(
     producer = idempotent_producer(KafkaAccess(kafka_bootstrap), "relay-plan")
     await producer.start()
     try:
-        await fill_outbox(pool, settlements=2, events_each=1)
-        ran.clear()
-        await OutboxPublisher(pool, producer, create_metrics(), topic_prefix=prefix).drain()
+        await fill_outbox(pool, settlements=6, events_each=1)
+        for queries in ran.values():
+            queries.clear()
+        # One row a claim: the drain goes on in two lanes, each on a connection of its own.
+        publisher = OutboxPublisher(pool, producer, create_metrics(), prefix, batch_size=1)
+        await publisher.drain()
     finally:
         await producer.stop()
         await pool.close()
-    claims = [n for n, query in enumerate(ran) if query == CLAIM]
-    assert claims and all(ran[n - 1] == BY_INDEX for n in claims), ran
+    claimed = 0
+    for queries in ran.values():
+        claims = [n for n, query in enumerate(queries) if query == CLAIM]
+        assert all(queries[n - 1] == BY_INDEX for n in claims), queries
+        claimed += len(claims)
+    assert claimed
